@@ -1,0 +1,70 @@
+//! The crate error: one variant per layer, each wrapping that layer's enum.
+//!
+//! Callers that only care about the category match on [`Error::kind`].
+
+use crate::catalog::CatalogError;
+use crate::keys::KeyError;
+use crate::storage::StorageError;
+use crate::table::TableError;
+
+/// Any error widesql returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A catalog object was missing, duplicated, misnamed or reserved.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A table operation was refused or found corrupt data.
+    #[error(transparent)]
+    Table(#[from] TableError),
+    /// The storage layer failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A key read from disk could not be decoded.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A SQL statement failed to plan or run.
+    #[error("{0}")]
+    Sql(String),
+}
+
+/// The category of an [`Error`], for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The named object does not exist.
+    NotFound,
+    /// An object with that name exists already.
+    AlreadyExists,
+    /// A name is empty, too long, has control characters or is reserved.
+    InvalidName,
+    /// An argument is out of range or contradicts the table's spec.
+    InvalidArgument,
+    /// The object cannot be dropped while it has children.
+    NotEmpty,
+    /// I/O or the store failed.
+    Storage,
+    /// Bytes on disk are not what widesql writes.
+    Corruption,
+    /// A SQL statement failed.
+    Sql,
+}
+
+impl Error {
+    /// The category of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Catalog(e) => e.kind(),
+            Error::Table(e) => e.kind(),
+            Error::Storage(StorageError::UnsupportedFormat { .. })
+            | Error::Storage(StorageError::NotWidesql { .. }) => ErrorKind::Corruption,
+            Error::Storage(_) => ErrorKind::Storage,
+            Error::Key(KeyError::TimestampRange(_)) => ErrorKind::InvalidArgument,
+            Error::Key(_) => ErrorKind::Corruption,
+            Error::Sql(_) => ErrorKind::Sql,
+        }
+    }
+}
+
+/// `Result` with widesql's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,114 @@
+//! The `widesql` command line: parses arguments and calls the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use widesql::{Db, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, TableSpec};
+
+/// An embedded SQL engine over Bigtable-style wide-column tables in sled.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// The database directory (created if missing).
+    #[arg(long, global = true, default_value = "widesql-data")]
+    db: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Lists projects, datasets, tables and their column families.
+    Catalog,
+    /// Loads the Bigtable paper's webtable example and reads it back.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = Db::open(&cli.db).and_then(|db| match cli.command {
+        Command::Catalog => print_catalog(&db),
+        Command::Demo => demo(&db),
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_catalog(db: &Db) -> widesql::Result<()> {
+    for project in db.projects()? {
+        for dataset in project.datasets()? {
+            for table in dataset.tables()? {
+                let spec = table.spec()?;
+                let families: Vec<String> = spec
+                    .families
+                    .iter()
+                    .map(|f| format!("{} [{}]", f.name, f.locality_group))
+                    .collect();
+                println!("{}  {}", table.qualified_name()?, families.join(", "));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn demo(db: &Db) -> widesql::Result<()> {
+    let dataset = db.default_dataset()?;
+    let webtable = match dataset.table("webtable")? {
+        Some(t) => t,
+        None => dataset.create_table(
+            "webtable",
+            TableSpec::new()
+                .with_family(FamilySpec::new("language"))
+                .with_family(
+                    FamilySpec::new("contents")
+                        .with_locality_group("blobs")
+                        .with_max_versions(3),
+                )
+                .with_family(FamilySpec::new("anchor")),
+        )?,
+    };
+    for (version, page) in ["<html>v1", "<html>v2", "<html>v3", "<html>v4"]
+        .iter()
+        .enumerate()
+    {
+        webtable.mutate_row(
+            b"com.cnn.www",
+            &RowMutation::new()
+                .set_at("contents", "", 1 + version as i64, page)
+                .set("language", "", "EN")
+                .set("anchor", "cnnsi.com", "CNN")
+                .set("anchor", "my.look.ca", "CNN.com"),
+        )?;
+    }
+    webtable.mutate_row(
+        b"com.example.www",
+        &RowMutation::new().set("language", "", "DE"),
+    )?;
+    db.flush()?;
+    let latest = ReadOptions::new().with_filter(Filter::all().with_latest_versions(1));
+    for row in webtable.read_rows(&RowSet::prefix("com."), latest)? {
+        let row = row?;
+        for cell in &row.cells {
+            println!(
+                "{}  {}:{}  @{}  {}",
+                String::from_utf8_lossy(&row.key),
+                cell.family,
+                String::from_utf8_lossy(&cell.qualifier),
+                cell.timestamp,
+                String::from_utf8_lossy(&cell.value)
+            );
+        }
+    }
+    let contents = Filter::all().with_families(["contents"]);
+    let versions = webtable
+        .read_row(b"com.cnn.www", &contents)?
+        .map_or(0, |r| r.cells.len());
+    println!("contents versions kept for com.cnn.www: {versions} (max_versions = 3)");
+    Ok(())
+}

@@ -1,0 +1,434 @@
+//! The storage layer: the only module that calls sled.
+//!
+//! It offers a narrow key-value interface — named trees with `get`, ordered
+//! `range` scans in both directions, atomic [`WriteBatch`]es that may span
+//! several trees, and `flush` — so that a distributed KV store could replace
+//! sled without touching the layers above.
+//!
+//! Every tree counts the keys its scans and reads visit ([`Tree::keys_read`]):
+//! tests use the counters to prove that a scan touched only what it had to.
+//!
+//! The default tree holds a few meta keys: the format version (checked on
+//! open, see [`crate::keys::FORMAT_VERSION`]) and the timestamp lease of the
+//! [`crate::clock`].
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::keys::FORMAT_VERSION;
+
+/// The bytes of a key or value read from storage (cheap to clone).
+pub type Bytes = sled::IVec;
+
+const META_FORMAT: &[u8] = b"widesql/format";
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The underlying store failed (I/O, or a bug it reported).
+    #[error("storage error in '{path}': {source}")]
+    Store {
+        /// The database directory.
+        path: String,
+        /// What sled reported.
+        source: sled::Error,
+    },
+    /// The database directory cannot be created.
+    #[error("cannot create database directory '{path}': {source}")]
+    CreateDir {
+        /// The database directory.
+        path: String,
+        /// What the file system reported.
+        source: std::io::Error,
+    },
+    /// The database directory is locked by another process.
+    #[error("database '{path}' is in use by another process")]
+    Locked {
+        /// The database directory.
+        path: String,
+    },
+    /// The directory holds data of an unknown format version.
+    #[error("database '{path}' has format version {found}, this build reads version {supported}")]
+    UnsupportedFormat {
+        /// The database directory.
+        path: String,
+        /// The version on disk.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// The directory holds something that is not a widesql database.
+    #[error("'{path}' is not a widesql database: {reason}")]
+    NotWidesql {
+        /// The database directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How to open the storage.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    /// Bytes of page cache. Default: 64 MiB.
+    pub cache_capacity: u64,
+    /// Background flush interval in milliseconds; `None` flushes only on
+    /// [`Storage::flush`] and close. Default: 500 ms (sled's default).
+    pub flush_every_ms: Option<u64>,
+    /// Remove the directory when the database is closed. Default: `false`.
+    pub temporary: bool,
+}
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        Self {
+            cache_capacity: 64 * 1024 * 1024,
+            flush_every_ms: Some(500),
+            temporary: false,
+        }
+    }
+}
+
+/// An open store: a sled database and its trees.
+#[derive(Debug)]
+pub struct Storage {
+    db: sled::Db,
+    path: PathBuf,
+    trees: RwLock<HashMap<Vec<u8>, Tree>>,
+    /// Incremented after every applied batch; see [`Storage::write_epoch`].
+    write_epoch: AtomicU64,
+}
+
+/// One named tree: an ordered map of byte keys to byte values.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    inner: sled::Tree,
+    keys_read: Arc<AtomicU64>,
+    path: Arc<str>,
+}
+
+impl Storage {
+    /// Opens (creating if needed) the store in `path`.
+    pub fn open(path: &Path, options: &StorageOptions) -> Result<Storage, StorageError> {
+        let display = path.display().to_string();
+        let config = sled::Config::new()
+            .path(path)
+            .cache_capacity(options.cache_capacity)
+            .flush_every_ms(options.flush_every_ms)
+            .temporary(options.temporary);
+        let db = config.open().map_err(|source| match source {
+            sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::WouldBlock => {
+                StorageError::Locked {
+                    path: display.clone(),
+                }
+            }
+            sled::Error::Io(ref io) if io.to_string().contains("lock") => StorageError::Locked {
+                path: display.clone(),
+            },
+            source => StorageError::Store {
+                path: display.clone(),
+                source,
+            },
+        })?;
+        let storage = Storage {
+            db,
+            path: path.to_path_buf(),
+            trees: RwLock::new(HashMap::new()),
+            write_epoch: AtomicU64::new(0),
+        };
+        storage.check_format()?;
+        Ok(storage)
+    }
+
+    fn check_format(&self) -> Result<(), StorageError> {
+        match self.db.get(META_FORMAT).map_err(|e| self.err(e))? {
+            Some(bytes) => {
+                let found = <[u8; 4]>::try_from(bytes.as_ref())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| StorageError::NotWidesql {
+                        path: self.path_str(),
+                        reason: "the format version key is malformed".into(),
+                    })?;
+                if found != FORMAT_VERSION {
+                    return Err(StorageError::UnsupportedFormat {
+                        path: self.path_str(),
+                        found,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+            }
+            None => {
+                let foreign = self.db.tree_names().len() > 1 || !self.db.is_empty();
+                if foreign {
+                    return Err(StorageError::NotWidesql {
+                        path: self.path_str(),
+                        reason: "it has data but no format version".into(),
+                    });
+                }
+                self.db
+                    .insert(META_FORMAT, &FORMAT_VERSION.to_be_bytes())
+                    .map_err(|e| self.err(e))?;
+                self.db.flush().map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn path_str(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn err(&self, source: sled::Error) -> StorageError {
+        StorageError::Store {
+            path: self.path_str(),
+            source,
+        }
+    }
+
+    /// The directory of this store.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens (creating if needed) the tree called `name`.
+    pub fn tree(&self, name: &[u8]) -> Result<Tree, StorageError> {
+        if let Some(tree) = self
+            .trees
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return Ok(tree.clone());
+        }
+        let mut trees = self.trees.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(tree) = trees.get(name) {
+            return Ok(tree.clone());
+        }
+        let tree = Tree {
+            inner: self.db.open_tree(name).map_err(|e| self.err(e))?,
+            keys_read: Arc::new(AtomicU64::new(0)),
+            path: Arc::from(self.path_str()),
+        };
+        trees.insert(name.to_vec(), tree.clone());
+        Ok(tree)
+    }
+
+    /// Removes the tree called `name` and all its data; `false` if there was
+    /// none.
+    pub fn drop_tree(&self, name: &[u8]) -> Result<bool, StorageError> {
+        self.trees
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        self.db.drop_tree(name).map_err(|e| self.err(e))
+    }
+
+    /// The names of all trees (the default tree excluded).
+    pub fn tree_names(&self) -> Vec<Vec<u8>> {
+        let default = self.db.name();
+        self.db
+            .tree_names()
+            .into_iter()
+            .filter(|name| *name != default)
+            .map(|name| name.to_vec())
+            .collect()
+    }
+
+    /// Reads a meta value of the default tree.
+    pub fn meta_get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+        self.db.get(key).map_err(|e| self.err(e))
+    }
+
+    /// Writes a meta value of the default tree and waits until it is durable.
+    pub fn meta_put_durable(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        self.db.insert(key, value).map_err(|e| self.err(e))?;
+        self.db.flush().map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Applies every write of `batch` atomically: after a crash either all of
+    /// them or none are on disk, and no reader sees a part of them.
+    pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let result = match batch.trees.len() {
+            0 => return Ok(()),
+            1 => {
+                let mut trees = batch.trees;
+                let (tree, writes) = trees.remove(0);
+                tree.inner.apply_batch(writes).map_err(|e| self.err(e))
+            }
+            _ => {
+                let trees: Vec<sled::Tree> =
+                    batch.trees.iter().map(|(t, _)| t.inner.clone()).collect();
+                trees
+                    .as_slice()
+                    .transaction(|views| {
+                        for (view, (_, writes)) in views.iter().zip(&batch.trees) {
+                            view.apply_batch(writes)?;
+                        }
+                        Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+                    })
+                    .map_err(|e| match e {
+                        sled::transaction::TransactionError::Storage(e) => self.err(e),
+                        sled::transaction::TransactionError::Abort(()) => {
+                            self.err(sled::Error::ReportableBug("aborted batch".into()))
+                        }
+                    })
+            }
+        };
+        self.write_epoch.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    /// A counter that grows after every applied batch. A reader that saw the
+    /// same value before and after a read knows no batch completed between.
+    pub fn write_epoch(&self) -> u64 {
+        self.write_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Waits until every applied write is durable on disk.
+    pub fn flush(&self) -> Result<(), StorageError> {
+        self.db.flush().map(|_| ()).map_err(|e| self.err(e))
+    }
+
+    /// Bytes the store occupies on disk.
+    pub fn size_on_disk(&self) -> Result<u64, StorageError> {
+        self.db.size_on_disk().map_err(|e| self.err(e))
+    }
+}
+
+use sled::Transactional;
+
+impl Tree {
+    /// The value stored under `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
+        self.keys_read.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(key).map_err(|source| self.err(source))
+    }
+
+    fn err(&self, source: sled::Error) -> StorageError {
+        StorageError::Store {
+            path: self.path.to_string(),
+            source,
+        }
+    }
+
+    /// The entries with keys in `(lo, hi)`, in key order or reversed.
+    pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> RangeIter {
+        let inner = self.inner.range::<Vec<u8>, _>((lo, hi));
+        RangeIter {
+            inner,
+            reverse,
+            keys_read: Arc::clone(&self.keys_read),
+            path: Arc::clone(&self.path),
+        }
+    }
+
+    /// The entries whose key starts with `prefix`.
+    pub fn scan_prefix(&self, prefix: &[u8], reverse: bool) -> RangeIter {
+        let hi = match crate::keys::prefix_successor(prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+        self.range(Bound::Included(prefix.to_vec()), hi, reverse)
+    }
+
+    /// How many keys reads and scans of this tree have visited since it was
+    /// opened.
+    pub fn keys_read(&self) -> u64 {
+        self.keys_read.load(Ordering::Relaxed)
+    }
+
+    /// Whether the tree holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// How many keys the tree holds (a full scan).
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+/// An ordered scan of one tree that counts the keys it visits.
+pub struct RangeIter {
+    inner: sled::Iter,
+    reverse: bool,
+    keys_read: Arc<AtomicU64>,
+    path: Arc<str>,
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<(Bytes, Bytes), StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = if self.reverse {
+            self.inner.next_back()
+        } else {
+            self.inner.next()
+        };
+        if item.is_some() {
+            self.keys_read.fetch_add(1, Ordering::Relaxed);
+        }
+        item.map(|r| {
+            r.map_err(|source| StorageError::Store {
+                path: self.path.to_string(),
+                source,
+            })
+        })
+    }
+}
+
+/// Writes to one or more trees that are applied atomically by
+/// [`Storage::apply`].
+#[derive(Debug, Default)]
+pub struct WriteBatch {
+    trees: Vec<(Tree, sled::Batch)>,
+    len: usize,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn writes_for(&mut self, tree: &Tree) -> &mut sled::Batch {
+        self.len += 1;
+        let at = match self
+            .trees
+            .iter()
+            .position(|(t, _)| t.inner.name() == tree.inner.name())
+        {
+            Some(at) => at,
+            None => {
+                self.trees.push((tree.clone(), sled::Batch::default()));
+                self.trees.len() - 1
+            }
+        };
+        &mut self.trees[at].1
+    }
+
+    /// Sets `key` to `value` in `tree`.
+    pub fn put(&mut self, tree: &Tree, key: impl Into<Bytes>, value: impl Into<Bytes>) {
+        self.writes_for(tree).insert(key.into(), value.into());
+    }
+
+    /// Removes `key` from `tree`.
+    pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
+        self.writes_for(tree).remove(key.into());
+    }
+
+    /// How many writes the batch holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch holds no write.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}

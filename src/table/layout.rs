@@ -1,0 +1,159 @@
+//! Where a table's cells live: one tree per locality group (user tables), or
+//! a key prefix inside the shared catalog tree (system tables).
+
+use crate::ids::TableId;
+use crate::storage::{Storage, StorageError, Tree};
+use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
+
+/// The first bytes of every user table tree's name: `t:` ‖ table id (16
+/// bytes) ‖ locality group name (UTF-8).
+const TABLE_TREE_TAG: &[u8] = b"t:";
+
+/// The name of the tree holding locality group `group` of table `id`.
+pub fn group_tree_name(id: TableId, group: &str) -> Vec<u8> {
+    let mut name = Vec::with_capacity(TABLE_TREE_TAG.len() + 16 + group.len());
+    name.extend_from_slice(TABLE_TREE_TAG);
+    name.extend_from_slice(id.as_bytes());
+    name.extend_from_slice(group.as_bytes());
+    name
+}
+
+/// The table and locality group a tree belongs to, if it is a table tree.
+pub fn parse_group_tree_name(name: &[u8]) -> Option<(TableId, String)> {
+    let rest = name.strip_prefix(TABLE_TREE_TAG)?;
+    let (id, group) = rest.split_first_chunk::<16>()?;
+    Some((
+        TableId::from_bytes(*id),
+        String::from_utf8(group.to_vec()).ok()?,
+    ))
+}
+
+/// Where a table's cells are stored.
+#[derive(Debug, Clone)]
+pub enum Placement {
+    /// One tree per locality group, named by [`group_tree_name`].
+    OwnTrees,
+    /// Every family in one shared tree, keys after a prefix.
+    Shared {
+        /// The shared tree's name.
+        tree: Vec<u8>,
+        /// The key prefix.
+        prefix: Vec<u8>,
+    },
+}
+
+/// One locality group and its tree.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// The locality group's name.
+    pub name: String,
+    /// Its tree.
+    pub tree: Tree,
+}
+
+/// One family as the read and write paths need it.
+#[derive(Debug, Clone)]
+pub struct FamilyLayout {
+    /// The id written in keys.
+    pub id: u16,
+    /// The name.
+    pub name: String,
+    /// Index into [`Layout::groups`].
+    pub group: usize,
+    /// Its GC policy.
+    pub gc: GcPolicy,
+}
+
+/// A table's resolved storage: trees, key prefix and families.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The table's id.
+    pub id: TableId,
+    /// The qualified name, for messages (`project.dataset.table`).
+    pub name: String,
+    /// Bytes before every cell key (empty for user tables).
+    pub prefix: Vec<u8>,
+    /// The locality groups.
+    pub groups: Vec<Group>,
+    /// The families, sorted by id.
+    pub families: Vec<FamilyLayout>,
+    /// The declared spec.
+    pub spec: TableSpec,
+    /// Whether writes are refused (system tables).
+    pub read_only: bool,
+}
+
+impl Layout {
+    /// Resolves the trees of a table.
+    pub fn new(
+        storage: &Storage,
+        id: TableId,
+        name: String,
+        spec: TableSpec,
+        placement: &Placement,
+        read_only: bool,
+    ) -> Result<Layout, StorageError> {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut prefix = Vec::new();
+        match placement {
+            Placement::OwnTrees => {
+                for group in spec.locality_groups() {
+                    groups.push(Group {
+                        name: group.to_string(),
+                        tree: storage.tree(&group_tree_name(id, group))?,
+                    });
+                }
+            }
+            Placement::Shared { tree, prefix: p } => {
+                // One tree: every family reads and writes group 0, so a scan
+                // never visits the shared tree twice.
+                prefix = p.clone();
+                groups.push(Group {
+                    name: crate::table::spec::DEFAULT_LOCALITY_GROUP.to_string(),
+                    tree: storage.tree(tree)?,
+                });
+            }
+        }
+        let mut families: Vec<FamilyLayout> = spec
+            .families
+            .iter()
+            .map(|f: &FamilySpec| FamilyLayout {
+                id: f.id,
+                name: f.name.clone(),
+                group: groups
+                    .iter()
+                    .position(|g| g.name == f.locality_group)
+                    .unwrap_or(0),
+                gc: f.gc,
+            })
+            .collect();
+        families.sort_by_key(|f| f.id);
+        Ok(Layout {
+            id,
+            name,
+            prefix,
+            groups,
+            families,
+            spec,
+            read_only,
+        })
+    }
+
+    /// The family called `name`.
+    pub fn family(&self, name: &str) -> Option<&FamilyLayout> {
+        self.families.iter().find(|f| f.name == name)
+    }
+
+    /// The family with id `id`.
+    pub fn family_by_id(&self, id: u16) -> Option<&FamilyLayout> {
+        self.families
+            .binary_search_by_key(&id, |f| f.id)
+            .ok()
+            .map(|at| &self.families[at])
+    }
+
+    /// The salt that spreads this table's rows over the lock stripes.
+    pub fn lock_salt(&self) -> &[u8] {
+        self.id.as_bytes()
+    }
+}

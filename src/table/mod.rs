@@ -1,0 +1,137 @@
+//! The table layer: wide-column cells on top of storage — row mutations,
+//! reads with filters, garbage collection and compaction.
+//!
+//! A [`TableStore`] pairs a table's resolved [`layout::Layout`] with the
+//! database [`Engine`]; the public handle [`crate::Table`] builds one per
+//! call from the catalog's current layout.
+
+mod cell;
+mod filter;
+mod gc;
+pub(crate) mod layout;
+mod locks;
+mod mutation;
+pub(crate) mod read;
+pub mod spec;
+mod write;
+
+use std::sync::Arc;
+
+pub use cell::{Cell, Row};
+pub use filter::{
+    Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet, ValueFilter,
+};
+pub use mutation::{Mutation, ReadModifyWriteRule, RowMutation};
+pub use read::RowIter;
+pub(crate) use write::mutate_rows_atomically;
+pub use write::{MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN};
+
+use crate::clock::Clock;
+use crate::error::ErrorKind;
+use crate::storage::Storage;
+use layout::Layout;
+use locks::RowLocks;
+
+/// Errors of the table layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TableError {
+    /// The family is not declared in the table.
+    #[error("table '{table}' has no column family '{family}'")]
+    UnknownFamily {
+        /// The qualified table name.
+        table: String,
+        /// The family asked for.
+        family: String,
+    },
+    /// The family is declared already.
+    #[error("table '{table}' already has a column family '{family}'")]
+    FamilyExists {
+        /// The qualified table name.
+        table: String,
+        /// The family.
+        family: String,
+    },
+    /// The table refuses writes (a system table).
+    #[error("table '{table}' is a read-only system table")]
+    ReadOnly {
+        /// The qualified table name.
+        table: String,
+    },
+    /// An argument is out of range or contradicts the spec.
+    #[error("table '{table}': {message}")]
+    InvalidArgument {
+        /// The qualified table name.
+        table: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl TableError {
+    /// The category.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TableError::UnknownFamily { .. } => ErrorKind::NotFound,
+            TableError::FamilyExists { .. } => ErrorKind::AlreadyExists,
+            TableError::ReadOnly { .. } | TableError::InvalidArgument { .. } => {
+                ErrorKind::InvalidArgument
+            }
+        }
+    }
+}
+
+/// What every table of one database shares: storage, row locks, clock.
+#[derive(Debug)]
+pub struct Engine {
+    /// The store.
+    pub storage: Storage,
+    /// The row locks.
+    pub locks: RowLocks,
+    /// The server timestamp clock.
+    pub clock: Clock,
+}
+
+impl Engine {
+    /// Wraps an open store.
+    pub fn new(storage: Storage) -> crate::Result<Engine> {
+        let clock = Clock::open(&storage)?;
+        Ok(Engine {
+            storage,
+            locks: RowLocks::default(),
+            clock,
+        })
+    }
+}
+
+/// A table's layout bound to its engine: what the data operations run on.
+#[derive(Debug, Clone)]
+pub struct TableStore {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) layout: Arc<Layout>,
+}
+
+impl TableStore {
+    /// Binds a layout to an engine.
+    pub(crate) fn new(engine: Arc<Engine>, layout: Arc<Layout>) -> Self {
+        Self { engine, layout }
+    }
+
+    /// Keys visited by reads and scans of each locality group since open,
+    /// by group name.
+    pub fn keys_read_per_group(&self) -> Vec<(String, u64)> {
+        self.layout
+            .groups
+            .iter()
+            .map(|g| (g.name.clone(), g.tree.keys_read()))
+            .collect()
+    }
+
+    /// Checks that a filter names only declared families.
+    pub(crate) fn check_filter(&self, filter: &Filter) -> crate::Result<()> {
+        for family in filter.families.iter().flatten() {
+            self.family_named(family)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,565 @@
+//! The read path: merging the locality-group trees of a table into rows,
+//! masking what garbage collection hides, and applying read filters.
+//!
+//! Cells of one row sit next to each other in every tree (the row key is the
+//! first key component), so a scan merges one cursor per needed group by key
+//! and cuts rows at row-key boundaries. A row's cells are collected while
+//! the row's lock is held shared; if any write completed since the cursors
+//! were positioned (the storage write epoch moved), the cursors are
+//! re-positioned at the row first, so that no part of the row comes from a
+//! page copy older than the lock.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+
+use crate::error::Result;
+use crate::keys::{prefix_successor, CellKey, KeyReader};
+use crate::storage::{Bytes, RangeIter, Tree};
+use crate::table::filter::{Filter, ReadOptions, ResumeToken, RowRange, RowSet};
+use crate::table::layout::Layout;
+use crate::table::spec::GcPolicy;
+use crate::table::{Cell, Row, TableStore};
+
+/// A cell as the engine passes it around: family by id, value unconverted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawCell {
+    /// The family id.
+    pub family: u16,
+    /// The qualifier.
+    pub qualifier: Vec<u8>,
+    /// Microseconds.
+    pub timestamp: i64,
+    /// The value.
+    pub value: Bytes,
+}
+
+/// A row as the engine passes it around.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRow {
+    /// The row key.
+    pub key: Vec<u8>,
+    /// The cells, in family id, qualifier, newest-first order.
+    pub cells: Vec<RawCell>,
+}
+
+/// Whether the version at 1-based position `index` (newest first) with
+/// timestamp `ts` survives `gc` at time `now`.
+pub fn gc_visible(gc: &GcPolicy, index: usize, ts: i64, now: i64) -> bool {
+    if gc.max_versions.is_some_and(|max| index > max as usize) {
+        return false;
+    }
+    if gc
+        .max_age_micros
+        .is_some_and(|age| ts < now.saturating_sub(age))
+    {
+        return false;
+    }
+    true
+}
+
+/// Decides, cell by cell in stored order within one row, which cells a read
+/// returns (steps 1–4 of [`Filter`]; offset and limit are the caller's).
+pub struct Selector<'a> {
+    layout: &'a Layout,
+    filter: &'a Filter,
+    now: i64,
+    family: Option<u16>,
+    qualifier: Vec<u8>,
+    stored: usize,
+    kept: usize,
+}
+
+impl<'a> Selector<'a> {
+    /// A selector for reads of `layout` at time `now`.
+    pub fn new(layout: &'a Layout, filter: &'a Filter, now: i64) -> Self {
+        Self {
+            layout,
+            filter,
+            now,
+            family: None,
+            qualifier: Vec::new(),
+            stored: 0,
+            kept: 0,
+        }
+    }
+
+    /// Whether the cell is returned.
+    pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8]) -> bool {
+        let Some(family) = self.layout.family_by_id(key.family) else {
+            return false; // a dropped family whose cells are not purged yet
+        };
+        if self.family != Some(key.family) || self.qualifier != *key.qualifier {
+            self.family = Some(key.family);
+            self.qualifier.clear();
+            self.qualifier.extend_from_slice(&key.qualifier);
+            self.stored = 0;
+            self.kept = 0;
+        }
+        self.stored += 1;
+        if !gc_visible(&family.gc, self.stored, key.timestamp, self.now) {
+            return false;
+        }
+        let filter = self.filter;
+        if filter
+            .families
+            .as_ref()
+            .is_some_and(|set| !set.contains(&family.name))
+            || !filter.qualifiers.matches(&key.qualifier)
+            || filter
+                .time_range
+                .as_ref()
+                .is_some_and(|r| !r.contains(&key.timestamp))
+        {
+            return false;
+        }
+        self.kept += 1;
+        if filter.latest_versions.is_some_and(|n| self.kept > n) {
+            return false;
+        }
+        filter.value.as_ref().is_none_or(|v| v.matches(value))
+    }
+}
+
+/// A key range `[lo, hi)` of a tree.
+#[derive(Debug, Clone)]
+struct KeyRange {
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+}
+
+/// Turns a row set into sorted, disjoint key ranges.
+fn key_ranges(prefix: &[u8], rows: &RowSet) -> Vec<KeyRange> {
+    let end_of_prefix = prefix_successor(prefix);
+    let row_start = |key: &[u8]| CellKey::row_prefix(prefix, key);
+    let after_row = |key: &[u8]| prefix_successor(&row_start(key));
+    let mut ranges: Vec<KeyRange> = rows
+        .keys
+        .iter()
+        .map(|k| KeyRange {
+            lo: row_start(k),
+            hi: after_row(k),
+        })
+        .collect();
+    for RowRange { start, end } in &rows.ranges {
+        let lo = match start {
+            Bound::Included(k) => row_start(k),
+            Bound::Excluded(k) => after_row(k).unwrap_or_else(|| row_start(k)),
+            Bound::Unbounded => prefix.to_vec(),
+        };
+        let hi = match end {
+            Bound::Included(k) => after_row(k),
+            Bound::Excluded(k) => Some(row_start(k)),
+            Bound::Unbounded => end_of_prefix.clone(),
+        };
+        ranges.push(KeyRange { lo, hi });
+    }
+    ranges.retain(|r| r.hi.as_ref().is_none_or(|hi| r.lo < *hi));
+    ranges.sort_by(|a, b| a.lo.cmp(&b.lo));
+    let mut merged: Vec<KeyRange> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if last.hi.as_ref().is_none_or(|hi| range.lo <= *hi) => {
+                last.hi = match (&last.hi, range.hi) {
+                    (None, _) | (_, None) => None,
+                    (Some(a), Some(b)) => Some(if *a > b { a.clone() } else { b }),
+                };
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
+/// A cursor over one group tree with its next entry.
+struct Cursor {
+    iter: RangeIter,
+    head: Option<(Bytes, Bytes)>,
+}
+
+impl Cursor {
+    fn open(tree: &Tree, range: &KeyRange, reverse: bool) -> Result<Cursor> {
+        let hi = range.hi.clone().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut iter = tree.range(Bound::Included(range.lo.clone()), hi, reverse);
+        let head = iter.next().transpose()?;
+        Ok(Cursor { iter, head })
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        self.head = self.iter.next().transpose()?;
+        Ok(())
+    }
+}
+
+/// The cursor with the next key in scan order.
+fn next_cursor(cursors: &[Cursor], reverse: bool) -> Option<usize> {
+    let mut best: Option<(usize, &[u8])> = None;
+    for (at, cursor) in cursors.iter().enumerate() {
+        if let Some((key, _)) = &cursor.head {
+            let better = match best {
+                None => true,
+                Some((_, b)) => (key.as_ref() < b) != reverse,
+            };
+            if better {
+                best = Some((at, key.as_ref()));
+            }
+        }
+    }
+    best.map(|(at, _)| at)
+}
+
+/// The groups a filter needs to read.
+fn groups_for(layout: &Layout, filter: &Filter) -> Vec<usize> {
+    let mut groups: Vec<usize> = layout
+        .families
+        .iter()
+        .filter(|f| filter.families.as_ref().is_none_or(|s| s.contains(&f.name)))
+        .map(|f| f.group)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+/// A scan over a row set, yielding rows in key order (or reversed).
+pub struct Scanner {
+    store: TableStore,
+    options: ReadOptions,
+    groups: Vec<usize>,
+    ranges: VecDeque<KeyRange>,
+    current: Option<KeyRange>,
+    cursors: Vec<Cursor>,
+    epoch: u64,
+    now: i64,
+    rows_left: Option<usize>,
+}
+
+impl Scanner {
+    pub(crate) fn new(store: TableStore, rows: &RowSet, options: ReadOptions, now: i64) -> Self {
+        let layout = &store.layout;
+        let mut ranges: VecDeque<KeyRange> = key_ranges(&layout.prefix, rows).into();
+        if options.reverse {
+            ranges = ranges.into_iter().rev().collect();
+        }
+        let groups = groups_for(layout, &options.filter);
+        let rows_left = options.row_limit;
+        Scanner {
+            store,
+            options,
+            groups,
+            ranges,
+            current: None,
+            cursors: Vec::new(),
+            epoch: 0,
+            now,
+            rows_left,
+        }
+    }
+
+    fn open_cursors(&mut self, range: KeyRange) -> Result<()> {
+        self.cursors.clear();
+        for &g in &self.groups {
+            let tree = &self.store.layout.groups[g].tree;
+            self.cursors
+                .push(Cursor::open(tree, &range, self.options.reverse)?);
+        }
+        self.current = Some(range);
+        Ok(())
+    }
+
+    /// The next row with at least one selected cell.
+    pub fn next_row(&mut self) -> Result<Option<RawRow>> {
+        let store = self.store.clone();
+        let prefix_len = store.layout.prefix.len();
+        let reverse = self.options.reverse;
+        loop {
+            if self.rows_left == Some(0) {
+                return Ok(None);
+            }
+            if self.current.is_none() {
+                let Some(range) = self.ranges.pop_front() else {
+                    return Ok(None);
+                };
+                self.epoch = store.engine.storage.write_epoch();
+                self.open_cursors(range)?;
+            }
+            let Some(at) = next_cursor(&self.cursors, reverse) else {
+                self.current = None;
+                continue;
+            };
+            let Some((first_key, _)) = &self.cursors[at].head else {
+                continue;
+            };
+            let row_len = prefix_len + CellKey::encoded_row_len(first_key, prefix_len)?;
+            let row_enc = first_key[..row_len].to_vec();
+
+            let stripe = store
+                .engine
+                .locks
+                .stripe(store.layout.lock_salt(), &row_enc[prefix_len..]);
+            let guard = store.engine.locks.read(stripe);
+            let epoch = store.engine.storage.write_epoch();
+            if epoch != self.epoch {
+                // A write completed since the cursors were positioned: read
+                // this row from fresh cursors, positioned under its lock.
+                self.epoch = epoch;
+                let Some(current) = self.current.clone() else {
+                    continue;
+                };
+                let narrowed = if reverse {
+                    KeyRange {
+                        lo: current.lo,
+                        hi: prefix_successor(&row_enc),
+                    }
+                } else {
+                    KeyRange {
+                        lo: row_enc.clone(),
+                        hi: current.hi,
+                    }
+                };
+                self.open_cursors(narrowed)?;
+                let still_there = next_cursor(&self.cursors, reverse)
+                    .and_then(|at| self.cursors[at].head.as_ref())
+                    .is_some_and(|(k, _)| k.starts_with(&row_enc));
+                if !still_there {
+                    continue;
+                }
+            }
+            let mut raw: Vec<(Bytes, Bytes)> = Vec::new();
+            while let Some(at) = next_cursor(&self.cursors, reverse) {
+                let cursor = &mut self.cursors[at];
+                match &cursor.head {
+                    Some((key, _)) if key.starts_with(&row_enc) => {}
+                    _ => break,
+                }
+                if let Some(entry) = cursor.head.take() {
+                    raw.push(entry);
+                }
+                cursor.advance()?;
+            }
+            drop(guard);
+            if reverse {
+                raw.reverse();
+            }
+            let cells = store.select(&raw, &self.options.filter, self.now)?;
+            if cells.is_empty() {
+                continue;
+            }
+            let key = KeyReader::new(&row_enc[prefix_len..]).bytes()?.into_owned();
+            if let Some(left) = &mut self.rows_left {
+                *left -= 1;
+            }
+            return Ok(Some(RawRow { key, cells }));
+        }
+    }
+}
+
+impl Iterator for Scanner {
+    type Item = Result<RawRow>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_row().transpose()
+    }
+}
+
+/// Rows of a read, with family names resolved.
+pub struct RowIter {
+    scanner: Scanner,
+    error: Option<crate::Error>,
+}
+
+impl Iterator for RowIter {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(error) = self.error.take() {
+            self.scanner.rows_left = Some(0);
+            return Some(Err(error));
+        }
+        let raw = self.scanner.next_row().transpose()?;
+        Some(raw.map(|raw| self.scanner.store.to_row(raw)))
+    }
+}
+
+impl TableStore {
+    /// Applies the selector, then the per-row offset and limit, to the
+    /// stored cells of one row (in stored order).
+    pub(crate) fn select(
+        &self,
+        raw: &[(Bytes, Bytes)],
+        filter: &Filter,
+        now: i64,
+    ) -> Result<Vec<RawCell>> {
+        let prefix_len = self.layout.prefix.len();
+        let mut selector = Selector::new(&self.layout, filter, now);
+        let mut skip = filter.cells_per_row_offset;
+        let limit = filter.cells_per_row_limit.unwrap_or(usize::MAX);
+        let mut cells = Vec::new();
+        for (key, value) in raw {
+            if cells.len() >= limit {
+                break;
+            }
+            let cell = CellKey::decode(key, prefix_len)?;
+            if !selector.offer(&cell, value) {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            cells.push(RawCell {
+                family: cell.family,
+                qualifier: cell.qualifier.into_owned(),
+                timestamp: cell.timestamp,
+                value: value.clone(),
+            });
+        }
+        Ok(cells)
+    }
+
+    /// Converts family ids to names.
+    pub(crate) fn to_row(&self, raw: RawRow) -> Row {
+        Row {
+            key: raw.key,
+            cells: raw
+                .cells
+                .into_iter()
+                .map(|c| Cell {
+                    family: self
+                        .layout
+                        .family_by_id(c.family)
+                        .map(|f| f.name.clone())
+                        .unwrap_or_default(),
+                    qualifier: c.qualifier,
+                    timestamp: c.timestamp,
+                    value: c.value.to_vec(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A scan over `rows` (engine form).
+    pub(crate) fn scan(&self, rows: &RowSet, options: ReadOptions) -> Scanner {
+        Scanner::new(self.clone(), rows, options, crate::clock::wall_micros())
+    }
+
+    /// Reads the rows of `rows`.
+    pub fn read_rows(&self, rows: &RowSet, options: ReadOptions) -> RowIter {
+        let error = self.check_filter(&options.filter).err();
+        RowIter {
+            scanner: self.scan(rows, options),
+            error,
+        }
+    }
+
+    /// Reads one row; `None` when no cell passes the filter.
+    pub fn read_row(&self, key: &[u8], filter: &Filter) -> Result<Option<Row>> {
+        self.check_filter(filter)?;
+        let options = ReadOptions::new().with_filter(filter.clone());
+        let raw = self.scan(&RowSet::key(key), options).next_row()?;
+        Ok(raw.map(|raw| self.to_row(raw)))
+    }
+
+    /// The stored cells of one row, read from fresh cursors. The caller
+    /// holds the row's lock.
+    pub(crate) fn read_locked(&self, key: &[u8], filter: &Filter) -> Result<Vec<RawCell>> {
+        let row_enc = CellKey::row_prefix(&self.layout.prefix, key);
+        let range = KeyRange {
+            hi: prefix_successor(&row_enc),
+            lo: row_enc,
+        };
+        let mut cursors = groups_for(&self.layout, filter)
+            .into_iter()
+            .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
+            .collect::<Result<Vec<_>>>()?;
+        let mut raw = Vec::new();
+        while let Some(at) = next_cursor(&cursors, false) {
+            if let Some(entry) = cursors[at].head.take() {
+                raw.push(entry);
+            }
+            cursors[at].advance()?;
+        }
+        self.select(&raw, filter, crate::clock::wall_micros())
+    }
+
+    /// Reads up to `page_size` cells of one row after `resume`, for rows too
+    /// wide for one read. Returns the cells and, if the page is full, a token
+    /// for the next page. The filter's per-row offset and limit do not apply.
+    pub fn read_row_page(
+        &self,
+        key: &[u8],
+        filter: &Filter,
+        page_size: usize,
+        resume: Option<&ResumeToken>,
+    ) -> Result<(Vec<Cell>, Option<ResumeToken>)> {
+        self.check_filter(filter)?;
+        if page_size == 0 {
+            return Err(crate::table::TableError::InvalidArgument {
+                table: self.layout.name.clone(),
+                message: "a page holds at least one cell".into(),
+            }
+            .into());
+        }
+        let prefix = &self.layout.prefix;
+        let row_enc = CellKey::row_prefix(prefix, key);
+        let lo = match resume {
+            Some(token) => CellKey::column_prefix(prefix, key, token.family, &token.qualifier),
+            None => row_enc.clone(),
+        };
+        let range = KeyRange {
+            lo,
+            hi: prefix_successor(&row_enc),
+        };
+        let stripe = self
+            .engine
+            .locks
+            .stripe(self.layout.lock_salt(), &row_enc[prefix.len()..]);
+        let _guard = self.engine.locks.read(stripe);
+        let mut cursors = groups_for(&self.layout, filter)
+            .into_iter()
+            .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
+            .collect::<Result<Vec<_>>>()?;
+        let mut selector = Selector::new(&self.layout, filter, crate::clock::wall_micros());
+        let mut page = Vec::new();
+        while let Some(at) = next_cursor(&cursors, false) {
+            let Some((k, value)) = cursors[at].head.take() else {
+                break;
+            };
+            cursors[at].advance()?;
+            let cell = CellKey::decode(&k, prefix.len())?;
+            if !selector.offer(&cell, &value) {
+                continue;
+            }
+            let at_or_before_token = resume.is_some_and(|t| {
+                (cell.family, cell.qualifier.as_ref()) == (t.family, t.qualifier.as_slice())
+                    && cell.timestamp >= t.timestamp
+            });
+            if at_or_before_token {
+                continue;
+            }
+            if page.len() == page_size {
+                let last: &RawCell = &page[page_size - 1];
+                let token = ResumeToken {
+                    family: last.family,
+                    qualifier: last.qualifier.clone(),
+                    timestamp: last.timestamp,
+                };
+                let row = self.to_row(RawRow {
+                    key: key.to_vec(),
+                    cells: page,
+                });
+                return Ok((row.cells, Some(token)));
+            }
+            page.push(RawCell {
+                family: cell.family,
+                qualifier: cell.qualifier.into_owned(),
+                timestamp: cell.timestamp,
+                value,
+            });
+        }
+        let row = self.to_row(RawRow {
+            key: key.to_vec(),
+            cells: page,
+        });
+        Ok((row.cells, None))
+    }
+}

@@ -1,0 +1,431 @@
+//! The write path: row mutations, bulk writes, read-modify-write and
+//! check-and-mutate.
+//!
+//! A mutation is first *planned* into an overlay of puts and deletes (which
+//! is where every input error is found), then applied as one storage batch
+//! while the row's lock is held. Nothing is written when any part of a
+//! mutation is invalid.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+use crate::error::Result;
+use crate::keys::{CellKey, KeyReader};
+use crate::storage::WriteBatch;
+use crate::table::filter::Filter;
+use crate::table::layout::FamilyLayout;
+use crate::table::mutation::{Mutation, ReadModifyWriteRule, RowMutation};
+use crate::table::read::gc_visible;
+use crate::table::{Cell, Row, TableError, TableStore};
+
+/// The longest row key accepted (as Bigtable).
+pub const MAX_ROW_KEY_LEN: usize = 4 * 1024;
+/// The longest qualifier accepted (as Bigtable).
+pub const MAX_QUALIFIER_LEN: usize = 16 * 1024;
+/// The largest cell value accepted (as Bigtable).
+pub const MAX_VALUE_LEN: usize = 100 * 1024 * 1024;
+/// Rows per storage batch in bulk writes.
+const BULK_CHUNK_ROWS: usize = 1000;
+
+/// The planned effect of one row's mutations: cell keys to write and to
+/// delete, each with its group index.
+#[derive(Debug, Default)]
+struct RowPlan {
+    puts: BTreeMap<Vec<u8>, (usize, Vec<u8>)>,
+    deletes: BTreeMap<Vec<u8>, usize>,
+}
+
+/// The timestamp at the end of a cell key.
+fn key_timestamp(key: &[u8]) -> Result<i64> {
+    let at = key.len().saturating_sub(8);
+    Ok(KeyReader::new(&key[at..]).timestamp()?)
+}
+
+impl TableStore {
+    fn invalid(&self, message: String) -> TableError {
+        TableError::InvalidArgument {
+            table: self.layout.name.clone(),
+            message,
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.layout.read_only {
+            return Err(TableError::ReadOnly {
+                table: self.layout.name.clone(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn check_row_key(&self, key: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(self.invalid("a row key must not be empty".into()).into());
+        }
+        if key.len() > MAX_ROW_KEY_LEN {
+            return Err(self
+                .invalid(format!(
+                    "a row key is {} bytes, the limit is {MAX_ROW_KEY_LEN}",
+                    key.len()
+                ))
+                .into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn family_named(&self, name: &str) -> Result<&FamilyLayout> {
+        self.layout.family(name).ok_or_else(|| {
+            TableError::UnknownFamily {
+                table: self.layout.name.clone(),
+                family: name.to_string(),
+            }
+            .into()
+        })
+    }
+
+    fn row_stripe(&self, key: &[u8]) -> usize {
+        let mut encoded = Vec::with_capacity(key.len() + 2);
+        crate::keys::put_bytes(&mut encoded, key);
+        self.engine.locks.stripe(self.layout.lock_salt(), &encoded)
+    }
+
+    fn needs_server_timestamp(mutation: &RowMutation) -> bool {
+        mutation.mutations.iter().any(|m| {
+            matches!(
+                m,
+                Mutation::SetCell {
+                    timestamp: None,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Deletes (into `plan`) the stored versions under `prefix` whose
+    /// timestamp is in `range`, and the versions GC already hides: those
+    /// must not come back into view once newer ones are gone.
+    fn plan_delete_stored(
+        &self,
+        family: &FamilyLayout,
+        prefix: &[u8],
+        range: Option<&Range<i64>>,
+        plan: &mut RowPlan,
+        now: i64,
+    ) -> Result<()> {
+        let tree = &self.layout.groups[family.group].tree;
+        let prefix_len = self.layout.prefix.len();
+        let mut column: Option<Vec<u8>> = None;
+        let mut index = 0;
+        for entry in tree.scan_prefix(prefix, false) {
+            let (key, _) = entry?;
+            let cell = CellKey::decode(&key, prefix_len)?;
+            if column.as_deref() != Some(cell.qualifier.as_ref()) {
+                column = Some(cell.qualifier.to_vec());
+                index = 0;
+            }
+            index += 1;
+            let in_range = range.is_none_or(|r| r.contains(&cell.timestamp));
+            let hidden = !gc_visible(&family.gc, index, cell.timestamp, now);
+            if in_range || hidden {
+                plan.deletes.insert(key.to_vec(), family.group);
+            }
+        }
+        plan.puts.retain(|key, _| {
+            !(key.starts_with(prefix)
+                && range.is_none_or(|r| key_timestamp(key).is_ok_and(|ts| r.contains(&ts))))
+        });
+        Ok(())
+    }
+
+    /// Plans `mutation` of row `key` into `plan`.
+    fn plan_row(
+        &self,
+        key: &[u8],
+        mutation: &RowMutation,
+        server_ts: i64,
+        plan: &mut RowPlan,
+    ) -> Result<()> {
+        self.check_row_key(key)?;
+        let prefix = &self.layout.prefix;
+        let now = crate::clock::wall_micros();
+        for m in &mutation.mutations {
+            match m {
+                Mutation::SetCell {
+                    family,
+                    qualifier,
+                    timestamp,
+                    value,
+                } => {
+                    let family = self.family_named(family)?;
+                    if qualifier.len() > MAX_QUALIFIER_LEN {
+                        return Err(self
+                            .invalid(format!(
+                                "qualifier of {} bytes in family '{}', the limit is {MAX_QUALIFIER_LEN}",
+                                qualifier.len(),
+                                family.name
+                            ))
+                            .into());
+                    }
+                    if value.len() > MAX_VALUE_LEN {
+                        return Err(self
+                            .invalid(format!(
+                                "value of {} bytes in family '{}', the limit is {MAX_VALUE_LEN}",
+                                value.len(),
+                                family.name
+                            ))
+                            .into());
+                    }
+                    let ts = timestamp.unwrap_or(server_ts);
+                    let cell = CellKey::encode(prefix, key, family.id, qualifier, ts)?;
+                    plan.deletes.remove(&cell);
+                    plan.puts.insert(cell, (family.group, value.clone()));
+                }
+                Mutation::DeleteColumn {
+                    family,
+                    qualifier,
+                    range,
+                } => {
+                    let family = self.family_named(family)?;
+                    if let Some(r) = range {
+                        if r.start > r.end {
+                            return Err(self
+                                .invalid(format!(
+                                    "time range {}..{} ends before it starts",
+                                    r.start, r.end
+                                ))
+                                .into());
+                        }
+                    }
+                    let column = CellKey::column_prefix(prefix, key, family.id, qualifier);
+                    self.plan_delete_stored(family, &column, range.as_ref(), plan, now)?;
+                }
+                Mutation::DeleteFamily { family } => {
+                    let family = self.family_named(family)?;
+                    let fam = CellKey::family_prefix(prefix, key, family.id);
+                    self.plan_delete_stored(family, &fam, None, plan, now)?;
+                }
+                Mutation::DeleteRow => {
+                    let row = CellKey::row_prefix(prefix, key);
+                    for (group, g) in self.layout.groups.iter().enumerate() {
+                        for entry in g.tree.scan_prefix(&row, false) {
+                            let (k, _) = entry?;
+                            plan.deletes.insert(k.to_vec(), group);
+                        }
+                    }
+                    plan.puts.retain(|k, _| !k.starts_with(&row));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn add_to_batch(&self, plan: RowPlan, batch: &mut WriteBatch) {
+        let groups = &self.layout.groups;
+        for (key, group) in plan.deletes {
+            if !plan.puts.contains_key(&key) {
+                batch.delete(&groups[group].tree, key);
+            }
+        }
+        for (key, (group, value)) in plan.puts {
+            batch.put(&groups[group].tree, key, value);
+        }
+    }
+
+    /// Applies a mutation to one row atomically.
+    pub fn mutate_row(&self, key: &[u8], mutation: &RowMutation) -> Result<()> {
+        self.check_writable()?;
+        let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
+        self.apply_locked(key, mutation)
+    }
+
+    fn server_timestamp(&self, mutation: &RowMutation) -> Result<i64> {
+        if Self::needs_server_timestamp(mutation) {
+            Ok(self.engine.clock.next(&self.engine.storage)?)
+        } else {
+            Ok(0)
+        }
+    }
+
+    fn apply_locked(&self, key: &[u8], mutation: &RowMutation) -> Result<()> {
+        let mut plan = RowPlan::default();
+        let ts = self.server_timestamp(mutation)?;
+        self.plan_row(key, mutation, ts, &mut plan)?;
+        let mut batch = WriteBatch::new();
+        self.add_to_batch(plan, &mut batch);
+        Ok(self.engine.storage.apply(batch)?)
+    }
+
+    /// Applies many row mutations, each atomic, in batches of 1000 rows.
+    /// Returns how many rows were written. A row mentioned twice is mutated
+    /// in order. When a row is invalid, its whole batch of 1000 is refused
+    /// and the earlier batches stay written.
+    pub fn bulk_mutate<K, I>(&self, rows: I) -> Result<usize>
+    where
+        K: AsRef<[u8]>,
+        I: IntoIterator<Item = (K, RowMutation)>,
+    {
+        self.check_writable()?;
+        let mut written = 0;
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let chunk: Vec<(K, RowMutation)> = rows.by_ref().take(BULK_CHUNK_ROWS).collect();
+            let stripes: Vec<usize> = chunk
+                .iter()
+                .map(|(k, _)| self.row_stripe(k.as_ref()))
+                .collect();
+            let _locks = self.engine.locks.write_all(stripes);
+            let ts = if chunk.iter().any(|(_, m)| Self::needs_server_timestamp(m)) {
+                self.engine.clock.next(&self.engine.storage)?
+            } else {
+                0
+            };
+            let mut plans: HashMap<&[u8], RowPlan> = HashMap::with_capacity(chunk.len());
+            for (key, mutation) in &chunk {
+                let plan = plans.entry(key.as_ref()).or_default();
+                self.plan_row(key.as_ref(), mutation, ts, plan)?;
+            }
+            let mut batch = WriteBatch::new();
+            for (_, plan) in plans {
+                self.add_to_batch(plan, &mut batch);
+            }
+            self.engine.storage.apply(batch)?;
+            written += chunk.len();
+        }
+        Ok(written)
+    }
+
+    /// Atomically appends to or increments cells of one row and returns the
+    /// new cells. Rules on the same column apply one after the other.
+    pub fn read_modify_write(&self, key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
+        self.check_writable()?;
+        self.check_row_key(key)?;
+        let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
+        // (family id, qualifier) -> (family name, new value)
+        let mut values: BTreeMap<(u16, Vec<u8>), (String, Vec<u8>)> = BTreeMap::new();
+        let mut newest = 0;
+        for rule in rules {
+            let (family, qualifier) = match rule {
+                ReadModifyWriteRule::Append {
+                    family, qualifier, ..
+                }
+                | ReadModifyWriteRule::Increment {
+                    family, qualifier, ..
+                } => (self.family_named(family)?, qualifier),
+            };
+            let slot = (family.id, qualifier.clone());
+            if !values.contains_key(&slot) {
+                let filter = Filter::all()
+                    .with_families([family.name.clone()])
+                    .with_qualifiers(crate::table::filter::QualifierFilter::Exact(
+                        [qualifier.clone()].into(),
+                    ))
+                    .with_latest_versions(1);
+                let current = self.read_locked(key, &filter)?;
+                let (value, ts) = current
+                    .first()
+                    .map(|c| (c.value.to_vec(), c.timestamp))
+                    .unwrap_or_default();
+                newest = newest.max(ts);
+                values.insert(slot.clone(), (family.name.clone(), value));
+            }
+            let Some((_, value)) = values.get_mut(&slot) else {
+                continue;
+            };
+            match rule {
+                ReadModifyWriteRule::Append { bytes, .. } => value.extend_from_slice(bytes),
+                ReadModifyWriteRule::Increment { delta, .. } => {
+                    let current = match value.len() {
+                        0 => 0,
+                        8 => i64::from_be_bytes(value.as_slice().try_into().unwrap_or([0; 8])),
+                        n => {
+                            return Err(self
+                                .invalid(format!(
+                                    "cell {}:{} holds {n} bytes; increment needs an 8-byte big-endian integer",
+                                    family.name,
+                                    String::from_utf8_lossy(qualifier)
+                                ))
+                                .into())
+                        }
+                    };
+                    let next = current.checked_add(*delta).ok_or_else(|| {
+                        self.invalid(format!(
+                            "incrementing cell {}:{} by {delta} overflows a 64-bit integer",
+                            family.name,
+                            String::from_utf8_lossy(qualifier)
+                        ))
+                    })?;
+                    *value = next.to_be_bytes().to_vec();
+                }
+            }
+        }
+        let ts = self
+            .engine
+            .clock
+            .next(&self.engine.storage)?
+            .max(newest.saturating_add(1));
+        let mut mutation = RowMutation::new();
+        let mut cells = Vec::with_capacity(values.len());
+        for ((_, qualifier), (family, value)) in values {
+            mutation = mutation.set_at(family.clone(), &qualifier, ts, &value);
+            cells.push(Cell {
+                family,
+                qualifier,
+                timestamp: ts,
+                value,
+            });
+        }
+        self.apply_locked(key, &mutation)?;
+        Ok(Row {
+            key: key.to_vec(),
+            cells,
+        })
+    }
+
+    /// Atomically applies `on_match` if `predicate` selects at least one cell
+    /// of the row, else `on_miss`. Returns whether it matched.
+    pub fn check_and_mutate(
+        &self,
+        key: &[u8],
+        predicate: &Filter,
+        on_match: &RowMutation,
+        on_miss: &RowMutation,
+    ) -> Result<bool> {
+        self.check_writable()?;
+        self.check_row_key(key)?;
+        self.check_filter(predicate)?;
+        let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
+        // Plan both branches, so that an invalid one is refused whichever
+        // branch the row's state selects.
+        let ts = self.server_timestamp(&RowMutation {
+            mutations: [on_match.mutations.as_slice(), on_miss.mutations.as_slice()].concat(),
+        })?;
+        let mut match_plan = RowPlan::default();
+        self.plan_row(key, on_match, ts, &mut match_plan)?;
+        let mut miss_plan = RowPlan::default();
+        self.plan_row(key, on_miss, ts, &mut miss_plan)?;
+        let matched = !self.read_locked(key, predicate)?.is_empty();
+        let mut batch = WriteBatch::new();
+        self.add_to_batch(if matched { match_plan } else { miss_plan }, &mut batch);
+        self.engine.storage.apply(batch)?;
+        Ok(matched)
+    }
+}
+
+/// Applies mutations of several rows, possibly of several tables of one
+/// database, as one atomic batch with one server timestamp.
+pub(crate) fn mutate_rows_atomically(
+    engine: &crate::table::Engine,
+    rows: &[(&TableStore, &[u8], &RowMutation)],
+) -> Result<()> {
+    let stripes: Vec<usize> = rows.iter().map(|(s, k, _)| s.row_stripe(k)).collect();
+    let _locks = engine.locks.write_all(stripes);
+    let ts = engine.clock.next(&engine.storage)?;
+    let mut batch = WriteBatch::new();
+    for (store, key, mutation) in rows {
+        let mut plan = RowPlan::default();
+        store.plan_row(key, mutation, ts, &mut plan)?;
+        store.add_to_batch(plan, &mut batch);
+    }
+    Ok(engine.storage.apply(batch)?)
+}

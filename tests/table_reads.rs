@@ -1,0 +1,250 @@
+//! Reads: key sets, ranges, prefixes, reverse order, limits, every filter,
+//! and paging through a wide row with a resume token.
+
+use std::ops::Bound;
+
+use widesql::{
+    Db, DbOptions, ErrorKind, FamilySpec, Filter, QualifierFilter, ReadOptions, RowMutation,
+    RowRange, RowSet, TableSpec, ValueFilter,
+};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn table(dir: &std::path::Path) -> widesql::Result<widesql::Table> {
+    let db = Db::open_with(dir, DbOptions::new().with_compaction_interval(None))?;
+    let t = db.default_dataset()?.create_table(
+        "t",
+        TableSpec::new()
+            .with_family(FamilySpec::new("a"))
+            .with_family(FamilySpec::new("b").with_locality_group("g2")),
+    )?;
+    for key in ["apple", "apricot", "banana", "blueberry", "cherry"] {
+        let mut m = RowMutation::new();
+        for (i, q) in ["x1", "x2", "y1"].iter().enumerate() {
+            for ts in [100, 200, 300] {
+                m = m.set_at("a", q, ts + i as i64, format!("{key}-{q}-{ts}"));
+            }
+        }
+        t.mutate_row(key.as_bytes(), &m.set_at("b", "z", 1, key))?;
+    }
+    Ok(t)
+}
+
+fn keys(t: &widesql::Table, rows: &RowSet, options: ReadOptions) -> widesql::Result<Vec<String>> {
+    t.read_rows(rows, options)?
+        .map(|r| r.map(|r| String::from_utf8_lossy(&r.key).into_owned()))
+        .collect()
+}
+
+#[test]
+fn reads_row_sets_forward_and_reverse() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let t = table(dir.path())?;
+    let all = ReadOptions::new();
+    assert_eq!(
+        keys(&t, &RowSet::prefix("ap"), all.clone())?,
+        ["apple", "apricot"]
+    );
+    assert_eq!(
+        keys(&t, &RowSet::prefix("b"), all.clone().with_reverse(true))?,
+        ["blueberry", "banana"]
+    );
+    let range = RowRange::new(b"apricot".to_vec()..b"cherry".to_vec());
+    assert_eq!(
+        keys(&t, &RowSet::range(range.clone()), all.clone())?,
+        ["apricot", "banana", "blueberry"]
+    );
+    let excl = RowRange {
+        start: Bound::Excluded(b"apricot".to_vec()),
+        end: Bound::Included(b"cherry".to_vec()),
+    };
+    assert_eq!(
+        keys(&t, &RowSet::range(excl), all.clone())?,
+        ["banana", "blueberry", "cherry"]
+    );
+    let set =
+        RowSet::keys(["cherry", "apple", "nope", "apple"]).with_range(RowRange::prefix("ban"));
+    assert_eq!(keys(&t, &set, all.clone())?, ["apple", "banana", "cherry"]);
+    assert_eq!(
+        keys(&t, &set, all.clone().with_reverse(true))?,
+        ["cherry", "banana", "apple"]
+    );
+    assert_eq!(
+        keys(&t, &RowSet::all(), all.clone().with_row_limit(2))?,
+        ["apple", "apricot"]
+    );
+    assert_eq!(
+        keys(
+            &t,
+            &RowSet::all(),
+            all.clone().with_reverse(true).with_row_limit(1)
+        )?,
+        ["cherry"]
+    );
+    assert!(
+        keys(&t, &RowSet::default(), all)?.is_empty(),
+        "an empty row set reads nothing"
+    );
+    Ok(())
+}
+
+#[test]
+fn reads_apply_every_filter() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let t = table(dir.path())?;
+    let cells = |f: Filter| -> widesql::Result<Vec<(String, String, i64)>> {
+        Ok(t.read_row(b"banana", &f)?
+            .map(|r| {
+                r.cells
+                    .into_iter()
+                    .map(|c| {
+                        (
+                            c.family,
+                            String::from_utf8_lossy(&c.qualifier).into_owned(),
+                            c.timestamp,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    };
+    assert_eq!(cells(Filter::all())?.len(), 10);
+    assert_eq!(
+        cells(Filter::all().with_families(["b"]))?,
+        [("b".into(), "z".into(), 1)]
+    );
+    let prefix = Filter::all()
+        .with_qualifiers(QualifierFilter::Prefix(b"x".to_vec()))
+        .with_latest_versions(1);
+    assert_eq!(
+        cells(prefix)?,
+        [
+            ("a".into(), "x1".into(), 300),
+            ("a".into(), "x2".into(), 301)
+        ]
+    );
+    let range = Filter::all()
+        .with_qualifiers(QualifierFilter::Range(
+            Bound::Excluded(b"x1".to_vec()),
+            Bound::Unbounded,
+        ))
+        .with_families(["a"])
+        .with_latest_versions(1);
+    assert_eq!(
+        cells(range)?,
+        [
+            ("a".into(), "x2".into(), 301),
+            ("a".into(), "y1".into(), 302)
+        ]
+    );
+    let time = Filter::all().with_families(["a"]).with_time_range(150..250);
+    assert_eq!(
+        cells(time)?.iter().map(|c| c.2).collect::<Vec<_>>(),
+        [200, 201, 202]
+    );
+    let latest2 = Filter::all()
+        .with_families(["a"])
+        .with_latest_versions(2)
+        .with_time_range(0..250);
+    assert_eq!(
+        cells(latest2)?.len(),
+        6,
+        "latest N counts within the time range"
+    );
+    let value = Filter::all().with_value(ValueFilter::Equals(b"banana-x2-200".to_vec()));
+    assert_eq!(cells(value)?, [("a".into(), "x2".into(), 201)]);
+    let value_prefix = Filter::all().with_value(ValueFilter::Prefix(b"banana-y1".to_vec()));
+    assert_eq!(cells(value_prefix)?.len(), 3);
+    let page = Filter::all()
+        .with_cells_per_row_offset(2)
+        .with_cells_per_row_limit(3);
+    assert_eq!(
+        cells(page)?.iter().map(|c| c.2).collect::<Vec<_>>(),
+        [100, 301, 201]
+    );
+    assert!(cells(Filter::all().with_value(ValueFilter::Equals(b"none".to_vec())))?.is_empty());
+    let err = t
+        .read_row(b"banana", &Filter::all().with_families(["nope"]))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    let mut rows = t.read_rows(
+        &RowSet::all(),
+        ReadOptions::new().with_filter(Filter::all().with_families(["nope"])),
+    )?;
+    assert!(rows.next().expect("an error item").is_err());
+    assert!(rows.next().is_none());
+    Ok(())
+}
+
+#[test]
+fn reads_page_through_a_wide_row() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let t = table(dir.path())?;
+    let wide = (0..1000).map(|i| {
+        (
+            b"wide".to_vec(),
+            RowMutation::new().set_at("a", format!("q{i:04}"), 5, "v"),
+        )
+    });
+    t.bulk_mutate(wide)?;
+    t.mutate_row(b"wide", &RowMutation::new().set_at("b", "tail", 1, "end"))?;
+    let mut token = None;
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let (cells, next) = t.read_row_page(b"wide", &Filter::all(), 128, token.as_ref())?;
+        pages += 1;
+        seen.extend(cells.into_iter().map(|c| (c.family, c.qualifier)));
+        match next {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 1001);
+    assert_eq!(pages, 8);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 1001, "no cell twice, none skipped");
+    assert_eq!(seen.last(), Some(&("b".to_string(), b"tail".to_vec())));
+    assert!(t.read_row_page(b"wide", &Filter::all(), 0, None).is_err());
+    Ok(())
+}
+
+#[test]
+fn reads_bulk_writes_in_chunks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let t = table(dir.path())?;
+    let rows = (0..5000).map(|i| {
+        (
+            format!("k{i:05}"),
+            RowMutation::new().set("a", "n", i.to_string()),
+        )
+    });
+    assert_eq!(t.bulk_mutate(rows)?, 5000);
+    assert_eq!(
+        t.read_rows(&RowSet::prefix("k"), ReadOptions::new())?
+            .count(),
+        5000
+    );
+    // The same row twice in one bulk write: applied in order.
+    let twice = vec![
+        (b"dup".to_vec(), RowMutation::new().set("a", "q", "first")),
+        (
+            b"dup".to_vec(),
+            RowMutation::new().delete_row().set("b", "q", "second"),
+        ),
+    ];
+    t.bulk_mutate(twice)?;
+    let row = t.read_row(b"dup", &Filter::all())?.expect("row");
+    assert_eq!(row.cells.len(), 1);
+    assert_eq!(row.value("b", b"q"), Some(&b"second"[..]));
+    // One bad row refuses its whole batch.
+    let bad = vec![
+        (b"good".to_vec(), RowMutation::new().set("a", "q", "v")),
+        (b"bad".to_vec(), RowMutation::new().set("zzz", "q", "v")),
+    ];
+    assert!(t.bulk_mutate(bad).is_err());
+    assert!(t.read_row(b"good", &Filter::all())?.is_none());
+    Ok(())
+}
