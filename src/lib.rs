@@ -52,10 +52,18 @@ pub mod clock;
 pub mod db;
 /// The crate error.
 pub mod error;
+/// Query results as text: table, CSV, JSON.
+pub mod export;
 /// Typed project, dataset and table ids.
 pub mod ids;
 /// The key codec: order-preserving tuple encoding, the on-disk key format.
 pub mod keys;
+/// The interactive SQL shell.
+pub mod shell;
+/// sqllogictest: widesql as an engine, and a file runner.
+pub mod slt;
+/// SQL through DataFusion: catalog providers, scans, DDL and DML.
+pub mod sql;
 /// The storage layer: the only module that calls sled.
 pub mod storage;
 /// Wide-column tables: cells, mutations, reads, GC.
@@ -65,6 +73,7 @@ pub use catalog::{DropMode, ObjectKind};
 pub use db::{Dataset, Db, DbOptions, Project, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId};
+pub use sql::{Session, StatementOutput};
 pub use table::spec::{ColumnSpec, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType};
 pub use table::{
     Cell, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use widesql::export::{render, Format};
 use widesql::{Db, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, TableSpec};
 
 /// An embedded SQL engine over Bigtable-style wide-column tables in sled.
@@ -19,15 +20,55 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs SQL statements in order and prints each result.
+    Sql {
+        /// Output format: table, csv, json or ndjson.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// The statements, separated by ';'.
+        statements: String,
+    },
+    /// An interactive SQL shell.
+    Shell {
+        /// Output format: table, csv, json or ndjson.
+        #[arg(long, default_value = "table")]
+        format: String,
+    },
     /// Lists projects, datasets, tables and their column families.
     Catalog,
     /// Loads the Bigtable paper's webtable example and reads it back.
     Demo,
 }
 
+fn runtime() -> widesql::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| widesql::Error::Sql(format!("cannot start the runtime: {e}")))
+}
+
+fn run_sql(db: &Db, statements: &str, format: &str) -> widesql::Result<()> {
+    let format: Format = format.parse()?;
+    let session = db.session();
+    runtime()?.block_on(async {
+        for output in session.run(statements).await? {
+            if !output.schema.fields().is_empty() {
+                println!("{}", render(&output.batches, format)?);
+            }
+        }
+        Ok(())
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = Db::open(&cli.db).and_then(|db| match cli.command {
+        Command::Sql { format, statements } => run_sql(&db, &statements, &format),
+        Command::Shell { format } => {
+            let format: Format = format.parse()?;
+            let session = db.session();
+            runtime()?.block_on(widesql::shell::run(&session, format))
+        }
         Command::Catalog => print_catalog(&db),
         Command::Demo => demo(&db),
     });

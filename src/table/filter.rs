@@ -4,6 +4,21 @@
 use std::collections::BTreeSet;
 use std::ops::{Bound, Range, RangeBounds};
 
+/// Whether `x` lies between the bounds.
+fn in_bounds(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, x: &[u8]) -> bool {
+    let above = match lo {
+        Bound::Included(l) => x >= l.as_slice(),
+        Bound::Excluded(l) => x > l.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let below = match hi {
+        Bound::Included(h) => x <= h.as_slice(),
+        Bound::Excluded(h) => x < h.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
 /// A range of row keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowRange {
@@ -45,11 +60,7 @@ impl RowRange {
 
     /// Whether `key` lies in the range.
     pub fn contains(&self, key: &[u8]) -> bool {
-        (
-            self.start.as_ref().map(Vec::as_slice),
-            self.end.as_ref().map(Vec::as_slice),
-        )
-            .contains(key)
+        in_bounds(&self.start, &self.end, key)
     }
 }
 
@@ -136,11 +147,7 @@ impl QualifierFilter {
             QualifierFilter::Any => true,
             QualifierFilter::Exact(set) => set.contains(qualifier),
             QualifierFilter::Prefix(prefix) => qualifier.starts_with(prefix),
-            QualifierFilter::Range(lo, hi) => (
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-            )
-                .contains(qualifier),
+            QualifierFilter::Range(lo, hi) => in_bounds(lo, hi, qualifier),
         }
     }
 }
@@ -162,11 +169,7 @@ impl ValueFilter {
         match self {
             ValueFilter::Equals(v) => value == v.as_slice(),
             ValueFilter::Prefix(p) => value.starts_with(p),
-            ValueFilter::Range(lo, hi) => (
-                lo.as_ref().map(Vec::as_slice),
-                hi.as_ref().map(Vec::as_slice),
-            )
-                .contains(value),
+            ValueFilter::Range(lo, hi) => in_bounds(lo, hi, value),
         }
     }
 }

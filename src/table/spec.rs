@@ -226,6 +226,11 @@ pub struct TableSpec {
     pub key: RowKeySpec,
     /// The column families, in declaration order.
     pub families: Vec<FamilySpec>,
+    /// The order of the SQL columns (key columns, declared columns, map
+    /// families) by name, as declared; columns not listed follow, grouped
+    /// by family. Default: empty (family order).
+    #[serde(default)]
+    pub column_order: Vec<String>,
 }
 
 impl Default for TableSpec {
@@ -233,6 +238,7 @@ impl Default for TableSpec {
         Self {
             key: RowKeySpec::Key { utf8: true },
             families: Vec::new(),
+            column_order: Vec::new(),
         }
     }
 }

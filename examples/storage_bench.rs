@@ -1,0 +1,188 @@
+//! Storage benchmark: widesql's table layer against raw sled on the same
+//! bytes. Prints rates and ratios; asserts nothing about time.
+//!
+//! `cargo run --release --example storage_bench -- [ROWS]` (default 100000).
+//!
+//! Rows are webtable-shaped (~2.7 KB): a 2-byte language, a 16-byte
+//! checksum, ~2 KB of contents in their own locality group, five anchors.
+
+use std::time::Instant;
+
+use widesql::{Db, DbOptions, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, TableSpec};
+
+fn row_key(i: usize) -> String {
+    format!("com.site{:07}.www", (i * 7919) % 10_000_000)
+}
+
+fn cells(i: usize) -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut cells = vec![
+        ("language", String::new(), b"EN".to_vec()),
+        (
+            "checksum",
+            String::new(),
+            (i as u128).to_be_bytes().to_vec(),
+        ),
+        (
+            "contents",
+            String::new(),
+            format!("<html>{i}</html>").repeat(2048 / 16).into_bytes(),
+        ),
+    ];
+    for a in 0..5 {
+        cells.push((
+            "anchor",
+            format!("com.ref{a}.www/{i}"),
+            format!("link {a}").into_bytes(),
+        ));
+    }
+    cells
+}
+
+fn main() -> widesql::Result<()> {
+    let rows: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    let dir = tempfile::tempdir().map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let cache = 256 * 1024 * 1024;
+
+    // widesql
+    let db = Db::open_with(
+        dir.path().join("widesql"),
+        DbOptions::new()
+            .with_cache_capacity(cache)
+            .with_compaction_interval(None),
+    )?;
+    let table = db.default_dataset()?.create_table(
+        "webtable",
+        TableSpec::new()
+            .with_family(FamilySpec::new("language"))
+            .with_family(FamilySpec::new("checksum"))
+            .with_family(
+                FamilySpec::new("contents")
+                    .with_locality_group("blobs")
+                    .with_max_versions(3),
+            )
+            .with_family(FamilySpec::new("anchor")),
+    )?;
+    let start = Instant::now();
+    table.bulk_mutate((0..rows).map(|i| {
+        let m = cells(i)
+            .into_iter()
+            .fold(RowMutation::new(), |m, (f, q, v)| {
+                m.set_at(f, q, 1_700_000_000_000_000, v)
+            });
+        (row_key(i), m)
+    }))?;
+    db.flush()?;
+    let widesql_load = start.elapsed().as_secs_f64();
+    let ncells = rows * 8;
+
+    // raw sled: the same cells, keys row|family|qualifier|ts, one batch per 1000 rows
+    let sled_db = sled::Config::new()
+        .path(dir.path().join("sled"))
+        .cache_capacity(cache)
+        .open()
+        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let small = sled_db
+        .open_tree("small")
+        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let blobs = sled_db
+        .open_tree("blobs")
+        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let start = Instant::now();
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
+        let (mut bs, mut bb) = (sled::Batch::default(), sled::Batch::default());
+        for &i in chunk {
+            for (f, q, v) in cells(i) {
+                let key = [row_key(i).as_bytes(), f.as_bytes(), q.as_bytes(), &[0; 8]].concat();
+                if f == "contents" {
+                    bb.insert(key, v)
+                } else {
+                    bs.insert(key, v)
+                }
+            }
+        }
+        small
+            .apply_batch(bs)
+            .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+        blobs
+            .apply_batch(bb)
+            .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    }
+    sled_db
+        .flush()
+        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let sled_load = start.elapsed().as_secs_f64();
+
+    println!("bulk load of {rows} rows ({ncells} cells):");
+    println!(
+        "  widesql  {:>9.0} rows/s {:>9.0} cells/s",
+        rows as f64 / widesql_load,
+        ncells as f64 / widesql_load
+    );
+    println!(
+        "  raw sled {:>9.0} rows/s {:>9.0} cells/s   (widesql / raw sled = {:.2})",
+        rows as f64 / sled_load,
+        ncells as f64 / sled_load,
+        sled_load / widesql_load
+    );
+
+    // point reads
+    let n = 2000.min(rows);
+    let start = Instant::now();
+    for i in 0..n {
+        let key = row_key((i * 31) % rows);
+        assert!(table.read_row(key.as_bytes(), &Filter::all())?.is_some());
+    }
+    let point = start.elapsed().as_secs_f64() / n as f64;
+    let start = Instant::now();
+    for i in 0..n {
+        let key = row_key((i * 31) % rows);
+        assert!(
+            small.scan_prefix(key.as_bytes()).count() > 0
+                && blobs.scan_prefix(key.as_bytes()).count() > 0
+        );
+    }
+    let raw_point = start.elapsed().as_secs_f64() / n as f64;
+    println!(
+        "point read of a row: widesql {:.1} µs, raw sled (2 prefix scans) {:.1} µs",
+        point * 1e6,
+        raw_point * 1e6
+    );
+
+    // ~100-row prefix scans
+    let start = Instant::now();
+    let mut scanned = 0;
+    for p in 0..100 {
+        let prefix = format!("com.site{:05}", p * 97 % 100);
+        scanned += table
+            .read_rows(&RowSet::prefix(&prefix), ReadOptions::new())?
+            .count();
+    }
+    println!(
+        "prefix scan: {:.2} ms per scan of ~{} rows",
+        start.elapsed().as_secs_f64() * 10.0,
+        scanned / 100
+    );
+
+    // full scan of one locality group
+    let start = Instant::now();
+    let language =
+        ReadOptions::new().with_filter(Filter::all().with_families(["language", "checksum"]));
+    let count = table.read_rows(&RowSet::all(), language)?.count();
+    let full = start.elapsed().as_secs_f64();
+    println!(
+        "full scan (language, checksum): {:.0} rows/s ({count} rows)",
+        count as f64 / full
+    );
+    println!(
+        "on disk: widesql {} MiB, raw sled {} MiB",
+        db.size_on_disk()? >> 20,
+        sled_db
+            .size_on_disk()
+            .map_err(|e| widesql::Error::Sql(e.to_string()))?
+            >> 20
+    );
+    Ok(())
+}

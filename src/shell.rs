@@ -1,0 +1,66 @@
+//! The interactive shell: line editing and history (rustyline), statements
+//! that span lines until a `;`, and the time each statement took.
+
+use std::time::Instant;
+
+use rustyline::error::ReadlineError;
+use rustyline::DefaultEditor;
+
+use crate::export::{render, Format};
+use crate::sql::Session;
+
+/// Runs the shell until end of input or `.quit`.
+pub async fn run(session: &Session, format: Format) -> crate::Result<()> {
+    let mut editor = DefaultEditor::new()
+        .map_err(|e| crate::Error::Sql(format!("cannot start the shell: {e}")))?;
+    let history = session.db().path().join(".widesql_history");
+    let _ = editor.load_history(&history);
+    println!(
+        "widesql {} — end statements with ';', '.quit' to leave",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut pending = String::new();
+    loop {
+        let prompt = if pending.is_empty() {
+            "widesql> "
+        } else {
+            "     ..> "
+        };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                pending.clear();
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(crate::Error::Sql(e.to_string())),
+        };
+        if pending.is_empty() && matches!(line.trim(), ".quit" | ".exit" | "\\q") {
+            break;
+        }
+        pending.push_str(&line);
+        pending.push('\n');
+        if !line.trim_end().ends_with(';') {
+            continue;
+        }
+        let _ = editor.add_history_entry(pending.trim_end());
+        let started = Instant::now();
+        match session.run(&pending).await {
+            Ok(outputs) => {
+                for output in outputs {
+                    if !output.schema.fields().is_empty() {
+                        match render(&output.batches, format) {
+                            Ok(text) => println!("{text}"),
+                            Err(e) => eprintln!("error: {e}"),
+                        }
+                    }
+                }
+                println!("({:.3} s)", started.elapsed().as_secs_f64());
+            }
+            Err(e) => eprintln!("error: {e}"),
+        }
+        pending.clear();
+    }
+    let _ = editor.save_history(&history);
+    Ok(())
+}

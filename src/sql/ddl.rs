@@ -1,0 +1,752 @@
+//! DDL: CREATE / DROP / ALTER / SHOW / DESCRIBE on the widesql catalog.
+//!
+//! `CREATE TABLE` is planned by DataFusion (types, constraints, the query of
+//! `CREATE TABLE … AS SELECT`) after widesql's own options are taken out
+//! of its `WITH (…)` clause; the resulting schema becomes a table spec:
+//!
+//! - a column `_key` (VARCHAR or BYTEA) is the row key itself; otherwise a
+//!   `PRIMARY KEY` makes typed key columns; otherwise keys are generated;
+//! - a `MAP(VARCHAR, T)` column is a family of that name with free
+//!   qualifiers;
+//! - every other column is a declared qualifier of family `cf`, unless an
+//!   option `'<family>.columns' = 'a, b'` places it elsewhere;
+//! - `'<family>.max_versions' = 'N'`, `'<family>.ttl' = '7d'` (s, m, h, d;
+//!   plain numbers are seconds) and `'<family>.locality_group' = 'g'` set
+//!   a family's GC policy and locality group.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::Constraint;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, CreateTable, CreateTableOptions, DataType as SqlDataType, Expr as SqlExpr,
+    Ident, ObjectName, ObjectType, RenameTableNameKind, SqlOption, Statement, Value,
+};
+
+use crate::catalog::{CatalogError, DropMode, ObjectKind};
+use crate::error::{Error, Result};
+use crate::sql::shape::KEY_COLUMN;
+use crate::sql::values::{sql_type_name, value_type_of};
+use crate::sql::Session;
+use crate::table::spec::{ColumnSpec, FamilySpec, RowKeySpec, TableSpec, ValueType};
+
+/// The family that holds declared columns no option places elsewhere.
+pub const DEFAULT_FAMILY: &str = "cf";
+
+fn sql_error(message: impl Into<String>) -> Error {
+    Error::Sql(message.into())
+}
+
+/// An identifier as DataFusion normalises it: unquoted ones lower-cased.
+pub fn normalize(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
+/// The parts of an object name, normalised.
+pub fn name_parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|part| {
+            part.as_ident()
+                .map(normalize)
+                .ok_or_else(|| sql_error(format!("'{name}' is not a plain name")))
+        })
+        .collect()
+}
+
+/// The parts of a dotted name given as text (`'acme.web."Pages"'`):
+/// quoted parts keep their case, others are lower-cased.
+pub fn name_parts_of_text(name: &str) -> Vec<String> {
+    name.split('.')
+        .map(str::trim)
+        .map(
+            |part| match part.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+                Some(quoted) => quoted.to_string(),
+                None => part.to_lowercase(),
+            },
+        )
+        .collect()
+}
+
+/// The value of an option as text.
+fn option_text(value: &SqlExpr) -> Result<String> {
+    match value {
+        SqlExpr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Ok(s.clone()),
+            Value::Number(n, _) => Ok(n.clone()),
+            Value::Boolean(b) => Ok(b.to_string()),
+            other => Err(sql_error(format!(
+                "option value {other} is not a string or number"
+            ))),
+        },
+        SqlExpr::Identifier(i) => Ok(i.value.clone()),
+        other => Err(sql_error(format!(
+            "option value {other} is not a string or number"
+        ))),
+    }
+}
+
+/// Family options: family -> setting -> value.
+type FamilyOptions = BTreeMap<String, BTreeMap<String, String>>;
+
+const SETTINGS: [&str; 4] = ["max_versions", "ttl", "locality_group", "columns"];
+
+fn family_options(options: &[SqlOption]) -> Result<FamilyOptions> {
+    let mut out = FamilyOptions::new();
+    for option in options {
+        let SqlOption::KeyValue { key, value } = option else {
+            return Err(sql_error(format!("unsupported table option {option}")));
+        };
+        let key_text = key.value.clone();
+        let Some((family, setting)) = key_text.rsplit_once('.') else {
+            return Err(sql_error(format!(
+                "unknown table option '{key_text}': options are '<family>.<setting>' with setting one of {}",
+                SETTINGS.join(", ")
+            )));
+        };
+        if !SETTINGS.contains(&setting) {
+            return Err(sql_error(format!(
+                "unknown table option '{key_text}': the setting must be one of {}",
+                SETTINGS.join(", ")
+            )));
+        }
+        out.entry(family.to_string())
+            .or_default()
+            .insert(setting.to_string(), option_text(value)?);
+    }
+    Ok(out)
+}
+
+/// Parses `90`, `90s`, `15m`, `12h`, `7d`.
+fn parse_ttl(text: &str) -> Result<Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| {
+        sql_error(format!(
+            "ttl '{text}' is not a number with an optional unit s, m, h or d"
+        ))
+    })?;
+    let seconds = match unit.trim() {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => {
+            return Err(sql_error(format!(
+                "ttl '{text}' has an unknown unit (use s, m, h or d)"
+            )))
+        }
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+/// Applies GC and locality settings to a family.
+fn apply_settings(
+    mut family: FamilySpec,
+    settings: &BTreeMap<String, String>,
+) -> Result<FamilySpec> {
+    if let Some(n) = settings.get("max_versions") {
+        let n: u32 = n.parse().map_err(|_| {
+            sql_error(format!(
+                "max_versions '{n}' of family '{}' is not a number",
+                family.name
+            ))
+        })?;
+        family = family.with_max_versions(n);
+    }
+    if let Some(ttl) = settings.get("ttl") {
+        family = family.with_max_age(parse_ttl(ttl)?);
+    }
+    if let Some(group) = settings.get("locality_group") {
+        family = family.with_locality_group(group.clone());
+    }
+    Ok(family)
+}
+
+/// Builds a spec from DataFusion's view of a CREATE TABLE.
+fn spec_from_schema(
+    schema: &Schema,
+    primary_key: &[usize],
+    options: &FamilyOptions,
+) -> Result<TableSpec> {
+    let mut placement: BTreeMap<String, String> = BTreeMap::new();
+    for (family, settings) in options {
+        if let Some(columns) = settings.get("columns") {
+            for column in columns.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+                if schema.field_with_name(column).is_err() {
+                    return Err(sql_error(format!(
+                        "option '{family}.columns' names column '{column}', which the table does not have"
+                    )));
+                }
+                placement.insert(column.to_string(), family.clone());
+            }
+        }
+    }
+    let key_field = schema.fields().iter().position(|f| f.name() == KEY_COLUMN);
+    let key = match (key_field, primary_key) {
+        (Some(k), pk) if pk.is_empty() || pk == [k] => {
+            let utf8 = match value_type_of(schema.field(k).data_type()) {
+                Some(ValueType::Utf8) => true,
+                Some(ValueType::Bytes) => false,
+                _ => return Err(sql_error(format!("column '{KEY_COLUMN}' must be VARCHAR or BYTEA"))),
+            };
+            RowKeySpec::Key { utf8 }
+        }
+        (Some(_), _) => {
+            return Err(sql_error(format!(
+                "a table with a '{KEY_COLUMN}' column cannot have another primary key"
+            )))
+        }
+        (None, []) => RowKeySpec::Generated,
+        (None, pk) => RowKeySpec::Columns(
+            pk.iter()
+                .map(|&i| {
+                    let f = schema.field(i);
+                    let vt = value_type_of(f.data_type())
+                        .filter(|vt| crate::table::spec::key_element_kind(*vt).is_some())
+                        .ok_or_else(|| {
+                            sql_error(format!(
+                                "primary key column '{}' has type {}, which cannot be part of a row key",
+                                f.name(),
+                                f.data_type()
+                            ))
+                        })?;
+                    Ok(ColumnSpec::new(f.name(), vt).with_nullable(false))
+                })
+                .collect::<Result<_>>()?,
+        ),
+    };
+    let mut families: Vec<FamilySpec> = Vec::new();
+    let family_at = |name: &str, families: &mut Vec<FamilySpec>| -> usize {
+        match families.iter().position(|f| f.name == name) {
+            Some(at) => at,
+            None => {
+                families.push(FamilySpec::new(name).with_qualifier_type(None));
+                families.len() - 1
+            }
+        }
+    };
+    for (i, field) in schema.fields().iter().enumerate() {
+        if Some(i) == key_field || primary_key.contains(&i) {
+            continue;
+        }
+        if let DataType::Map(entries, _) = field.data_type() {
+            let value = match entries.data_type() {
+                DataType::Struct(kv)
+                    if kv.len() == 2
+                        && value_type_of(kv[0].data_type()) == Some(ValueType::Utf8) =>
+                {
+                    value_type_of(kv[1].data_type())
+                }
+                _ => None,
+            }
+            .ok_or_else(|| {
+                sql_error(format!(
+                    "map column '{}' must be MAP(VARCHAR, T) with T a scalar type",
+                    field.name()
+                ))
+            })?;
+            let at = family_at(field.name(), &mut families);
+            families[at].qualifier_type = Some(value);
+            continue;
+        }
+        let vt = value_type_of(field.data_type()).ok_or_else(|| {
+            sql_error(format!(
+                "column '{}' has type {}, which widesql cannot store",
+                field.name(),
+                field.data_type()
+            ))
+        })?;
+        let family = placement
+            .get(field.name())
+            .map_or(DEFAULT_FAMILY, String::as_str);
+        let at = family_at(family, &mut families);
+        families[at]
+            .columns
+            .push(ColumnSpec::new(field.name(), vt).with_nullable(field.is_nullable()));
+    }
+    for (name, settings) in options {
+        let at = family_at(name, &mut families);
+        families[at] = apply_settings(families[at].clone(), settings)?;
+    }
+    Ok(TableSpec {
+        key,
+        families,
+        column_order: schema.fields().iter().map(|f| f.name().clone()).collect(),
+    })
+}
+
+impl Session {
+    /// `CREATE DATABASE`: a project.
+    pub(crate) fn create_database(&self, name: &ObjectName, if_not_exists: bool) -> Result<()> {
+        let parts = name_parts(name)?;
+        let [project] = parts.as_slice() else {
+            return Err(sql_error(format!(
+                "a database name has one part, '{name}' has {}",
+                parts.len()
+            )));
+        };
+        match self.db().create_project(project) {
+            Err(e) if if_not_exists && e.kind() == crate::ErrorKind::AlreadyExists => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// `CREATE SCHEMA [project.]dataset`.
+    pub(crate) fn create_schema(&self, name: &ObjectName, if_not_exists: bool) -> Result<()> {
+        let (project, dataset) = self.resolve_dataset_name(name)?;
+        match self.db().open_project(&project)?.create_dataset(&dataset) {
+            Err(e) if if_not_exists && e.kind() == crate::ErrorKind::AlreadyExists => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// `CREATE TABLE`, with or without `AS SELECT`. Returns the rows written.
+    pub(crate) async fn create_table(&self, mut create: CreateTable) -> Result<u64> {
+        let (project, dataset, table) = self.resolve_table_name(&create.name)?;
+        let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
+        if dataset_handle.table(&table)?.is_some() {
+            if create.if_not_exists {
+                return Ok(0);
+            }
+            return Err(CatalogError::AlreadyExists {
+                kind: ObjectKind::Table,
+                name: format!("{project}.{dataset}.{table}"),
+            }
+            .into());
+        }
+        let options = match std::mem::take(&mut create.table_options) {
+            CreateTableOptions::None => FamilyOptions::new(),
+            CreateTableOptions::With(o)
+            | CreateTableOptions::Options(o)
+            | CreateTableOptions::Plain(o) => family_options(&o)?,
+            CreateTableOptions::TableProperties(o) => family_options(&o)?,
+        };
+        create.if_not_exists = false;
+        // DataFusion cannot plan MAP column types: take them out, plan the
+        // rest, and put them back with their value type resolved.
+        let mut maps: Vec<(usize, Field)> = Vec::new();
+        let mut kept = Vec::with_capacity(create.columns.len());
+        for (position, column) in std::mem::take(&mut create.columns).into_iter().enumerate() {
+            if matches!(column.data_type, SqlDataType::Map(..)) {
+                maps.push((position, self.column_type(&column).await?));
+            } else {
+                kept.push(column);
+            }
+        }
+        create.columns = kept;
+        let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
+        let plan = self
+            .context()
+            .state()
+            .statement_to_plan(statement)
+            .await
+            .map_err(crate::sql::from_df)?;
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) = plan else {
+            return Err(sql_error("CREATE TABLE did not plan as a table"));
+        };
+        let mut fields: Vec<Field> = plan
+            .input
+            .schema()
+            .as_arrow()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut primary_key: Vec<usize> = plan
+            .constraints
+            .iter()
+            .find_map(|c| match c {
+                Constraint::PrimaryKey(cols) => Some(cols.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        for (position, field) in maps {
+            let at = position.min(fields.len());
+            for k in primary_key.iter_mut().filter(|k| **k >= at) {
+                *k += 1;
+            }
+            fields.insert(at, field);
+        }
+        let schema = Schema::new(fields);
+        let spec = spec_from_schema(&schema, &primary_key, &options)?;
+        let created = dataset_handle.create_table(&table, spec)?;
+        let is_ctas = !matches!(plan.input.as_ref(), LogicalPlan::EmptyRelation(_));
+        if !is_ctas {
+            return Ok(0);
+        }
+        // Write the query's rows; if that fails, the table goes again, so a
+        // failed CREATE TABLE AS leaves nothing behind.
+        let result = self.insert_plan(created.id(), (*plan.input).clone()).await;
+        if result.is_err() {
+            let _ = created.drop();
+        }
+        result
+    }
+
+    /// `DROP DATABASE | SCHEMA | TABLE`.
+    pub(crate) fn drop_objects(
+        &self,
+        object_type: ObjectType,
+        names: &[ObjectName],
+        if_exists: bool,
+        cascade: bool,
+    ) -> Result<()> {
+        let mode = DropMode::cascade_if(cascade);
+        for name in names {
+            let result = match object_type {
+                ObjectType::Table => self.open_table(name).and_then(|t| t.drop()),
+                ObjectType::Schema => {
+                    let (project, dataset) = self.resolve_dataset_name(name)?;
+                    self.db()
+                        .open_project(&project)
+                        .and_then(|p| p.open_dataset(&dataset))
+                        .and_then(|d| d.drop(mode))
+                }
+                ObjectType::Database => {
+                    let parts = name_parts(name)?;
+                    self.db().drop_project(&parts.join("."), mode)
+                }
+                other => return Err(sql_error(format!("DROP {other} is not supported"))),
+            };
+            match result {
+                Err(e) if if_exists && e.kind() == crate::ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The Arrow type DataFusion gives a column definition.
+    async fn column_type(
+        &self,
+        column: &datafusion::sql::sqlparser::ast::ColumnDef,
+    ) -> Result<Field> {
+        if let SqlDataType::Map(key, value) = &column.data_type {
+            let name = normalize(&column.name);
+            let probe = |ty: &SqlDataType| {
+                let mut c = column.clone();
+                c.data_type = ty.clone();
+                c.options.clear();
+                c
+            };
+            let key = Box::pin(self.column_type(&probe(key))).await?;
+            let value = Box::pin(self.column_type(&probe(value))).await?;
+            let value = match (
+                value_type_of(key.data_type()),
+                value_type_of(value.data_type()),
+            ) {
+                (Some(ValueType::Utf8), Some(v)) => v,
+                _ => {
+                    return Err(sql_error(format!(
+                        "map column '{name}' must be MAP(VARCHAR, T) with T a scalar type"
+                    )))
+                }
+            };
+            return Ok(Field::new(name, crate::sql::shape::map_type(value), true));
+        }
+        let sql = format!("CREATE TABLE __widesql_probe ({column})");
+        let statement = self
+            .context()
+            .state()
+            .sql_to_statement(&sql, &datafusion::config::Dialect::Generic)
+            .map_err(crate::sql::from_df)?;
+        let plan = self
+            .context()
+            .state()
+            .statement_to_plan(statement)
+            .await
+            .map_err(crate::sql::from_df)?;
+        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) = plan else {
+            return Err(sql_error("column definition did not plan"));
+        };
+        Ok(plan.input.schema().as_arrow().field(0).clone())
+    }
+
+    /// `ALTER TABLE`.
+    pub(crate) async fn alter_table(
+        &self,
+        name: &ObjectName,
+        operations: Vec<AlterTableOperation>,
+    ) -> Result<()> {
+        let table = self.open_table(name)?;
+        for op in operations {
+            match op {
+                AlterTableOperation::RenameTable { table_name } => {
+                    let new_name = match table_name {
+                        RenameTableNameKind::To(n) | RenameTableNameKind::As(n) => n,
+                    };
+                    let parts = name_parts(&new_name)?;
+                    match parts.as_slice() {
+                        [only] => table.rename(only)?,
+                        _ => {
+                            let (project, dataset, new_table) =
+                                self.resolve_table_name(&new_name)?;
+                            let target =
+                                self.db().open_project(&project)?.open_dataset(&dataset)?;
+                            self.db().catalog().rename_table(
+                                table.id(),
+                                target.id(),
+                                &new_table,
+                            )?;
+                        }
+                    }
+                }
+                AlterTableOperation::AddColumn {
+                    column_def,
+                    if_not_exists,
+                    ..
+                } => {
+                    let field = self.column_type(&column_def).await?;
+                    let name = field.name().clone();
+                    let spec = table.spec()?;
+                    let exists = spec
+                        .family(&name)
+                        .is_some_and(|f| f.qualifier_type.is_some())
+                        || spec.families.iter().any(|f| f.column(&name).is_some());
+                    if exists {
+                        if if_not_exists {
+                            continue;
+                        }
+                        return Err(sql_error(format!(
+                            "table '{}' already has a column '{name}'",
+                            table.qualified_name()?
+                        )));
+                    }
+                    let added =
+                        spec_from_schema(&Schema::new(vec![field]), &[], &FamilyOptions::new())?;
+                    let Some(new_family) = added.families.into_iter().next() else {
+                        continue;
+                    };
+                    let qualified = table.qualified_name()?;
+                    self.db().catalog().alter_table(table.id(), |spec| {
+                        let mut spec = spec.clone();
+                        match spec.families.iter_mut().find(|f| f.name == new_family.name) {
+                            Some(existing) if new_family.qualifier_type.is_none() => {
+                                existing.columns.extend(new_family.columns.clone());
+                            }
+                            Some(_) => {
+                                return Err(crate::table::TableError::FamilyExists {
+                                    table: qualified.clone(),
+                                    family: new_family.name.clone(),
+                                }
+                                .into())
+                            }
+                            None => spec.families.push(new_family.clone()),
+                        }
+                        if !spec.column_order.is_empty() {
+                            spec.column_order.push(name.clone());
+                        }
+                        Ok(spec)
+                    })?;
+                }
+                AlterTableOperation::DropColumn {
+                    column_names,
+                    if_exists,
+                    ..
+                } => {
+                    for column in column_names {
+                        let column = normalize(&column);
+                        let spec = table.spec()?;
+                        if spec
+                            .family(&column)
+                            .is_some_and(|f| f.qualifier_type.is_some() && f.columns.is_empty())
+                        {
+                            self.db().catalog().alter_table(table.id(), |spec| {
+                                let mut spec = spec.clone();
+                                spec.families.retain(|f| f.name != column);
+                                spec.column_order.retain(|c| *c != column);
+                                Ok(spec)
+                            })?;
+                            continue;
+                        }
+                        let Some(family) =
+                            spec.families.iter().find(|f| f.column(&column).is_some())
+                        else {
+                            if if_exists {
+                                continue;
+                            }
+                            return Err(sql_error(format!(
+                                "table '{}' has no column '{column}'",
+                                table.qualified_name()?
+                            )));
+                        };
+                        let family = family.name.clone();
+                        self.db().catalog().alter_table(table.id(), |spec| {
+                            let mut spec = spec.clone();
+                            for f in &mut spec.families {
+                                f.columns.retain(|c| c.name != column);
+                            }
+                            spec.column_order.retain(|c| *c != column);
+                            Ok(spec)
+                        })?;
+                        crate::sql::dml::purge_column(&table.store()?, &family, column.as_bytes())?;
+                    }
+                }
+                AlterTableOperation::SetOptionsParens { options } => {
+                    let options = family_options(&options)?;
+                    let qualified = table.qualified_name()?;
+                    self.db().catalog().alter_table(table.id(), |spec| {
+                        let mut spec = spec.clone();
+                        for (family, settings) in &options {
+                            let Some(f) = spec.families.iter_mut().find(|f| &f.name == family) else {
+                                return Err(crate::table::TableError::UnknownFamily {
+                                    table: qualified.clone(),
+                                    family: family.clone(),
+                                }
+                                .into());
+                            };
+                            if settings.get("locality_group").is_some_and(|g| *g != f.locality_group) {
+                                return Err(sql_error(format!(
+                                    "family '{family}' of table '{qualified}' cannot move to another locality group"
+                                )));
+                            }
+                            if settings.contains_key("columns") {
+                                return Err(sql_error("'<family>.columns' can only be set by CREATE TABLE"));
+                            }
+                            *f = apply_settings(f.clone(), settings)?;
+                        }
+                        Ok(spec)
+                    })?;
+                }
+                other => return Err(sql_error(format!("ALTER TABLE {other} is not supported"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// `SHOW DATABASES`.
+    pub(crate) fn show_databases(&self) -> Result<RecordBatch> {
+        let names: Vec<String> = self
+            .db()
+            .projects()?
+            .iter()
+            .map(|p| p.name())
+            .collect::<Result<_>>()?;
+        one_column("database_name", names)
+    }
+
+    /// `SHOW SCHEMAS [FROM project]`.
+    pub(crate) fn show_schemas(&self, project: Option<&str>) -> Result<RecordBatch> {
+        let project = project.unwrap_or(crate::catalog::DEFAULT_PROJECT);
+        let names: Vec<String> = self
+            .db()
+            .open_project(project)?
+            .datasets()?
+            .iter()
+            .map(|d| d.name())
+            .collect::<Result<_>>()?;
+        one_column("schema_name", names)
+    }
+
+    /// `SHOW TABLES [FROM [project.]dataset]`.
+    pub(crate) fn show_tables(&self, dataset: Option<&ObjectName>) -> Result<RecordBatch> {
+        let (project, dataset) = match dataset {
+            Some(name) => self.resolve_dataset_name(name)?,
+            None => (
+                crate::catalog::DEFAULT_PROJECT.to_string(),
+                crate::catalog::DEFAULT_DATASET.to_string(),
+            ),
+        };
+        let names: Vec<String> = self
+            .db()
+            .open_project(&project)?
+            .open_dataset(&dataset)?
+            .tables()?
+            .iter()
+            .map(|t| t.name())
+            .collect::<Result<_>>()?;
+        one_column("table_name", names)
+    }
+
+    /// `DESCRIBE t` / `SHOW COLUMNS FROM t`: the SQL columns in order, with
+    /// their family, locality group and GC policy.
+    pub(crate) fn describe(&self, name: &ObjectName) -> Result<RecordBatch> {
+        let table = self.open_table(name)?;
+        let spec = table.spec()?;
+        let shape = crate::sql::shape::Shape::new(&spec, false);
+        let family_of = |id: u16| spec.families.iter().find(|f| f.id == id);
+        let mut rows: Vec<[Option<String>; 7]> = Vec::new();
+        for (field, source) in shape.schema.fields().iter().zip(&shape.sources) {
+            use crate::sql::shape::Source;
+            let (data_type, family) = match source {
+                Source::RowKey { utf8 } => {
+                    (if *utf8 { "VARCHAR" } else { "BYTEA" }.to_string(), None)
+                }
+                Source::KeyPart { value_type, .. } => (sql_type_name(*value_type), None),
+                Source::Column {
+                    family, value_type, ..
+                } => (sql_type_name(*value_type), family_of(*family)),
+                Source::Map { family, value_type } => (
+                    format!("MAP(VARCHAR, {})", sql_type_name(*value_type)),
+                    family_of(*family),
+                ),
+            };
+            let nullable = if field.is_nullable() { "YES" } else { "NO" };
+            rows.push(match family {
+                None => [
+                    Some(field.name().clone()),
+                    Some(data_type),
+                    Some(nullable.into()),
+                    Some("PRIMARY KEY".into()),
+                    None,
+                    None,
+                    None,
+                ],
+                Some(f) => [
+                    Some(field.name().clone()),
+                    Some(data_type),
+                    Some(nullable.into()),
+                    Some(f.name.clone()),
+                    Some(f.locality_group.clone()),
+                    f.gc.max_versions.map(|n| n.to_string()),
+                    f.gc.max_age_micros.map(|us| format!("{}s", us / 1_000_000)),
+                ],
+            });
+        }
+        let names = [
+            "column_name",
+            "data_type",
+            "is_nullable",
+            "family",
+            "locality_group",
+            "max_versions",
+            "ttl",
+        ];
+        let schema = Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(*n, DataType::Utf8, true))
+                .collect::<Vec<_>>(),
+        ));
+        let columns: Vec<ArrayRef> = (0..names.len())
+            .map(|i| {
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
+                )) as ArrayRef
+            })
+            .collect();
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+fn one_column(name: &str, values: Vec<String>) -> Result<RecordBatch> {
+    let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(values)) as ArrayRef],
+    )?)
+}

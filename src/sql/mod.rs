@@ -1,0 +1,574 @@
+//! SQL over widesql tables through Apache DataFusion.
+//!
+//! A [`Session`] is a DataFusion `SessionContext` whose catalog list is the
+//! widesql catalog (project = catalog, dataset = schema). Statements that
+//! change the catalog or rows (`CREATE`, `DROP`, `ALTER`, `SHOW`,
+//! `DESCRIBE`, `DELETE`, `UPDATE`, `SET widesql.*`) are run by widesql;
+//! everything else (queries, `INSERT`, `EXPLAIN`, `TRUNCATE`) is planned
+//! and run by DataFusion over widesql's table providers.
+
+pub mod catalog;
+mod ddl;
+pub mod dml;
+pub mod pushdown;
+pub mod scan;
+pub mod shape;
+pub mod sink;
+pub mod table;
+pub mod values;
+pub mod versions;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::DataFusionError;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionConfig;
+use datafusion::sql::parser::{DFParser, Statement as DfStatement};
+use datafusion::sql::sqlparser::ast::{
+    Delete, Expr as SqlExpr, FromTable, ObjectName, SchemaName, Set, ShowStatementIn, Statement,
+    TableFactor, Update,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use futures::StreamExt;
+
+use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
+use crate::db::{Db, Table};
+use crate::error::{Error, Result};
+use crate::ids::TableId;
+use ddl::name_parts;
+use sink::{WideSink, WriteSettings};
+
+/// Turns a DataFusion error back into ours when it wraps one.
+pub fn from_df(e: DataFusionError) -> Error {
+    match e {
+        DataFusionError::External(inner) => match inner.downcast::<Error>() {
+            Ok(ours) => *ours,
+            Err(other) => Error::Sql(other.to_string()),
+        },
+        DataFusionError::Context(_, inner) => from_df(*inner),
+        DataFusionError::Shared(shared) => Error::Sql(shared.to_string()),
+        other => Error::Sql(other.to_string()),
+    }
+}
+
+impl From<DataFusionError> for Error {
+    fn from(e: DataFusionError) -> Self {
+        from_df(e)
+    }
+}
+
+impl From<datafusion::arrow::error::ArrowError> for Error {
+    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
+        Error::Sql(e.to_string())
+    }
+}
+
+/// The result of one statement of a script.
+#[derive(Debug, Clone)]
+pub struct StatementOutput {
+    /// The statement's text.
+    pub sql: String,
+    /// The result's schema.
+    pub schema: SchemaRef,
+    /// The result rows.
+    pub batches: Vec<RecordBatch>,
+}
+
+/// A SQL session over one database.
+#[derive(Clone)]
+pub struct Session {
+    db: Db,
+    ctx: SessionContext,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("db", &self.db.path())
+            .finish()
+    }
+}
+
+impl Db {
+    /// A SQL session over this database.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = widesql::Db::open(dir.path())?;
+    /// let session = db.session();
+    /// session.run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1), ('b', 2)").await?;
+    /// let batches = session.sql("SELECT sum(n) AS total FROM t").await?.collect().await?;
+    /// assert_eq!(datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string().lines().nth(3), Some("| 3     |"));
+    /// # Ok(()) }
+    /// ```
+    pub fn session(&self) -> Session {
+        Session::new(self.clone())
+    }
+}
+
+impl Session {
+    /// A session whose catalog is `db`'s; plain names resolve in
+    /// `default.public`.
+    pub fn new(db: Db) -> Session {
+        let config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema(DEFAULT_PROJECT, DEFAULT_DATASET)
+            .with_create_default_catalog_and_schema(false)
+            .with_extension(Arc::new(WriteSettings::default()));
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())))
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        ctx.register_udtf(
+            dml::ROWS_FUNCTION,
+            Arc::new(dml::RowsFunction::new(db.clone())),
+        );
+        ctx.register_udtf("cells", Arc::new(versions::CellsFunction::new(db.clone())));
+        ctx.register_udtf("as_of", Arc::new(versions::AsOfFunction::new(db.clone())));
+        Session { db, ctx }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The DataFusion context: register Parquet or CSV files or your own
+    /// providers here to join them with widesql tables.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Runs one statement and returns its result as a DataFrame.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+            .map_err(|e| Error::Sql(e.to_string()))?;
+        match (statements.pop_front(), statements.is_empty()) {
+            (Some(statement), true) => self.execute(statement).await,
+            (None, _) => Err(Error::Sql("no statement to run".into())),
+            (Some(_), false) => Err(Error::Sql(
+                "Session::sql runs one statement; use Session::run for scripts".into(),
+            )),
+        }
+    }
+
+    /// Runs every statement of a script in order and collects each result;
+    /// stops at the first error.
+    pub async fn run(&self, script: &str) -> Result<Vec<StatementOutput>> {
+        let statements = DFParser::parse_sql_with_dialect(script, &GenericDialect {})
+            .map_err(|e| Error::Sql(e.to_string()))?;
+        let mut outputs = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let sql = statement.to_string();
+            let frame = self.execute(statement).await?;
+            let schema = Arc::new(frame.schema().as_arrow().clone());
+            let batches = frame.collect().await?;
+            outputs.push(StatementOutput {
+                sql,
+                schema,
+                batches,
+            });
+        }
+        Ok(outputs)
+    }
+
+    fn frame(&self, batch: RecordBatch) -> Result<DataFrame> {
+        Ok(self.ctx.read_batch(batch)?)
+    }
+
+    fn done(&self) -> Result<DataFrame> {
+        Ok(self.ctx.read_empty()?)
+    }
+
+    fn count(&self, n: u64) -> Result<DataFrame> {
+        self.frame(dml::count_batch(n)?)
+    }
+
+    /// Runs one parsed statement.
+    async fn execute(&self, statement: DfStatement) -> Result<DataFrame> {
+        let DfStatement::Statement(inner) = statement else {
+            return self.datafusion(statement).await;
+        };
+        match *inner {
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                self.create_database(&db_name, if_not_exists)?;
+                self.done()
+            }
+            Statement::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                let name = match &schema_name {
+                    SchemaName::Simple(name) => name,
+                    other => {
+                        return Err(Error::Sql(format!(
+                            "CREATE SCHEMA {other} is not supported"
+                        )))
+                    }
+                };
+                self.create_schema(name, if_not_exists)?;
+                self.done()
+            }
+            Statement::CreateTable(create) => {
+                self.create_table(create).await?;
+                self.done()
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => {
+                self.drop_objects(object_type, &names, if_exists, cascade)?;
+                self.done()
+            }
+            Statement::AlterTable(alter) => {
+                self.alter_table(&alter.name, alter.operations).await?;
+                self.done()
+            }
+            Statement::ShowDatabases { .. } => self.frame(self.show_databases()?),
+            Statement::ShowSchemas { show_options, .. } => {
+                let project = match &show_options.show_in {
+                    Some(ShowStatementIn {
+                        parent_name: Some(name),
+                        ..
+                    }) => Some(name_parts(name)?.join(".")),
+                    _ => None,
+                };
+                self.frame(self.show_schemas(project.as_deref())?)
+            }
+            Statement::ShowTables { show_options, .. } => {
+                let dataset = match &show_options.show_in {
+                    Some(ShowStatementIn {
+                        parent_name: Some(name),
+                        ..
+                    }) => Some(name.clone()),
+                    _ => None,
+                };
+                self.frame(self.show_tables(dataset.as_ref())?)
+            }
+            Statement::ShowColumns { show_options, .. } => match &show_options.show_in {
+                Some(ShowStatementIn {
+                    parent_name: Some(name),
+                    ..
+                }) => self.frame(self.describe(name)?),
+                _ => Err(Error::Sql("SHOW COLUMNS needs FROM <table>".into())),
+            },
+            Statement::ExplainTable { table_name, .. } => self.frame(self.describe(&table_name)?),
+            Statement::Delete(delete) => {
+                let n = self.delete(delete).await?;
+                self.count(n)
+            }
+            Statement::Update(update) => {
+                let n = self.update(update).await?;
+                self.count(n)
+            }
+            Statement::Set(Set::SingleAssignment {
+                variable, values, ..
+            }) if variable.to_string().to_lowercase().starts_with("widesql.") => {
+                self.set_widesql(&variable, &values)?;
+                self.done()
+            }
+            other => {
+                self.datafusion(DfStatement::Statement(Box::new(other)))
+                    .await
+            }
+        }
+    }
+
+    async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
+        let plan = match self.ctx.state().statement_to_plan(statement).await {
+            Ok(plan) => plan,
+            Err(e) => return Err(self.explain_missing_table(e)),
+        };
+        Ok(self.ctx.execute_logical_plan(plan).await?)
+    }
+
+    /// DataFusion says "table 'p.d.t' not found"; say which part is missing.
+    fn explain_missing_table(&self, e: DataFusionError) -> Error {
+        let text = e.to_string();
+        let name = text
+            .split_once("table '")
+            .and_then(|(_, rest)| rest.split_once("' not found"))
+            .map(|(name, _)| name.to_string());
+        let Some(name) = name else {
+            return from_df(e);
+        };
+        let parts: Vec<&str> = name.split('.').collect();
+        let missing = match parts.as_slice() {
+            [project, dataset, table] => match self.db.open_project(project) {
+                Err(err) => err,
+                Ok(p) => match p.open_dataset(dataset) {
+                    Err(err) => err,
+                    Ok(d) => match d.open_table(table) {
+                        Err(err) => err,
+                        Ok(_) => return from_df(e),
+                    },
+                },
+            },
+            _ => return from_df(e),
+        };
+        missing
+    }
+
+    /// `SET widesql.write_timestamp = '2024-01-01T00:00:00Z' | <micros> | DEFAULT`.
+    fn set_widesql(&self, variable: &ObjectName, values: &[SqlExpr]) -> Result<()> {
+        let name = variable.to_string().to_lowercase();
+        if name != "widesql.write_timestamp" {
+            return Err(Error::Sql(format!(
+                "unknown setting '{name}'; widesql has 'widesql.write_timestamp'"
+            )));
+        }
+        let text = match values {
+            [SqlExpr::Value(v)] => v.value.to_string().trim_matches('\'').to_string(),
+            [SqlExpr::Identifier(i)] => i.value.clone(),
+            _ => {
+                return Err(Error::Sql(
+                    "SET widesql.write_timestamp takes one value".into(),
+                ))
+            }
+        };
+        let timestamp = if text.eq_ignore_ascii_case("default") || text.eq_ignore_ascii_case("null")
+        {
+            None
+        } else if let Ok(micros) = text.parse::<i64>() {
+            Some(micros)
+        } else {
+            let parsed =
+                datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(&text)
+                    .map_err(|e| Error::Sql(format!("'{text}' is not a timestamp: {e}")))?;
+            Some(parsed / 1000)
+        };
+        if timestamp.is_some_and(|ts| ts < 0) {
+            return Err(Error::Sql(
+                "widesql.write_timestamp must not be before 1970".into(),
+            ));
+        }
+        let state = self.ctx.state_ref();
+        state
+            .write()
+            .config_mut()
+            .set_extension(Arc::new(WriteSettings { timestamp }));
+        Ok(())
+    }
+
+    /// `(project, dataset)` of a one- or two-part dataset name.
+    fn resolve_dataset_name(&self, name: &ObjectName) -> Result<(String, String)> {
+        let parts = name_parts(name)?;
+        match parts.as_slice() {
+            [dataset] => Ok((DEFAULT_PROJECT.to_string(), dataset.clone())),
+            [project, dataset] => Ok((project.clone(), dataset.clone())),
+            _ => Err(Error::Sql(format!(
+                "'{name}' is not a [project.]dataset name"
+            ))),
+        }
+    }
+
+    /// `(project, dataset, table)` of a one- to three-part table name.
+    fn resolve_table_name(&self, name: &ObjectName) -> Result<(String, String, String)> {
+        let parts = name_parts(name)?;
+        match parts.as_slice() {
+            [table] => Ok((
+                DEFAULT_PROJECT.into(),
+                DEFAULT_DATASET.into(),
+                table.clone(),
+            )),
+            [dataset, table] => Ok((DEFAULT_PROJECT.into(), dataset.clone(), table.clone())),
+            [project, dataset, table] => Ok((project.clone(), dataset.clone(), table.clone())),
+            _ => Err(Error::Sql(format!(
+                "'{name}' is not a [[project.]dataset.]table name"
+            ))),
+        }
+    }
+
+    fn open_table(&self, name: &ObjectName) -> Result<Table> {
+        let (project, dataset, table) = self.resolve_table_name(name)?;
+        self.db.open_table(&project, &dataset, &table)
+    }
+
+    /// Runs `plan` and writes its rows into table `id`.
+    async fn insert_plan(&self, id: TableId, plan: LogicalPlan) -> Result<u64> {
+        let table = table::WideTable::open(&self.db, id, false)?
+            .ok_or_else(|| Error::Sql(format!("table {id} vanished")))?;
+        let settings = self
+            .ctx
+            .state()
+            .config()
+            .get_extension::<WriteSettings>()
+            .map(|s| s.as_ref().clone())
+            .unwrap_or_default();
+        let sink = WideSink::new(table.store().clone(), Arc::clone(table.shape()), settings);
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let target = table.shape().schema.clone();
+        let mut stream = frame.execute_stream().await?;
+        let mut written = 0u64;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            let columns = batch
+                .columns()
+                .iter()
+                .zip(target.fields())
+                .map(|(c, f)| datafusion::arrow::compute::cast(c, f.data_type()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let batch = RecordBatch::try_new(Arc::clone(&target), columns)?;
+            let rows = sink.mutations(&batch)?;
+            let store = table.store().clone();
+            written += tokio::task::spawn_blocking(move || store.bulk_mutate(rows))
+                .await
+                .map_err(|e| Error::Sql(e.to_string()))?? as u64;
+        }
+        Ok(written)
+    }
+
+    /// The table a DML statement targets and the alias its WHERE clause
+    /// uses for it.
+    fn dml_target(&self, factor: &TableFactor) -> Result<(Table, String)> {
+        let TableFactor::Table { name, alias, .. } = factor else {
+            return Err(Error::Sql("DELETE and UPDATE take a table name".into()));
+        };
+        let table = self.open_table(name)?;
+        let alias = match alias {
+            Some(a) => a.name.to_string(),
+            None => name.0.last().map(|p| p.to_string()).unwrap_or_default(),
+        };
+        Ok((table, alias))
+    }
+
+    /// Selects `columns` of the rows the WHERE clause matches.
+    async fn select_rows(
+        &self,
+        table: &Table,
+        alias: &str,
+        columns: &str,
+        selection: Option<&SqlExpr>,
+    ) -> Result<Vec<RecordBatch>> {
+        let mut sql = format!(
+            "SELECT {columns} FROM {}('{}') AS {alias}",
+            dml::ROWS_FUNCTION,
+            table.id()
+        );
+        if let Some(selection) = selection {
+            sql.push_str(&format!(" WHERE {selection}"));
+        }
+        Ok(self.ctx.sql(&sql).await?.collect().await?)
+    }
+
+    async fn delete(&self, delete: Delete) -> Result<u64> {
+        let from = match &delete.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+        };
+        let [target] = from.as_slice() else {
+            return Err(Error::Sql("DELETE takes exactly one table".into()));
+        };
+        if delete.using.is_some()
+            || delete.returning.is_some()
+            || delete.limit.is_some()
+            || !delete.order_by.is_empty()
+        {
+            return Err(Error::Sql(
+                "DELETE supports only FROM <table> [WHERE ...]".into(),
+            ));
+        }
+        let (table, alias) = self.dml_target(&target.relation)?;
+        let store = table.store()?;
+        if store.layout.read_only {
+            return Err(crate::table::TableError::ReadOnly {
+                table: store.layout.name.clone(),
+            }
+            .into());
+        }
+        let batches = self
+            .select_rows(
+                &table,
+                &alias,
+                shape::ROWID_COLUMN,
+                delete.selection.as_ref(),
+            )
+            .await?;
+        tokio::task::spawn_blocking(move || dml::delete_rows(&store, &batches))
+            .await
+            .map_err(|e| Error::Sql(e.to_string()))?
+            .map_err(from_df)
+    }
+
+    async fn update(&self, update: Update) -> Result<u64> {
+        if update.from.is_some() || update.returning.is_some() || update.limit.is_some() {
+            return Err(Error::Sql(
+                "UPDATE supports only <table> SET ... [WHERE ...]".into(),
+            ));
+        }
+        let (table, alias) = self.dml_target(&update.table.relation)?;
+        let provider = table::WideTable::open(&self.db, table.id(), true)?
+            .ok_or_else(|| Error::Sql(format!("table {} vanished", table.id())))?;
+        if provider.store().layout.read_only {
+            return Err(crate::table::TableError::ReadOnly {
+                table: provider.store().layout.name.clone(),
+            }
+            .into());
+        }
+        let mut select = vec![shape::ROWID_COLUMN.to_string()];
+        let mut columns = Vec::new();
+        for assignment in &update.assignments {
+            let target = assignment.target.to_string();
+            let name = target
+                .rsplit('.')
+                .next()
+                .unwrap_or(&target)
+                .trim_matches('"')
+                .to_lowercase();
+            let Ok(index) = provider.shape().schema.index_of(&name) else {
+                return Err(Error::Sql(format!(
+                    "table '{}' has no column '{name}'",
+                    provider.store().layout.name
+                )));
+            };
+            if matches!(
+                provider.shape().sources[index],
+                shape::Source::RowKey { .. } | shape::Source::KeyPart { .. }
+            ) {
+                return Err(Error::Sql(format!(
+                    "UPDATE cannot change key column '{name}' of table '{}': DELETE the row and INSERT it again",
+                    provider.store().layout.name
+                )));
+            }
+            columns.push(index);
+            select.push(format!(
+                "({}) AS \"__v{}\"",
+                assignment.value,
+                columns.len()
+            ));
+        }
+        let batches = self
+            .select_rows(
+                &table,
+                &alias,
+                &select.join(", "),
+                update.selection.as_ref(),
+            )
+            .await?;
+        tokio::task::spawn_blocking(move || dml::update_rows(&provider, &columns, &batches))
+            .await
+            .map_err(|e| Error::Sql(e.to_string()))?
+            .map_err(from_df)
+    }
+}
+
+/// Formats batches as the CLI and tests show them.
+pub fn pretty(batches: &[RecordBatch]) -> Result<String> {
+    Ok(datafusion::arrow::util::pretty::pretty_format_batches(batches)?.to_string())
+}

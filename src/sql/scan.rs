@@ -1,0 +1,308 @@
+//! The scan plan: reads key ranges of a table's needed locality groups and
+//! streams record batches.
+//!
+//! Each partition is one set of key ranges, read on a blocking thread (sled
+//! iteration must not stall the async executor) and handed over through a
+//! channel of two batches, so memory stays bounded whatever the table size.
+//! Large range scans are split into key ranges by interpolating between the
+//! first and last key: the same ranges a distributed executor could
+//! schedule.
+
+use std::fmt;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    ReplaceChildrenOptions,
+};
+
+use crate::sql::pushdown::{describe, Interval, KeySet};
+use crate::sql::shape::{BatchBuilder, Shape};
+use crate::table::{Filter, ReadOptions, RowRange, RowSet, TableStore};
+
+/// What a scan reads, decided at planning time.
+#[derive(Debug, Clone)]
+pub struct ScanRequest {
+    /// The output columns (indexes into the shape).
+    pub projection: Vec<usize>,
+    /// The keys to read.
+    pub keys: KeySet,
+    /// The cell filter (families of the projection, latest version).
+    pub filter: Filter,
+    /// At most this many rows.
+    pub limit: Option<usize>,
+}
+
+/// Scans a widesql table.
+#[derive(Debug)]
+pub struct WideScanExec {
+    store: TableStore,
+    shape: Arc<Shape>,
+    request: ScanRequest,
+    partitions: Vec<RowSet>,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl WideScanExec {
+    /// Plans a scan split into at most `target_partitions` key ranges.
+    pub fn try_new(
+        store: TableStore,
+        shape: Arc<Shape>,
+        request: ScanRequest,
+        target_partitions: usize,
+    ) -> Result<Self> {
+        let schema = Arc::new(shape.schema.project(&request.projection)?);
+        let partitions = if request.limit.is_some() || target_partitions < 2 {
+            vec![request.keys.to_row_set()]
+        } else {
+            split(&store, &request.keys, target_partitions)?
+        };
+        let properties = Arc::new(
+            PlanProperties::new(
+                EquivalenceProperties::new(Arc::clone(&schema)),
+                Partitioning::UnknownPartitioning(partitions.len()),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )
+            // The stream is a tokio channel, which yields to the scheduler.
+            .with_scheduling_type(SchedulingType::Cooperative),
+        );
+        Ok(Self {
+            store,
+            shape,
+            request,
+            partitions,
+            schema,
+            properties,
+        })
+    }
+
+    /// The locality groups the scan reads.
+    fn group_names(&self) -> Vec<String> {
+        let layout = &self.store.layout;
+        let mut names: Vec<String> = layout
+            .families
+            .iter()
+            .filter(|f| {
+                self.request
+                    .filter
+                    .families
+                    .as_ref()
+                    .is_none_or(|set| set.contains(&f.name))
+            })
+            .map(|f| layout.groups[f.group].name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+/// Splits the key set into up to `n` partitions of similar key-space width.
+fn split(store: &TableStore, keys: &KeySet, n: usize) -> Result<Vec<RowSet>> {
+    let single_keys = keys
+        .intervals()
+        .iter()
+        .all(|(lo, hi)| matches!((lo, hi), (Bound::Included(a), Bound::Included(b)) if a == b));
+    if single_keys || keys.intervals().len() != 1 {
+        return Ok(vec![keys.to_row_set()]);
+    }
+    let row_set = keys.to_row_set();
+    let edge = |reverse: bool| -> Result<Option<Vec<u8>>> {
+        let options = ReadOptions::new().with_row_limit(1).with_reverse(reverse);
+        Ok(store
+            .scan(&row_set, options)
+            .next_row()
+            .map_err(to_df)?
+            .map(|r| r.key))
+    };
+    let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
+        return Ok(vec![row_set]);
+    };
+    let points = split_points(&first, &last, n);
+    if points.is_empty() {
+        return Ok(vec![row_set]);
+    }
+    let mut bounds: Vec<Interval> = Vec::with_capacity(points.len() + 1);
+    let (lo, hi) = keys.intervals()[0].clone();
+    let mut start = lo;
+    for p in points {
+        bounds.push((start, Bound::Excluded(p.clone())));
+        start = Bound::Included(p);
+    }
+    bounds.push((start, hi));
+    Ok(bounds
+        .into_iter()
+        .map(|(start, end)| RowSet::range(RowRange { start, end }))
+        .collect())
+}
+
+/// `n - 1` keys between `first` and `last`, spread evenly over the 8 bytes
+/// after their common prefix.
+fn split_points(first: &[u8], last: &[u8], n: usize) -> Vec<Vec<u8>> {
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    let number = |k: &[u8]| -> u64 {
+        let mut bytes = [0u8; 8];
+        for (i, b) in k.iter().skip(common).take(8).enumerate() {
+            bytes[i] = *b;
+        }
+        u64::from_be_bytes(bytes)
+    };
+    let (a, b) = (number(first), number(last));
+    if b <= a {
+        return Vec::new();
+    }
+    let step = (b - a) / n as u64;
+    if step == 0 {
+        return Vec::new();
+    }
+    (1..n as u64)
+        .map(|i| {
+            let mut key = first[..common].to_vec();
+            key.extend_from_slice(&(a + step * i).to_be_bytes());
+            while key.len() > common + 1 && key.last() == Some(&0) {
+                key.pop();
+            }
+            key
+        })
+        .collect()
+}
+
+/// Wraps our error for DataFusion; the CLI unwraps it again.
+pub fn to_df(e: crate::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+impl DisplayAs for WideScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "WideScanExec: table={}, keys={}, groups=[{}]",
+            self.store.layout.name,
+            if self.request.keys.is_all() {
+                "all".to_string()
+            } else {
+                describe(&self.request.keys)
+            },
+            self.group_names().join(", ")
+        )?;
+        if let Some(limit) = self.request.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        write!(f, ", partitions={}", self.partitions.len())
+    }
+}
+
+impl ExecutionPlan for WideScanExec {
+    fn name(&self) -> &'static str {
+        "WideScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let rows = self.partitions.get(partition).cloned().ok_or_else(|| {
+            DataFusionError::Internal(format!("WideScanExec has no partition {partition}"))
+        })?;
+        let batch_size = context.session_config().batch_size().max(1);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+        let store = self.store.clone();
+        let mut builder = BatchBuilder::new(
+            Arc::clone(&self.shape),
+            self.request.projection.clone(),
+            store.layout.name.clone(),
+        )?;
+        let mut options = ReadOptions::new().with_filter(self.request.filter.clone());
+        options.row_limit = self.request.limit;
+        tokio::task::spawn_blocking(move || {
+            let send = |batch: Result<RecordBatch>| tx.blocking_send(batch).is_ok();
+            let mut scanner = store.scan(&rows, options);
+            loop {
+                match scanner.next_row() {
+                    Ok(Some(row)) => {
+                        if let Err(e) = builder.push(&row) {
+                            send(Err(e));
+                            return;
+                        }
+                        if builder.len() >= batch_size && !send(builder.finish()) {
+                            return; // the consumer went away (LIMIT satisfied)
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        send(Err(to_df(e)));
+                        return;
+                    }
+                }
+            }
+            if !builder.is_empty() {
+                send(builder.finish());
+            }
+        });
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_points;
+
+    #[test]
+    fn split_points_are_ordered_and_between() {
+        let points = split_points(b"com.a", b"com.z", 4);
+        assert_eq!(points.len(), 3);
+        assert!(points.windows(2).all(|w| w[0] < w[1]));
+        assert!(
+            points[0].as_slice() > b"com.a".as_slice()
+                && points[2].as_slice() < b"com.z".as_slice()
+        );
+        assert!(split_points(b"same", b"same", 4).is_empty());
+    }
+}

@@ -1,0 +1,244 @@
+//! One widesql table as a DataFusion table: the latest view of each column.
+//!
+//! Scans push row-key predicates down as key ranges, read only the locality
+//! groups of the projected columns, and stop early at a pushed LIMIT.
+//! INSERT writes new cell versions through [`crate::sql::sink::WideSink`].
+//! DELETE and UPDATE are run by widesql's statement runner
+//! ([`crate::sql::Session`]), which evaluates the WHERE clause with
+//! DataFusion and then mutates the matching rows; DataFusion's own DML path
+//! could hand this provider an empty filter list for a WHERE clause it
+//! folded away, so it is refused here rather than taken as "every row".
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session as DfSession, TableProvider};
+use datafusion::common::{not_impl_err, plan_err, Result};
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::db::Db;
+use crate::ids::TableId;
+use crate::sql::pushdown::{push, KeySet};
+use crate::sql::scan::{to_df, ScanRequest, WideScanExec};
+use crate::sql::shape::Shape;
+use crate::sql::sink::{WideSink, WriteSettings};
+use crate::table::{Filter, TableStore};
+
+/// A widesql table seen by DataFusion.
+#[derive(Debug)]
+pub struct WideTable {
+    db: Db,
+    store: TableStore,
+    shape: Arc<Shape>,
+    /// Read the table as it was at this time (µs); `None`: now.
+    as_of: Option<i64>,
+}
+
+impl WideTable {
+    /// The table `id` as it is now; `with_rowid` adds the raw `_rowid`
+    /// column (the view DELETE and UPDATE read).
+    pub fn open(db: &Db, id: TableId, with_rowid: bool) -> Result<Option<WideTable>> {
+        let Some(store) = db.catalog().store(id) else {
+            return Ok(None);
+        };
+        let shape = Arc::new(Shape::new(&store.layout.spec, with_rowid));
+        Ok(Some(WideTable {
+            db: db.clone(),
+            store,
+            shape,
+            as_of: None,
+        }))
+    }
+
+    /// The same table read as it was at `micros`: the newest version at or
+    /// before that time of every column. Writes are refused.
+    pub fn as_of(self, micros: i64) -> WideTable {
+        WideTable {
+            as_of: Some(micros),
+            ..self
+        }
+    }
+
+    /// The table's store.
+    pub fn store(&self) -> &TableStore {
+        &self.store
+    }
+
+    /// The table's SQL shape.
+    pub fn shape(&self) -> &Arc<Shape> {
+        &self.shape
+    }
+
+    /// The cell filter that reads the given output columns: every family
+    /// of the locality groups their families live in (the same trees, so
+    /// no extra I/O, and every row of those groups is found), newest version
+    /// only. With no family column, every family is read, one cell per row,
+    /// to find the rows.
+    pub fn filter_for(&self, projection: &[usize]) -> Filter {
+        let layout = &self.store.layout;
+        let groups: Vec<usize> = self
+            .shape
+            .families_of(projection)
+            .iter()
+            .filter_map(|id| layout.family_by_id(*id).map(|f| f.group))
+            .collect();
+        let ids: Vec<u16> = layout
+            .families
+            .iter()
+            .filter(|f| groups.contains(&f.group))
+            .map(|f| f.id)
+            .collect();
+        let mut latest = Filter::all().with_latest_versions(1);
+        if let Some(at) = self.as_of {
+            latest = latest.with_time_range(0..at.saturating_add(1));
+        }
+        if ids.is_empty() {
+            return latest.with_cells_per_row_limit(1);
+        }
+        let names: Vec<String> = ids
+            .iter()
+            .filter_map(|id| self.store.layout.family_by_id(*id).map(|f| f.name.clone()))
+            .collect();
+        latest.with_families(names)
+    }
+
+    /// The keys the filters allow (intersection of every pushable one).
+    pub fn keys_for(&self, filters: &[Expr]) -> KeySet {
+        filters
+            .iter()
+            .filter_map(|f| push(&self.shape, f))
+            .fold(KeySet::all(), |keys, pushed| keys.intersect(&pushed.keys))
+    }
+
+    /// Plans a scan of `projection` over `keys`.
+    pub fn scan_plan(
+        &self,
+        projection: Vec<usize>,
+        keys: KeySet,
+        limit: Option<usize>,
+        target_partitions: usize,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let request = ScanRequest {
+            filter: self.filter_for(&projection),
+            projection,
+            keys,
+            limit,
+        };
+        Ok(Arc::new(WideScanExec::try_new(
+            self.store.clone(),
+            Arc::clone(&self.shape),
+            request,
+            target_partitions,
+        )?))
+    }
+}
+
+#[async_trait]
+impl TableProvider for WideTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.shape.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| match push(&self.shape, f) {
+                Some(p) if p.exact => TableProviderFilterPushDown::Exact,
+                Some(_) => TableProviderFilterPushDown::Inexact,
+                None => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn DfSession,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let projection = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.shape.schema.fields().len()).collect());
+        let keys = self.keys_for(filters);
+        self.scan_plan(projection, keys, limit, state.config().target_partitions())
+    }
+
+    async fn insert_into(
+        &self,
+        state: &dyn DfSession,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if self.store.layout.read_only {
+            return plan_err!(
+                "table '{}' is a read-only system table",
+                self.store.layout.name
+            );
+        }
+        if self.as_of.is_some() {
+            return plan_err!(
+                "a past version of table '{}' cannot be written",
+                self.store.layout.name
+            );
+        }
+        if insert_op != InsertOp::Append {
+            return not_impl_err!(
+                "{insert_op} is not supported on widesql tables: INSERT writes new versions of the given columns"
+            );
+        }
+        let settings = state
+            .config()
+            .get_extension::<WriteSettings>()
+            .map(|s| s.as_ref().clone())
+            .unwrap_or_default();
+        let sink = WideSink::new(self.store.clone(), Arc::clone(&self.shape), settings);
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+
+    async fn delete_from(
+        &self,
+        _state: &dyn DfSession,
+        _filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan_err!(
+            "DELETE on table '{}' must run through widesql's SQL session (Db::session), which evaluates the whole WHERE clause",
+            self.store.layout.name
+        )
+    }
+
+    async fn update(
+        &self,
+        _state: &dyn DfSession,
+        _assignments: Vec<(String, Expr)>,
+        _filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan_err!(
+            "UPDATE on table '{}' must run through widesql's SQL session (Db::session), which evaluates the whole WHERE clause",
+            self.store.layout.name
+        )
+    }
+
+    async fn truncate(&self, _state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
+        let deleted = crate::sql::dml::delete_all(&self.store).map_err(to_df)?;
+        crate::sql::dml::count_plan(deleted)
+    }
+}
+
+impl WideTable {
+    /// The database the table belongs to.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}

@@ -1,0 +1,46 @@
+//! Runs every sqllogictest file under `sql_tests/` as its own test, each in
+//! a new temporary database.
+
+use std::path::Path;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+fn main() {
+    let args = Arguments::from_args();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql_tests");
+    let files = widesql::slt::collect_files(&root).expect("sql_tests/ is readable");
+    let trials = files
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .strip_prefix(&root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            Trial::test(name, move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Failed::from(e.to_string()))?;
+                let report = runtime
+                    .block_on(widesql::slt::run_file_isolated(&path))
+                    .map_err(|e| Failed::from(e.to_string()))?;
+                if report.failures.is_empty() {
+                    if report.passed == 0 {
+                        return Err(Failed::from("the file has no statement or query"));
+                    }
+                    Ok(())
+                } else {
+                    Err(Failed::from(format!(
+                        "{} of {} records failed:\n{}",
+                        report.failures.len(),
+                        report.failures.len() + report.passed,
+                        report.failures.join("\n")
+                    )))
+                }
+            })
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
+}
