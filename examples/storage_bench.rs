@@ -2,6 +2,8 @@
 //! bytes. Prints rates and ratios; asserts nothing about time.
 //!
 //! `cargo run --release --example storage_bench -- [ROWS]` (default 100000).
+//! After the storage figures it times SQL on the same table: the `SELECT 1`
+//! floor, a point query, a ~100-row range query and a full-scan GROUP BY.
 //!
 //! Rows are webtable-shaped (~2.7 KB): a 2-byte language, a 16-byte
 //! checksum, ~2 KB of contents in their own locality group, five anchors.
@@ -155,7 +157,7 @@ fn main() -> widesql::Result<()> {
     let start = Instant::now();
     let mut scanned = 0;
     for p in 0..100 {
-        let prefix = format!("com.site{:05}", p * 97 % 100);
+        let prefix = format!("com.site{:03}", p * 7 % 1000);
         scanned += table
             .read_rows(&RowSet::prefix(&prefix), ReadOptions::new())?
             .count();
@@ -176,6 +178,7 @@ fn main() -> widesql::Result<()> {
         "full scan (language, checksum): {:.0} rows/s ({count} rows)",
         count as f64 / full
     );
+    sql_figures(&db, rows)?;
     println!(
         "on disk: widesql {} MiB, raw sled {} MiB",
         db.size_on_disk()? >> 20,
@@ -185,4 +188,44 @@ fn main() -> widesql::Result<()> {
             >> 20
     );
     Ok(())
+}
+
+/// Average seconds of `n` runs of `sql`, and the rows of the last run.
+async fn time_sql(
+    session: &widesql::Session,
+    sql: &str,
+    n: usize,
+) -> widesql::Result<(f64, usize)> {
+    let mut rows = 0;
+    let start = Instant::now();
+    for _ in 0..n {
+        let batches = session.sql(sql).await?.collect().await?;
+        rows = batches.iter().map(|b| b.num_rows()).sum();
+    }
+    Ok((start.elapsed().as_secs_f64() / n as f64, rows))
+}
+
+fn sql_figures(db: &Db, rows: usize) -> widesql::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let session = db.session();
+    runtime.block_on(async {
+        let (floor, _) = time_sql(&session, "SELECT 1", 200).await?;
+        let key = row_key(rows / 2);
+        let point = format!("SELECT language, checksum FROM webtable WHERE _key = '{key}'");
+        let (point_s, n) = time_sql(&session, &point, 200).await?;
+        assert_eq!(n, 1);
+        let range = "SELECT _key, language FROM webtable WHERE _key >= 'com.site500' AND _key < 'com.site501'";
+        let (range_s, range_rows) = time_sql(&session, range, 50).await?;
+        let full = "SELECT language, count(*) FROM webtable GROUP BY language";
+        let (full_s, _) = time_sql(&session, full, 3).await?;
+        println!("SQL: SELECT 1 {:.3} ms (the floor of any query)", floor * 1e3);
+        println!("SQL: point query {:.3} ms ({:.1}x the floor)", point_s * 1e3, point_s / floor);
+        println!("SQL: range query of {range_rows} rows {:.3} ms", range_s * 1e3);
+        println!(
+            "SQL: GROUP BY language over all rows {:.0} ms, {:.0} rows/s",
+            full_s * 1e3,
+            rows as f64 / full_s
+        );
+        Ok(())
+    })
 }
