@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use widesql::export::{render, Format};
-use widesql::{Db, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, TableSpec};
+use widesql::{Db, Filter, ReadOptions, RowMutation, RowSet};
 
 /// An embedded SQL engine over Bigtable-style wide-column tables in sled.
 #[derive(Parser)]
@@ -53,7 +53,12 @@ fn run_sql(db: &Db, statements: &str, format: &str) -> widesql::Result<()> {
     runtime()?.block_on(async {
         for output in session.run(statements).await? {
             if !output.schema.fields().is_empty() {
-                println!("{}", render(&output.batches, format)?);
+                let text = render(&output.batches, format)?;
+                if text.ends_with('\n') {
+                    print!("{text}");
+                } else {
+                    println!("{text}");
+                }
             }
         }
         Ok(())
@@ -99,39 +104,41 @@ fn print_catalog(db: &Db) -> widesql::Result<()> {
 }
 
 fn demo(db: &Db) -> widesql::Result<()> {
-    let dataset = db.default_dataset()?;
-    let webtable = match dataset.table("webtable")? {
-        Some(t) => t,
-        None => dataset.create_table(
-            "webtable",
-            TableSpec::new()
-                .with_family(FamilySpec::new("language"))
-                .with_family(
-                    FamilySpec::new("contents")
-                        .with_locality_group("blobs")
-                        .with_max_versions(3),
-                )
-                .with_family(FamilySpec::new("anchor")),
-        )?,
+    let session = db.session();
+    let runtime = runtime()?;
+    let sql = |statements: &str| -> widesql::Result<()> {
+        runtime.block_on(async {
+            for output in session.run(statements).await? {
+                if !output.schema.fields().is_empty() {
+                    println!("{}", render(&output.batches, Format::Table)?);
+                }
+            }
+            Ok(())
+        })
     };
-    for (version, page) in ["<html>v1", "<html>v2", "<html>v3", "<html>v4"]
-        .iter()
-        .enumerate()
-    {
+    // The table, declared in SQL: contents in their own locality group,
+    // three versions kept; anchors as a family of free qualifiers.
+    sql("CREATE TABLE IF NOT EXISTS webtable (
+           _key VARCHAR PRIMARY KEY, language VARCHAR, contents VARCHAR, anchor MAP(VARCHAR, VARCHAR)
+         ) WITH ('page.columns' = 'contents', 'page.max_versions' = '3', 'page.locality_group' = 'blobs')")?;
+    // Rows written through the embedded API: four versions of a page.
+    let webtable = db.default_dataset()?.open_table("webtable")?;
+    for (version, page) in ["<html>v1", "<html>v2", "<html>v3", "<html>v4"].iter().enumerate() {
         webtable.mutate_row(
             b"com.cnn.www",
             &RowMutation::new()
-                .set_at("contents", "", 1 + version as i64, page)
-                .set("language", "", "EN")
-                .set("anchor", "cnnsi.com", "CNN")
-                .set("anchor", "my.look.ca", "CNN.com"),
+                .set_at("page", "contents", 1 + version as i64, page)
+                .set("cf", "language", "EN")
+                .set("anchor", "com.cnnsi.www", "CNN")
+                .set("anchor", "ca.look.my", "CNN.com"),
         )?;
     }
     webtable.mutate_row(
-        b"com.example.www",
-        &RowMutation::new().set("language", "", "DE"),
+        b"de.spiegel.www",
+        &RowMutation::new().set("cf", "language", "DE").set("anchor", "com.cnn.www", "Spiegel"),
     )?;
     db.flush()?;
+    // Read back with the embedded API ...
     let latest = ReadOptions::new().with_filter(Filter::all().with_latest_versions(1));
     for row in webtable.read_rows(&RowSet::prefix("com."), latest)? {
         let row = row?;
@@ -146,10 +153,13 @@ fn demo(db: &Db) -> widesql::Result<()> {
             );
         }
     }
-    let contents = Filter::all().with_families(["contents"]);
     let versions = webtable
-        .read_row(b"com.cnn.www", &contents)?
+        .read_row(b"com.cnn.www", &Filter::all().with_families(["page"]))?
         .map_or(0, |r| r.cells.len());
     println!("contents versions kept for com.cnn.www: {versions} (max_versions = 3)");
-    Ok(())
+    // ... and with SQL.
+    sql("SELECT _key, language, contents, anchor FROM webtable ORDER BY _key;
+         SELECT CAST(_timestamp AS BIGINT) AS version, CAST(value AS VARCHAR) AS contents
+           FROM cells('webtable') WHERE _key = 'com.cnn.www' AND family = 'page';
+         SELECT language, count(*) AS pages FROM webtable GROUP BY language ORDER BY language")
 }

@@ -65,7 +65,7 @@ impl WideScanExec {
         let partitions = if request.limit.is_some() || target_partitions < 2 {
             vec![request.keys.to_row_set()]
         } else {
-            split(&store, &request.keys, target_partitions)?
+            split(&store, &request.keys, &request.filter, target_partitions)?
         };
         let properties = Arc::new(
             PlanProperties::new(
@@ -109,7 +109,9 @@ impl WideScanExec {
 }
 
 /// Splits the key set into up to `n` partitions of similar key-space width.
-fn split(store: &TableStore, keys: &KeySet, n: usize) -> Result<Vec<RowSet>> {
+/// The first and last keys are found with the scan's own filter, so only
+/// the locality groups the scan reads are touched.
+fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result<Vec<RowSet>> {
     let single_keys = keys
         .intervals()
         .iter()
@@ -119,7 +121,10 @@ fn split(store: &TableStore, keys: &KeySet, n: usize) -> Result<Vec<RowSet>> {
     }
     let row_set = keys.to_row_set();
     let edge = |reverse: bool| -> Result<Option<Vec<u8>>> {
-        let options = ReadOptions::new().with_row_limit(1).with_reverse(reverse);
+        let options = ReadOptions::new()
+            .with_filter(filter.clone())
+            .with_row_limit(1)
+            .with_reverse(reverse);
         Ok(store
             .scan(&row_set, options)
             .next_row()
