@@ -123,7 +123,10 @@ fn demo(db: &Db) -> widesql::Result<()> {
          ) WITH ('page.columns' = 'contents', 'page.max_versions' = '3', 'page.locality_group' = 'blobs')")?;
     // Rows written through the embedded API: four versions of a page.
     let webtable = db.default_dataset()?.open_table("webtable")?;
-    for (version, page) in ["<html>v1", "<html>v2", "<html>v3", "<html>v4"].iter().enumerate() {
+    for (version, page) in ["<html>v1", "<html>v2", "<html>v3", "<html>v4"]
+        .iter()
+        .enumerate()
+    {
         webtable.mutate_row(
             b"com.cnn.www",
             &RowMutation::new()
@@ -135,7 +138,9 @@ fn demo(db: &Db) -> widesql::Result<()> {
     }
     webtable.mutate_row(
         b"de.spiegel.www",
-        &RowMutation::new().set("cf", "language", "DE").set("anchor", "com.cnn.www", "Spiegel"),
+        &RowMutation::new()
+            .set("cf", "language", "DE")
+            .set("anchor", "com.cnn.www", "Spiegel"),
     )?;
     db.flush()?;
     // Read back with the embedded API ...
@@ -158,8 +163,10 @@ fn demo(db: &Db) -> widesql::Result<()> {
         .map_or(0, |r| r.cells.len());
     println!("contents versions kept for com.cnn.www: {versions} (max_versions = 3)");
     // ... and with SQL.
-    sql("SELECT _key, language, contents, anchor FROM webtable ORDER BY _key;
+    sql(
+        "SELECT _key, language, contents, anchor FROM webtable ORDER BY _key;
          SELECT CAST(_timestamp AS BIGINT) AS version, CAST(value AS VARCHAR) AS contents
            FROM cells('webtable') WHERE _key = 'com.cnn.www' AND family = 'page';
-         SELECT language, count(*) AS pages FROM webtable GROUP BY language ORDER BY language")
+         SELECT language, count(*) AS pages FROM webtable GROUP BY language ORDER BY language",
+    )
 }

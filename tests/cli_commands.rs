@@ -31,18 +31,42 @@ fn cli_sql_runs_statements_in_order_in_every_format() {
              SELECT _key, n FROM t ORDER BY _key",
         ],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(db.is_dir(), "a new database directory is created");
     let text = stdout(&out);
     // The INSERT's count, then the query as a table.
-    assert!(text.contains("| count |") && text.contains("| 2     |"), "{text}");
-    assert!(text.contains("| a    | 1 |") && text.contains("| b    | 2 |"), "{text}");
+    assert!(
+        text.contains("| count |") && text.contains("| 2     |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| a    | 1 |") && text.contains("| b    | 2 |"),
+        "{text}"
+    );
 
-    let csv = stdout(&widesql(&db, &["sql", "--format", "csv", "SELECT _key, n FROM t ORDER BY _key"]));
+    let csv = stdout(&widesql(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT _key, n FROM t ORDER BY _key",
+        ],
+    ));
     assert_eq!(csv, "_key,n\na,1\nb,2\n");
-    let json = stdout(&widesql(&db, &["sql", "--format", "json", "SELECT n FROM t ORDER BY n"]));
+    let json = stdout(&widesql(
+        &db,
+        &["sql", "--format", "json", "SELECT n FROM t ORDER BY n"],
+    ));
     assert_eq!(json.trim(), r#"[{"n":1},{"n":2}]"#);
-    let ndjson = stdout(&widesql(&db, &["sql", "--format", "ndjson", "SELECT n FROM t ORDER BY n"]));
+    let ndjson = stdout(&widesql(
+        &db,
+        &["sql", "--format", "ndjson", "SELECT n FROM t ORDER BY n"],
+    ));
     assert_eq!(ndjson.trim(), "{\"n\":1}\n{\"n\":2}");
 }
 
@@ -52,15 +76,27 @@ fn cli_errors_are_one_line_and_exit_non_zero() {
     let out = widesql(dir.path(), &["sql", "SELECT * FROM nope"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim(), "error: table 'default.public.nope' does not exist");
+    assert_eq!(
+        err.trim(),
+        "error: table 'default.public.nope' does not exist"
+    );
     assert!(!err.contains("panicked") && !err.contains("backtrace"));
     let out = widesql(dir.path(), &["sql", "--format", "xml", "SELECT 1"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown format 'xml'"));
     // A failing statement stops the script: the table after it is not made.
-    let out = widesql(dir.path(), &["sql", "CREATE TABLE a (x INT); SELECT nope; CREATE TABLE b (x INT)"]);
+    let out = widesql(
+        dir.path(),
+        &[
+            "sql",
+            "CREATE TABLE a (x INT); SELECT nope; CREATE TABLE b (x INT)",
+        ],
+    );
     assert!(!out.status.success());
-    let tables = stdout(&widesql(dir.path(), &["sql", "--format", "csv", "SHOW TABLES"]));
+    let tables = stdout(&widesql(
+        dir.path(),
+        &["sql", "--format", "csv", "SHOW TABLES"],
+    ));
     assert_eq!(tables, "table_name\na\n");
 }
 
@@ -84,24 +120,49 @@ fn cli_shell_reads_multi_line_statements() {
         .expect("write");
     let out = child.wait_with_output().expect("the shell ends");
     let text = stdout(&out);
-    assert!(text.contains("| answer |") && text.contains("| 42     |"), "{text}");
+    assert!(
+        text.contains("| answer |") && text.contains("| 42     |"),
+        "{text}"
+    );
     assert!(text.contains(" s)"), "timing is shown: {text}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("error: table 'default.public.missing' does not exist"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("error: table 'default.public.missing' does not exist"));
 }
 
 #[test]
 fn cli_demo_loads_the_webtable() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = widesql(dir.path(), &["demo"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = stdout(&out);
     assert!(text.contains("com.cnn.www  anchor:com.cnnsi.www"), "{text}");
-    assert!(text.contains("contents versions kept for com.cnn.www: 3"), "{text}");
-    assert!(text.contains("| com.cnn.www    | EN       | <html>v4 | {ca.look.my: CNN.com, com.cnnsi.www: CNN} |"), "{text}");
-    assert!(text.contains("| 2       | <html>v2 |"), "the second-oldest kept version: {text}");
-    assert!(!text.contains("<html>v1"), "the oldest version is hidden by GC: {text}");
+    assert!(
+        text.contains("contents versions kept for com.cnn.www: 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "| com.cnn.www    | EN       | <html>v4 | {ca.look.my: CNN.com, com.cnnsi.www: CNN} |"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("| 2       | <html>v2 |"),
+        "the second-oldest kept version: {text}"
+    );
+    assert!(
+        !text.contains("<html>v1"),
+        "the oldest version is hidden by GC: {text}"
+    );
     let catalog = stdout(&widesql(dir.path(), &["catalog"]));
-    assert!(catalog.contains("default.public.webtable  cf [default], page [blobs], anchor [default]"), "{catalog}");
+    assert!(
+        catalog.contains("default.public.webtable  cf [default], page [blobs], anchor [default]"),
+        "{catalog}"
+    );
     // Running it again adds versions, never duplicate tables.
     assert!(widesql(dir.path(), &["demo"]).status.success());
 }

@@ -48,25 +48,44 @@ async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
         "250"
     );
     let read = keys_read(&db, "default")? - before;
-    assert!((250..=260).contains(&read), "the range scan read {read} keys");
-    assert_eq!(keys_read(&db, "blobs")?, blobs_before, "the blobs group was not read");
+    assert!(
+        (250..=260).contains(&read),
+        "the range scan read {read} keys"
+    );
+    assert_eq!(
+        keys_read(&db, "blobs")?,
+        blobs_before,
+        "the blobs group was not read"
+    );
 
     // Points and prefixes.
     let before = keys_read(&db, "default")?;
-    assert_eq!(count("SELECT n FROM pages WHERE _key IN ('k000007', 'k099999')").await?, "7 99999");
-    assert_eq!(count("SELECT count(*) FROM pages WHERE _key LIKE 'k0999%'").await?, "100");
+    assert_eq!(
+        count("SELECT n FROM pages WHERE _key IN ('k000007', 'k099999')").await?,
+        "7 99999"
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM pages WHERE _key LIKE 'k0999%'").await?,
+        "100"
+    );
     let read = keys_read(&db, "default")? - before;
     assert!(read <= 110, "points and a 100-row prefix read {read} keys");
 
     // LIMIT stops the scan.
     let before = keys_read(&db, "default")?;
-    assert_eq!(count("SELECT count(*) FROM (SELECT n FROM pages LIMIT 10)").await?, "10");
+    assert_eq!(
+        count("SELECT count(*) FROM (SELECT n FROM pages LIMIT 10)").await?,
+        "10"
+    );
     let read = keys_read(&db, "default")? - before;
     assert!(read < 1000, "a LIMIT 10 scan read {read} keys");
 
     // A predicate that is not on the key reads everything (the control).
     let before = keys_read(&db, "default")?;
-    assert_eq!(count("SELECT count(*) FROM pages WHERE n < 250").await?, "250");
+    assert_eq!(
+        count("SELECT count(*) FROM pages WHERE n < 250").await?,
+        "250"
+    );
     assert!(keys_read(&db, "default")? - before >= 100_000);
     Ok(())
 }

@@ -1,8 +1,14 @@
 //! widesql's catalog as DataFusion's: project = catalog, dataset = schema,
 //! table = table. Every lookup reads the live catalog, so tables created by
 //! another handle since the session started are visible.
+//!
+//! Providers registered on a session's `SessionContext` (a CSV or Parquet
+//! file, a `MemTable`, your own) live in a session-local overlay next to the
+//! widesql tables, so they can be joined with them; they are never stored
+//! and cannot shadow a widesql table.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, TableProvider};
@@ -12,16 +18,23 @@ use crate::db::Db;
 use crate::ids::{DatasetId, ProjectId};
 use crate::sql::table::WideTable;
 
+/// Providers registered in one session: (dataset, name) -> provider.
+type Overlay = Arc<RwLock<HashMap<(DatasetId, String), Arc<dyn TableProvider>>>>;
+
 /// Every project of a database.
 #[derive(Debug)]
 pub struct ProjectList {
     db: Db,
+    overlay: Overlay,
 }
 
 impl ProjectList {
     /// The projects of `db`.
     pub fn new(db: Db) -> Self {
-        Self { db }
+        Self {
+            db,
+            overlay: Overlay::default(),
+        }
     }
 }
 
@@ -50,6 +63,7 @@ impl CatalogProviderList for ProjectList {
         Some(Arc::new(ProjectCatalog {
             db: self.db.clone(),
             id,
+            overlay: Arc::clone(&self.overlay),
         }))
     }
 }
@@ -59,6 +73,7 @@ impl CatalogProviderList for ProjectList {
 pub struct ProjectCatalog {
     db: Db,
     id: ProjectId,
+    overlay: Overlay,
 }
 
 impl CatalogProvider for ProjectCatalog {
@@ -77,6 +92,7 @@ impl CatalogProvider for ProjectCatalog {
         Some(Arc::new(DatasetSchema {
             db: self.db.clone(),
             id,
+            overlay: Arc::clone(&self.overlay),
         }))
     }
 
@@ -94,18 +110,35 @@ impl CatalogProvider for ProjectCatalog {
 pub struct DatasetSchema {
     db: Db,
     id: DatasetId,
+    overlay: Overlay,
+}
+
+impl DatasetSchema {
+    fn overlay(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, HashMap<(DatasetId, String), Arc<dyn TableProvider>>> {
+        self.overlay.read().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[async_trait]
 impl SchemaProvider for DatasetSchema {
     fn table_names(&self) -> Vec<String> {
-        self.db
+        let mut names: Vec<String> = self
+            .db
             .catalog()
             .read()
             .tables_of(self.id)
             .iter()
             .map(|t| t.name.clone())
-            .collect()
+            .collect();
+        names.extend(
+            self.overlay()
+                .keys()
+                .filter(|(d, _)| *d == self.id)
+                .map(|(_, n)| n.clone()),
+        );
+        names
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
@@ -119,16 +152,39 @@ impl SchemaProvider for DatasetSchema {
             Some(id) => {
                 WideTable::open(&self.db, id, false)?.map(|t| Arc::new(t) as Arc<dyn TableProvider>)
             }
-            None => None,
+            None => self.overlay().get(&(self.id, name.to_string())).cloned(),
         })
     }
 
     fn register_table(
         &self,
         name: String,
-        _table: Arc<dyn TableProvider>,
+        table: Arc<dyn TableProvider>,
     ) -> Result<Option<Arc<dyn TableProvider>>> {
-        exec_err!("table '{name}' cannot be attached: widesql datasets hold only widesql tables (use CREATE TABLE)")
+        if self
+            .db
+            .catalog()
+            .read()
+            .table_by_name(self.id, &name)
+            .is_some()
+        {
+            return exec_err!(
+                "'{name}' is a widesql table; a registered provider cannot replace it"
+            );
+        }
+        Ok(self
+            .overlay
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((self.id, name), table))
+    }
+
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        Ok(self
+            .overlay
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(self.id, name.to_string())))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -137,5 +193,6 @@ impl SchemaProvider for DatasetSchema {
             .read()
             .table_by_name(self.id, name)
             .is_some()
+            || self.overlay().contains_key(&(self.id, name.to_string()))
     }
 }
