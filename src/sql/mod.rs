@@ -134,6 +134,10 @@ impl Session {
         );
         ctx.register_udtf("cells", Arc::new(versions::CellsFunction::new(db.clone())));
         ctx.register_udtf("as_of", Arc::new(versions::AsOfFunction::new(db.clone())));
+        ctx.register_udtf(
+            "history",
+            Arc::new(versions::HistoryFunction::new(db.clone())),
+        );
         Session { db, ctx }
     }
 

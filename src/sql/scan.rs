@@ -26,8 +26,11 @@ use datafusion::physical_plan::{
 };
 
 use crate::sql::pushdown::{describe, Interval, KeySet};
-use crate::sql::shape::{BatchBuilder, Shape};
+use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
 use crate::table::{Filter, ReadOptions, RowRange, RowSet, TableStore};
+
+/// Makes the row→batch builder of each partition.
+pub type MakeBuilder = Arc<dyn Fn() -> Result<Box<dyn RowsToBatches>> + Send + Sync>;
 
 /// What a scan reads, decided at planning time.
 #[derive(Debug, Clone)]
@@ -38,30 +41,65 @@ pub struct ScanRequest {
     pub keys: KeySet,
     /// The cell filter (families of the projection, latest version).
     pub filter: Filter,
-    /// At most this many rows.
+    /// At most this many output rows.
     pub limit: Option<usize>,
+    /// Whether an output row is a table row (the limit then also stops the
+    /// table scan); false when a table row makes several (the cells view).
+    pub row_per_row: bool,
 }
 
 /// Scans a widesql table.
-#[derive(Debug)]
 pub struct WideScanExec {
     store: TableStore,
-    shape: Arc<Shape>,
     request: ScanRequest,
     partitions: Vec<RowSet>,
     schema: SchemaRef,
+    make_builder: MakeBuilder,
+    view: &'static str,
     properties: Arc<PlanProperties>,
 }
 
+impl fmt::Debug for WideScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WideScanExec")
+            .field("table", &self.store.layout.name)
+            .field("request", &self.request)
+            .field("partitions", &self.partitions.len())
+            .finish()
+    }
+}
+
 impl WideScanExec {
-    /// Plans a scan split into at most `target_partitions` key ranges.
+    /// Plans a scan of the latest (or history) view of `shape`, split into
+    /// at most `target_partitions` key ranges.
     pub fn try_new(
         store: TableStore,
         shape: Arc<Shape>,
         request: ScanRequest,
         target_partitions: usize,
     ) -> Result<Self> {
-        let schema = Arc::new(shape.schema.project(&request.projection)?);
+        let projection = request.projection.clone();
+        let table = store.layout.name.clone();
+        let view = if shape.history { "history" } else { "latest" };
+        let make_builder: MakeBuilder = Arc::new(move || {
+            Ok(Box::new(BatchBuilder::new(
+                Arc::clone(&shape),
+                projection.clone(),
+                table.clone(),
+            )?) as Box<dyn RowsToBatches>)
+        });
+        Self::with_builder(store, request, make_builder, view, target_partitions)
+    }
+
+    /// Plans a scan whose rows `make_builder` turns into batches.
+    pub fn with_builder(
+        store: TableStore,
+        request: ScanRequest,
+        make_builder: MakeBuilder,
+        view: &'static str,
+        target_partitions: usize,
+    ) -> Result<Self> {
+        let schema = make_builder()?.schema();
         let partitions = if request.limit.is_some() || target_partitions < 2 {
             vec![request.keys.to_row_set()]
         } else {
@@ -79,10 +117,11 @@ impl WideScanExec {
         );
         Ok(Self {
             store,
-            shape,
             request,
             partitions,
             schema,
+            make_builder,
+            view,
             properties,
         })
     }
@@ -190,9 +229,13 @@ pub fn to_df(e: crate::Error) -> DataFusionError {
 
 impl DisplayAs for WideScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let view = match self.view {
+            "latest" => String::new(),
+            other => format!(" ({other})"),
+        };
         write!(
             f,
-            "WideScanExec: table={}, keys={}, groups=[{}]",
+            "WideScanExec: table={}{view}, keys={}, groups=[{}]",
             self.store.layout.name,
             if self.request.keys.is_all() {
                 "all".to_string()
@@ -254,22 +297,24 @@ impl ExecutionPlan for WideScanExec {
         let batch_size = context.session_config().batch_size().max(1);
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
         let store = self.store.clone();
-        let mut builder = BatchBuilder::new(
-            Arc::clone(&self.shape),
-            self.request.projection.clone(),
-            store.layout.name.clone(),
-        )?;
+        let mut builder = (self.make_builder)()?;
         let mut options = ReadOptions::new().with_filter(self.request.filter.clone());
-        options.row_limit = self.request.limit;
+        if self.request.row_per_row {
+            options.row_limit = self.request.limit;
+        }
+        let mut left = self.request.limit.unwrap_or(usize::MAX);
         tokio::task::spawn_blocking(move || {
             let send = |batch: Result<RecordBatch>| tx.blocking_send(batch).is_ok();
             let mut scanner = store.scan(&rows, options);
-            loop {
+            while left > 0 {
                 match scanner.next_row() {
                     Ok(Some(row)) => {
-                        if let Err(e) = builder.push(&row) {
-                            send(Err(e));
-                            return;
+                        match builder.push(&row) {
+                            Ok(made) => left = left.saturating_sub(made),
+                            Err(e) => {
+                                send(Err(e));
+                                return;
+                            }
                         }
                         if builder.len() >= batch_size && !send(builder.finish()) {
                             return; // the consumer went away (LIMIT satisfied)

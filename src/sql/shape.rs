@@ -9,7 +9,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayBuilder, ArrayRef, MapBuilder, MapFieldNames, StringBuilder};
+use datafusion::arrow::array::{
+    ArrayBuilder, ArrayRef, ListBuilder, MapBuilder, MapFieldNames, StringBuilder,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::{DataFusionError, Result};
@@ -66,19 +68,38 @@ pub struct Shape {
     pub sources: Vec<Source>,
     /// The key tuple schema of typed primary keys (empty otherwise).
     pub key_kinds: Vec<ElementKind>,
+    /// Whether column values are lists of every version, newest first
+    /// (the history view), rather than the newest version.
+    pub history: bool,
 }
 
 /// The Arrow type of a `MAP(VARCHAR, value_type)` column, with the field
 /// names of DataFusion's map literals (`MAP {'k': v}`).
 pub fn map_type(value_type: ValueType) -> DataType {
+    map_of(values::arrow_type(value_type))
+}
+
+fn map_of(value: DataType) -> DataType {
     let entries = Fields::from(vec![
         Field::new("key", DataType::Utf8, false),
-        Field::new("value", values::arrow_type(value_type), true),
+        Field::new("value", value, true),
     ]);
     DataType::Map(
         Arc::new(Field::new("entries", DataType::Struct(entries), false)),
         false,
     )
+}
+
+fn list_of(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, true)))
+}
+
+fn map_field_names() -> MapFieldNames {
+    MapFieldNames {
+        entry: "entries".into(),
+        key: "key".into(),
+        value: "value".into(),
+    }
 }
 
 impl Shape {
@@ -155,6 +176,35 @@ impl Shape {
             schema: Arc::new(Schema::new(fields)),
             sources,
             key_kinds,
+            history: false,
+        }
+    }
+
+    /// The history view of this shape: each declared column becomes
+    /// `LIST(T)` of its versions, newest first, and each map
+    /// `MAP(VARCHAR, LIST(T))`; key columns stay as they are.
+    pub fn into_history(self) -> Shape {
+        let fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .zip(&self.sources)
+            .map(|(f, source)| match source {
+                Source::Column { value_type, .. } => {
+                    Field::new(f.name(), list_of(values::arrow_type(*value_type)), true)
+                }
+                Source::Map { value_type, .. } => Field::new(
+                    f.name(),
+                    map_of(list_of(values::arrow_type(*value_type))),
+                    true,
+                ),
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        Shape {
+            schema: Arc::new(Schema::new(fields)),
+            history: true,
+            ..self
         }
     }
 
@@ -179,6 +229,8 @@ impl Shape {
 enum ColumnBuilder {
     Plain(Box<dyn ArrayBuilder>),
     Map(Box<MapBuilder<StringBuilder, Box<dyn ArrayBuilder>>>),
+    List(ListBuilder<Box<dyn ArrayBuilder>>),
+    MapOfLists(Box<MapBuilder<StringBuilder, ListBuilder<Box<dyn ArrayBuilder>>>>),
 }
 
 /// Where the cells of one family go: declared qualifier -> output position,
@@ -187,6 +239,44 @@ enum ColumnBuilder {
 struct FamilyOutputs {
     declared: HashMap<Vec<u8>, usize>,
     map: Option<usize>,
+}
+
+/// A map entry under construction: a qualifier and its versions.
+type MapEntry<'a> = (&'a [u8], Vec<&'a [u8]>);
+
+/// Turns table rows into record batches: the latest and history views
+/// ([`BatchBuilder`]) and the cells view each have one.
+pub trait RowsToBatches: Send {
+    /// The schema of the batches.
+    fn schema(&self) -> SchemaRef;
+    /// Adds one table row; returns how many output rows it made.
+    fn push(&mut self, row: &RawRow) -> Result<usize>;
+    /// Output rows added since the last batch.
+    fn len(&self) -> usize;
+    /// Whether no output row was added since the last batch.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The rows added so far as a batch; the builder starts over.
+    fn finish(&mut self) -> Result<RecordBatch>;
+}
+
+impl RowsToBatches for BatchBuilder {
+    fn schema(&self) -> SchemaRef {
+        BatchBuilder::schema(self)
+    }
+
+    fn push(&mut self, row: &RawRow) -> Result<usize> {
+        BatchBuilder::push(self, row).map(|()| 1)
+    }
+
+    fn len(&self) -> usize {
+        BatchBuilder::len(self)
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch> {
+        BatchBuilder::finish(self)
+    }
 }
 
 /// Turns rows into record batches of a projection of a shape.
@@ -255,6 +345,7 @@ impl BatchBuilder {
     }
 
     fn new_builders(&self) -> Vec<ColumnBuilder> {
+        let history = self.shape.history;
         self.projection
             .iter()
             .map(|&c| match &self.shape.sources[c] {
@@ -264,15 +355,21 @@ impl BatchBuilder {
                 Source::RowKey { utf8: false } => {
                     ColumnBuilder::Plain(values::builder(ValueType::Bytes, 1024))
                 }
+                Source::Column { value_type, .. } if history => {
+                    ColumnBuilder::List(ListBuilder::new(values::builder(*value_type, 1024)))
+                }
+                Source::Map { value_type, .. } if history => {
+                    ColumnBuilder::MapOfLists(Box::new(MapBuilder::new(
+                        Some(map_field_names()),
+                        StringBuilder::new(),
+                        ListBuilder::new(values::builder(*value_type, 1024)),
+                    )))
+                }
                 Source::KeyPart { value_type, .. } | Source::Column { value_type, .. } => {
                     ColumnBuilder::Plain(values::builder(*value_type, 1024))
                 }
                 Source::Map { value_type, .. } => ColumnBuilder::Map(Box::new(MapBuilder::new(
-                    Some(MapFieldNames {
-                        entry: "entries".into(),
-                        key: "key".into(),
-                        value: "value".into(),
-                    }),
+                    Some(map_field_names()),
                     StringBuilder::new(),
                     values::builder(*value_type, 1024),
                 ))),
@@ -311,13 +408,14 @@ impl BatchBuilder {
         } else {
             Vec::new()
         };
-        // The value of each output column, and the entries of each map.
-        let mut plain: Vec<Option<&[u8]>> = vec![None; self.projection.len()];
-        let mut maps: Vec<Vec<(&[u8], &[u8])>> = vec![Vec::new(); self.projection.len()];
+        // The versions (newest first) of each output column, and the
+        // entries of each map; the latest view uses the first version only.
+        let mut plain: Vec<Vec<&[u8]>> = vec![Vec::new(); self.projection.len()];
+        let mut maps: Vec<Vec<MapEntry<'_>>> = vec![Vec::new(); self.projection.len()];
         let mut last: Option<(u16, &[u8])> = None;
         for cell in &row.cells {
-            // Only the newest version of each column counts.
-            if last == Some((cell.family, cell.qualifier.as_slice())) {
+            let same_column = last == Some((cell.family, cell.qualifier.as_slice()));
+            if same_column && !self.shape.history {
                 continue;
             }
             last = Some((cell.family, cell.qualifier.as_slice()));
@@ -325,14 +423,20 @@ impl BatchBuilder {
                 continue;
             };
             if let Some(&out) = outputs.declared.get(cell.qualifier.as_slice()) {
-                plain[out] = Some(cell.value.as_ref());
+                plain[out].push(cell.value.as_ref());
             } else if let Some(out) = &outputs.map {
                 let is_declared = self
                     .declared
                     .get(&cell.family)
                     .is_some_and(|d| d.contains(cell.qualifier.as_slice()));
-                if !is_declared {
-                    maps[*out].push((cell.qualifier.as_slice(), cell.value.as_ref()));
+                if is_declared {
+                    continue;
+                }
+                match maps[*out].last_mut() {
+                    Some((q, versions)) if same_column && *q == cell.qualifier.as_slice() => {
+                        versions.push(cell.value.as_ref())
+                    }
+                    _ => maps[*out].push((cell.qualifier.as_slice(), vec![cell.value.as_ref()])),
                 }
             }
         }
@@ -353,20 +457,32 @@ impl BatchBuilder {
                     }
                 }
                 (Source::Column { value_type, .. }, ColumnBuilder::Plain(b)) => {
-                    values::append_cell(b.as_mut(), *value_type, plain[out])
+                    values::append_cell(b.as_mut(), *value_type, plain[out].first().copied())
+                }
+                (Source::Column { value_type, .. }, ColumnBuilder::List(b)) => {
+                    append_versions(b, *value_type, &plain[out])
+                        .map(|()| b.append(!plain[out].is_empty()))
                 }
                 (Source::Map { value_type, .. }, ColumnBuilder::Map(b)) => {
                     let mut result = Ok(());
-                    for (q, v) in &maps[out] {
-                        match std::str::from_utf8(q) {
-                            Ok(q) => b.keys().append_value(q),
-                            Err(_) => b.keys().append_value(String::from_utf8_lossy(q)),
-                        }
+                    for (q, versions) in &maps[out] {
+                        b.keys().append_value(String::from_utf8_lossy(q));
+                        let newest = versions.first().copied();
                         if let Err(e) =
-                            values::append_cell(b.values().as_mut(), *value_type, Some(v))
+                            values::append_cell(b.values().as_mut(), *value_type, newest)
                         {
                             result = Err(e);
                         }
+                    }
+                    result.and_then(|()| b.append(!maps[out].is_empty()).map_err(|e| e.to_string()))
+                }
+                (Source::Map { value_type, .. }, ColumnBuilder::MapOfLists(b)) => {
+                    let mut result = Ok(());
+                    for (q, versions) in &maps[out] {
+                        b.keys().append_value(String::from_utf8_lossy(q));
+                        let list = b.values();
+                        result = result.and(append_versions(list, *value_type, versions));
+                        list.append(true);
                     }
                     result.and_then(|()| b.append(!maps[out].is_empty()).map_err(|e| e.to_string()))
                 }
@@ -390,6 +506,8 @@ impl BatchBuilder {
             .map(|b| match b {
                 ColumnBuilder::Plain(mut b) => b.finish(),
                 ColumnBuilder::Map(mut b) => Arc::new(b.finish()) as ArrayRef,
+                ColumnBuilder::List(mut b) => Arc::new(b.finish()) as ArrayRef,
+                ColumnBuilder::MapOfLists(mut b) => Arc::new(b.finish()) as ArrayRef,
             })
             .collect();
         let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
@@ -400,4 +518,16 @@ impl BatchBuilder {
             &options,
         )?)
     }
+}
+
+/// Appends every version of a column to a list's values.
+fn append_versions(
+    list: &mut ListBuilder<Box<dyn ArrayBuilder>>,
+    value_type: ValueType,
+    versions: &[&[u8]],
+) -> Result<(), String> {
+    for v in versions {
+        values::append_cell(list.values().as_mut(), value_type, Some(v))?;
+    }
+    Ok(())
 }

@@ -36,6 +36,8 @@ pub struct WideTable {
     shape: Arc<Shape>,
     /// Read the table as it was at this time (µs); `None`: now.
     as_of: Option<i64>,
+    /// The history view: every version (or the newest N) of each column.
+    history: Option<Option<usize>>,
 }
 
 impl WideTable {
@@ -51,7 +53,19 @@ impl WideTable {
             store,
             shape,
             as_of: None,
+            history: None,
         }))
+    }
+
+    /// The history view of this table: each column holds its versions,
+    /// newest first (at most `versions` of them). Writes are refused.
+    pub fn history(self, versions: Option<usize>) -> WideTable {
+        let shape = Arc::new(Shape::clone(&self.shape).into_history());
+        WideTable {
+            shape,
+            history: Some(versions),
+            ..self
+        }
     }
 
     /// The same table read as it was at `micros`: the newest version at or
@@ -92,7 +106,11 @@ impl WideTable {
             .filter(|f| groups.contains(&f.group))
             .map(|f| f.id)
             .collect();
-        let mut latest = Filter::all().with_latest_versions(1);
+        let mut latest = match self.history {
+            Some(Some(n)) => Filter::all().with_latest_versions(n),
+            Some(None) => Filter::all(),
+            None => Filter::all().with_latest_versions(1),
+        };
         if let Some(at) = self.as_of {
             latest = latest.with_time_range(0..at.saturating_add(1));
         }
@@ -127,6 +145,7 @@ impl WideTable {
             projection,
             keys,
             limit,
+            row_per_row: true,
         };
         Ok(Arc::new(WideScanExec::try_new(
             self.store.clone(),

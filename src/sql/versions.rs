@@ -6,6 +6,8 @@
 //!   time range, as in the latest view.
 //! - `as_of('t', TIMESTAMP '…')`: the latest view of `t` as it was at that
 //!   time (the newest version at or before it of every column).
+//! - `history('t' [, n])`: every column holds a list of its versions,
+//!   newest first (the newest `n`); maps hold a list per qualifier.
 
 use std::sync::Arc;
 
@@ -16,7 +18,6 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{Session as DfSession, TableFunctionImpl, TableProvider};
 use datafusion::common::{plan_err, Result, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, Operator, TableProviderFilterPushDown, TableType,
 };
@@ -24,12 +25,12 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use crate::db::Db;
 use crate::sql::ddl::name_parts_of_text;
-use crate::sql::pushdown::{push, KeySet};
-use crate::sql::scan::to_df;
-use crate::sql::shape::{BatchBuilder, Shape, Source};
+use crate::sql::pushdown::push;
+use crate::sql::scan::{to_df, MakeBuilder, ScanRequest, WideScanExec};
+use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape, Source};
 use crate::sql::table::WideTable;
 use crate::table::read::{RawCell, RawRow};
-use crate::table::{Filter, ReadOptions};
+use crate::table::{Filter, TableStore};
 
 /// The table named by the first argument of a version function.
 fn table_arg(db: &Db, function: &str, args: &[Expr]) -> Result<WideTable> {
@@ -112,6 +113,34 @@ impl TableFunctionImpl for AsOfFunction {
         let table = table_arg(&self.db, "as_of", args)?;
         let at = timestamp_arg("as_of", args.get(1))?;
         Ok(Arc::new(table.as_of(at)))
+    }
+}
+
+/// `history(table [, versions])`.
+#[derive(Debug)]
+pub struct HistoryFunction {
+    db: Db,
+}
+
+impl HistoryFunction {
+    /// The function over `db`.
+    pub fn new(db: Db) -> Self {
+        Self { db }
+    }
+}
+
+impl TableFunctionImpl for HistoryFunction {
+    fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
+        let table = table_arg(&self.db, "history", args)?;
+        let versions = match args.get(1) {
+            None => None,
+            Some(Expr::Literal(v, _)) => match v.cast_to(&DataType::UInt64)? {
+                ScalarValue::UInt64(Some(n)) if n > 0 => Some(n as usize),
+                _ => return plan_err!("history() takes a positive number of versions"),
+            },
+            Some(_) => return plan_err!("history() takes a positive number of versions"),
+        };
+        Ok(Arc::new(table.history(versions)))
     }
 }
 
@@ -214,7 +243,7 @@ impl TableProvider for CellsView {
 
     async fn scan(
         &self,
-        _state: &dyn DfSession,
+        state: &dyn DfSession,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -228,61 +257,117 @@ impl TableProvider for CellsView {
                     Some(current.start.max(range.start)..current.end.min(range.end));
             }
         }
-        let batch = self.read(&keys, filter, limit)?;
-        let batch = match projection {
-            Some(p) => batch.project(p)?,
-            None => batch,
+        let projection = projection
+            .cloned()
+            .unwrap_or_else(|| (0..self.schema.fields().len()).collect());
+        let request = ScanRequest {
+            projection: projection.clone(),
+            keys,
+            filter,
+            limit,
+            row_per_row: false,
         };
-        let schema = batch.schema();
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
-            schema,
-            None,
-        )?)
+        let shape = Arc::clone(self.table.shape());
+        let key_columns = self.key_columns.clone();
+        let schema = Arc::clone(&self.schema);
+        let store = self.table.store().clone();
+        let make_builder: MakeBuilder = Arc::new(move || {
+            Ok(Box::new(CellsBuilder::new(
+                store.clone(),
+                Arc::clone(&shape),
+                key_columns.clone(),
+                Arc::clone(&schema),
+                projection.clone(),
+            )?) as Box<dyn RowsToBatches>)
+        });
+        Ok(Arc::new(WideScanExec::with_builder(
+            self.table.store().clone(),
+            request,
+            make_builder,
+            "cells",
+            state.config().target_partitions(),
+        )?))
     }
 }
 
-impl CellsView {
-    /// Reads the versions into one batch.
-    fn read(&self, keys: &KeySet, filter: Filter, limit: Option<usize>) -> Result<RecordBatch> {
-        let store = self.table.store();
-        let shape = Arc::new(Shape::clone(self.table.shape()));
-        let mut keys_out = BatchBuilder::new(
-            Arc::clone(&shape),
-            self.key_columns.clone(),
-            store.layout.name.clone(),
-        )?;
-        let mut family = StringBuilder::new();
-        let mut qualifier = StringBuilder::new();
-        let mut timestamp = TimestampMicrosecondBuilder::new();
-        let mut value = BinaryBuilder::new();
-        let mut rows = 0usize;
-        for row in store.scan(&keys.to_row_set(), ReadOptions::new().with_filter(filter)) {
-            let row = row.map_err(to_df)?;
-            for cell in &row.cells {
-                if limit.is_some_and(|l| rows >= l) {
-                    break;
-                }
-                keys_out.push(&RawRow {
-                    key: row.key.clone(),
-                    cells: Vec::<RawCell>::new(),
-                })?;
-                let name = store
-                    .layout
-                    .family_by_id(cell.family)
-                    .map_or("", |f| f.name.as_str());
-                family.append_value(name);
-                qualifier.append_value(String::from_utf8_lossy(&cell.qualifier));
-                timestamp.append_value(cell.timestamp);
-                value.append_value(&cell.value);
-                rows += 1;
-            }
+/// One output row per cell version.
+struct CellsBuilder {
+    store: TableStore,
+    keys: BatchBuilder,
+    family: StringBuilder,
+    qualifier: StringBuilder,
+    timestamp: TimestampMicrosecondBuilder,
+    value: BinaryBuilder,
+    schema: SchemaRef,
+    projection: Vec<usize>,
+    rows: usize,
+}
+
+impl CellsBuilder {
+    fn new(
+        store: TableStore,
+        shape: Arc<Shape>,
+        key_columns: Vec<usize>,
+        schema: SchemaRef,
+        projection: Vec<usize>,
+    ) -> Result<Self> {
+        let table = store.layout.name.clone();
+        Ok(Self {
+            keys: BatchBuilder::new(shape, key_columns, table)?,
+            store,
+            family: StringBuilder::new(),
+            qualifier: StringBuilder::new(),
+            timestamp: TimestampMicrosecondBuilder::new(),
+            value: BinaryBuilder::new(),
+            schema,
+            projection,
+            rows: 0,
+        })
+    }
+}
+
+impl RowsToBatches for CellsBuilder {
+    fn schema(&self) -> SchemaRef {
+        Arc::new(
+            self.schema
+                .project(&self.projection)
+                .unwrap_or_else(|_| Schema::empty()),
+        )
+    }
+
+    fn push(&mut self, row: &RawRow) -> Result<usize> {
+        let key_only = RawRow {
+            key: row.key.clone(),
+            cells: Vec::<RawCell>::new(),
+        };
+        for cell in &row.cells {
+            self.keys.push(&key_only)?;
+            let name = self
+                .store
+                .layout
+                .family_by_id(cell.family)
+                .map_or("", |f| f.name.as_str());
+            self.family.append_value(name);
+            self.qualifier
+                .append_value(String::from_utf8_lossy(&cell.qualifier));
+            self.timestamp.append_value(cell.timestamp);
+            self.value.append_value(&cell.value);
         }
-        let mut columns: Vec<ArrayRef> = keys_out.finish()?.columns().to_vec();
-        columns.push(Arc::new(family.finish()));
-        columns.push(Arc::new(qualifier.finish()));
-        columns.push(Arc::new(timestamp.finish()));
-        columns.push(Arc::new(value.finish()));
-        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+        self.rows += row.cells.len();
+        Ok(row.cells.len())
+    }
+
+    fn len(&self) -> usize {
+        self.rows
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch> {
+        let mut columns: Vec<ArrayRef> = self.keys.finish()?.columns().to_vec();
+        columns.push(Arc::new(self.family.finish()));
+        columns.push(Arc::new(self.qualifier.finish()));
+        columns.push(Arc::new(self.timestamp.finish()));
+        columns.push(Arc::new(self.value.finish()));
+        self.rows = 0;
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?.project(&self.projection)?)
     }
 }
