@@ -73,7 +73,7 @@ pub use catalog::{DropMode, ObjectKind};
 pub use db::{Dataset, Db, DbOptions, Project, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId};
-pub use sql::{Session, StatementOutput};
+pub use sql::{Session, SessionOptions, StatementOutput};
 pub use table::spec::{ColumnSpec, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType};
 pub use table::{
     Cell, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row,

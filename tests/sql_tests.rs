@@ -24,7 +24,10 @@ fn main() {
                     .build()
                     .map_err(|e| Failed::from(e.to_string()))?;
                 let report = runtime
-                    .block_on(widesql::slt::run_file_isolated(&path))
+                    .block_on(widesql::slt::run_file_isolated(
+                        &path,
+                        &widesql::slt::RunOptions::default(),
+                    ))
                     .map_err(|e| Failed::from(e.to_string()))?;
                 if report.failures.is_empty() {
                     if report.passed == 0 {

@@ -641,7 +641,7 @@ impl Session {
 
     /// `SHOW SCHEMAS [FROM project]`.
     pub(crate) fn show_schemas(&self, project: Option<&str>) -> Result<RecordBatch> {
-        let project = project.unwrap_or(crate::catalog::DEFAULT_PROJECT);
+        let project = project.unwrap_or(&self.options().default_project);
         let names: Vec<String> = self
             .db()
             .open_project(project)?
@@ -657,8 +657,8 @@ impl Session {
         let (project, dataset) = match dataset {
             Some(name) => self.resolve_dataset_name(name)?,
             None => (
-                crate::catalog::DEFAULT_PROJECT.to_string(),
-                crate::catalog::DEFAULT_DATASET.to_string(),
+                self.options().default_project.clone(),
+                self.options().default_dataset.clone(),
             ),
         };
         let names: Vec<String> = self

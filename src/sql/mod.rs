@@ -79,11 +79,49 @@ pub struct StatementOutput {
     pub batches: Vec<RecordBatch>,
 }
 
+/// Settings of a [`Session`].
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The project unqualified names resolve in. Default: `default`.
+    pub default_project: String,
+    /// The dataset unqualified names resolve in. Default: `public`.
+    pub default_dataset: String,
+    /// DataFusion's target partitions. Default: the number of cores.
+    pub target_partitions: Option<usize>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            default_project: DEFAULT_PROJECT.to_string(),
+            default_dataset: DEFAULT_DATASET.to_string(),
+            target_partitions: None,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// `(project, dataset, table)` of a one- to three-part name.
+    pub fn resolve(&self, parts: &[String]) -> Option<(String, String, String)> {
+        Some(match parts {
+            [t] => (
+                self.default_project.clone(),
+                self.default_dataset.clone(),
+                t.clone(),
+            ),
+            [d, t] => (self.default_project.clone(), d.clone(), t.clone()),
+            [p, d, t] => (p.clone(), d.clone(), t.clone()),
+            _ => return None,
+        })
+    }
+}
+
 /// A SQL session over one database.
 #[derive(Clone)]
 pub struct Session {
     db: Db,
     ctx: SessionContext,
+    options: SessionOptions,
 }
 
 impl std::fmt::Debug for Session {
@@ -117,11 +155,19 @@ impl Session {
     /// A session whose catalog is `db`'s; plain names resolve in
     /// `default.public`.
     pub fn new(db: Db) -> Session {
-        let config = SessionConfig::new()
+        Self::with_options(db, SessionOptions::default())
+    }
+
+    /// A session with other default names or partitions.
+    pub fn with_options(db: Db, options: SessionOptions) -> Session {
+        let mut config = SessionConfig::new()
             .with_information_schema(true)
-            .with_default_catalog_and_schema(DEFAULT_PROJECT, DEFAULT_DATASET)
+            .with_default_catalog_and_schema(&options.default_project, &options.default_dataset)
             .with_create_default_catalog_and_schema(false)
             .with_extension(Arc::new(WriteSettings::default()));
+        if let Some(n) = options.target_partitions {
+            config = config.with_target_partitions(n);
+        }
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
@@ -132,18 +178,21 @@ impl Session {
             dml::ROWS_FUNCTION,
             Arc::new(dml::RowsFunction::new(db.clone())),
         );
-        ctx.register_udtf("cells", Arc::new(versions::CellsFunction::new(db.clone())));
-        ctx.register_udtf("as_of", Arc::new(versions::AsOfFunction::new(db.clone())));
-        ctx.register_udtf(
-            "history",
-            Arc::new(versions::HistoryFunction::new(db.clone())),
-        );
-        Session { db, ctx }
+        let functions = versions::VersionFunctions::new(db.clone(), options.clone());
+        ctx.register_udtf("cells", Arc::new(functions.cells()));
+        ctx.register_udtf("as_of", Arc::new(functions.as_of()));
+        ctx.register_udtf("history", Arc::new(functions.history()));
+        Session { db, ctx, options }
     }
 
     /// The database.
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// The session's settings.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
     }
 
     /// The DataFusion context: register Parquet or CSV files or your own
@@ -375,7 +424,7 @@ impl Session {
     fn resolve_dataset_name(&self, name: &ObjectName) -> Result<(String, String)> {
         let parts = name_parts(name)?;
         match parts.as_slice() {
-            [dataset] => Ok((DEFAULT_PROJECT.to_string(), dataset.clone())),
+            [dataset] => Ok((self.options.default_project.clone(), dataset.clone())),
             [project, dataset] => Ok((project.clone(), dataset.clone())),
             _ => Err(Error::Sql(format!(
                 "'{name}' is not a [project.]dataset name"
@@ -386,18 +435,9 @@ impl Session {
     /// `(project, dataset, table)` of a one- to three-part table name.
     fn resolve_table_name(&self, name: &ObjectName) -> Result<(String, String, String)> {
         let parts = name_parts(name)?;
-        match parts.as_slice() {
-            [table] => Ok((
-                DEFAULT_PROJECT.into(),
-                DEFAULT_DATASET.into(),
-                table.clone(),
-            )),
-            [dataset, table] => Ok((DEFAULT_PROJECT.into(), dataset.clone(), table.clone())),
-            [project, dataset, table] => Ok((project.clone(), dataset.clone(), table.clone())),
-            _ => Err(Error::Sql(format!(
-                "'{name}' is not a [[project.]dataset.]table name"
-            ))),
-        }
+        self.options
+            .resolve(&parts)
+            .ok_or_else(|| Error::Sql(format!("'{name}' is not a [[project.]dataset.]table name")))
     }
 
     fn open_table(&self, name: &ObjectName) -> Result<Table> {

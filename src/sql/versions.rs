@@ -29,38 +29,61 @@ use crate::sql::pushdown::push;
 use crate::sql::scan::{to_df, MakeBuilder, ScanRequest, WideScanExec};
 use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape, Source};
 use crate::sql::table::WideTable;
+use crate::sql::SessionOptions;
 use crate::table::read::{RawCell, RawRow};
 use crate::table::{Filter, TableStore};
 
-/// The table named by the first argument of a version function.
-fn table_arg(db: &Db, function: &str, args: &[Expr]) -> Result<WideTable> {
-    let name = match args.first() {
-        Some(Expr::Literal(ScalarValue::Utf8(Some(name)), _)) => name.clone(),
-        _ => {
-            return plan_err!(
-            "{function}() takes a table name as its first argument, e.g. {function}('acme.web.t')"
-        )
+/// The version table functions of one session (they resolve names in the
+/// session's default project and dataset).
+#[derive(Debug, Clone)]
+pub struct VersionFunctions {
+    db: Db,
+    options: SessionOptions,
+}
+
+impl VersionFunctions {
+    /// The functions over `db`.
+    pub fn new(db: Db, options: SessionOptions) -> Self {
+        Self { db, options }
+    }
+
+    /// `cells(table)`.
+    pub fn cells(&self) -> CellsFunction {
+        CellsFunction(self.clone())
+    }
+
+    /// `as_of(table, timestamp)`.
+    pub fn as_of(&self) -> AsOfFunction {
+        AsOfFunction(self.clone())
+    }
+
+    /// `history(table [, versions])`.
+    pub fn history(&self) -> HistoryFunction {
+        HistoryFunction(self.clone())
+    }
+
+    /// The table named by the first argument of a version function.
+    fn table_arg(&self, function: &str, args: &[Expr]) -> Result<WideTable> {
+        let name = match args.first() {
+            Some(Expr::Literal(ScalarValue::Utf8(Some(name)), _)) => name.clone(),
+            _ => {
+                return plan_err!(
+                    "{function}() takes a table name as its first argument, e.g. {function}('acme.web.t')"
+                )
+            }
+        };
+        let Some((project, dataset, table)) = self.options.resolve(&name_parts_of_text(&name))
+        else {
+            return plan_err!("'{name}' is not a [[project.]dataset.]table name");
+        };
+        let handle = self
+            .db
+            .open_table(&project, &dataset, &table)
+            .map_err(to_df)?;
+        match WideTable::open(&self.db, handle.id(), false)? {
+            Some(t) => Ok(t),
+            None => plan_err!("table '{name}' does not exist"),
         }
-    };
-    let parts = name_parts_of_text(&name);
-    let (project, dataset, table) = match parts.as_slice() {
-        [t] => (
-            crate::catalog::DEFAULT_PROJECT.to_string(),
-            crate::catalog::DEFAULT_DATASET.to_string(),
-            t.clone(),
-        ),
-        [d, t] => (
-            crate::catalog::DEFAULT_PROJECT.to_string(),
-            d.clone(),
-            t.clone(),
-        ),
-        [p, d, t] => (p.clone(), d.clone(), t.clone()),
-        _ => return plan_err!("'{name}' is not a [[project.]dataset.]table name"),
-    };
-    let handle = db.open_table(&project, &dataset, &table).map_err(to_df)?;
-    match WideTable::open(db, handle.id(), false)? {
-        Some(t) => Ok(t),
-        None => plan_err!("table '{name}' does not exist"),
     }
 }
 
@@ -77,40 +100,22 @@ fn timestamp_arg(function: &str, arg: Option<&Expr>) -> Result<i64> {
 
 /// `cells(table)`.
 #[derive(Debug)]
-pub struct CellsFunction {
-    db: Db,
-}
-
-impl CellsFunction {
-    /// The function over `db`.
-    pub fn new(db: Db) -> Self {
-        Self { db }
-    }
-}
+pub struct CellsFunction(VersionFunctions);
 
 impl TableFunctionImpl for CellsFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
-        let table = table_arg(&self.db, "cells", args)?;
+        let table = self.0.table_arg("cells", args)?;
         Ok(Arc::new(CellsView::new(table)))
     }
 }
 
 /// `as_of(table, timestamp)`.
 #[derive(Debug)]
-pub struct AsOfFunction {
-    db: Db,
-}
-
-impl AsOfFunction {
-    /// The function over `db`.
-    pub fn new(db: Db) -> Self {
-        Self { db }
-    }
-}
+pub struct AsOfFunction(VersionFunctions);
 
 impl TableFunctionImpl for AsOfFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
-        let table = table_arg(&self.db, "as_of", args)?;
+        let table = self.0.table_arg("as_of", args)?;
         let at = timestamp_arg("as_of", args.get(1))?;
         Ok(Arc::new(table.as_of(at)))
     }
@@ -118,20 +123,11 @@ impl TableFunctionImpl for AsOfFunction {
 
 /// `history(table [, versions])`.
 #[derive(Debug)]
-pub struct HistoryFunction {
-    db: Db,
-}
-
-impl HistoryFunction {
-    /// The function over `db`.
-    pub fn new(db: Db) -> Self {
-        Self { db }
-    }
-}
+pub struct HistoryFunction(VersionFunctions);
 
 impl TableFunctionImpl for HistoryFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
-        let table = table_arg(&self.db, "history", args)?;
+        let table = self.0.table_arg("history", args)?;
         let versions = match args.get(1) {
             None => None,
             Some(Expr::Literal(v, _)) => match v.cast_to(&DataType::UInt64)? {

@@ -1,0 +1,1 @@
+//! Never built; see Cargo.toml.
