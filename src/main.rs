@@ -12,8 +12,8 @@ use widesql::{Db, Filter, ReadOptions, RowMutation, RowSet};
 #[command(version, about)]
 struct Cli {
     /// The database directory (created if missing).
-    #[arg(long, global = true, default_value = "widesql-data")]
-    db: PathBuf,
+    #[arg(long, global = true)]
+    db: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -33,6 +33,22 @@ enum Command {
         /// Output format: table, csv, json or ndjson.
         #[arg(long, default_value = "table")]
         format: String,
+    },
+    /// Runs sqllogictest files (.slt, .test) and directories, each file in a
+    /// new temporary database unless --db is given.
+    Test {
+        /// Rewrite the expected results with widesql's output.
+        #[arg(long)]
+        complete: bool,
+        /// Run on plain in-memory DataFusion instead (the baseline).
+        #[arg(long)]
+        memory: bool,
+        /// Do not check column types (for files written for other engines).
+        #[arg(long)]
+        loose_types: bool,
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
     },
     /// Lists projects, datasets, tables and their column families.
     Catalog,
@@ -65,9 +81,35 @@ fn run_sql(db: &Db, statements: &str, format: &str) -> widesql::Result<()> {
     })
 }
 
+/// The database directory when none is given.
+const DEFAULT_DB: &str = "widesql-data";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = Db::open(&cli.db).and_then(|db| match cli.command {
+    if let Command::Test {
+        complete,
+        memory,
+        loose_types,
+        paths,
+    } = &cli.command
+    {
+        let options = TestOptions {
+            db: cli.db.clone(),
+            complete: *complete,
+            memory: *memory,
+            loose_types: *loose_types,
+        };
+        return match run_tests(paths, &options) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let db_dir = cli.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+    let result = Db::open(&db_dir).and_then(|db| match cli.command {
         Command::Sql { format, statements } => run_sql(&db, &statements, &format),
         Command::Shell { format } => {
             let format: Format = format.parse()?;
@@ -76,6 +118,7 @@ fn main() -> ExitCode {
         }
         Command::Catalog => print_catalog(&db),
         Command::Demo => demo(&db),
+        Command::Test { .. } => Ok(()),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -84,6 +127,86 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+struct TestOptions {
+    db: Option<PathBuf>,
+    complete: bool,
+    memory: bool,
+    loose_types: bool,
+}
+
+/// Runs every file; prints failures and `N passed, N failed` (records).
+/// Returns whether everything passed.
+fn run_tests(paths: &[PathBuf], options: &TestOptions) -> widesql::Result<bool> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.exists() {
+            return Err(widesql::Error::Sql(format!(
+                "'{}' does not exist",
+                path.display()
+            )));
+        }
+        files.extend(widesql::slt::collect_files(path)?);
+    }
+    let run_options = widesql::slt::RunOptions {
+        strict_types: !options.loose_types,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        ..Default::default()
+    };
+    let shared_db = options.db.as_ref().map(Db::open).transpose()?;
+    let runtime = runtime()?;
+    let (mut passed, mut failed, mut skipped, mut failed_files) = (0, 0, 0, 0);
+    for file in &files {
+        if options.complete {
+            runtime.block_on(widesql::slt::complete_file(file, &run_options))?;
+            println!("completed {}", file.display());
+            continue;
+        }
+        let report = runtime.block_on(async {
+            match (&shared_db, options.memory) {
+                (_, true) => widesql::slt::run_file_in_memory(file, &run_options).await,
+                (Some(db), false) => widesql::slt::run_file(file, db, &run_options).await,
+                (None, false) => widesql::slt::run_file_isolated(file, &run_options).await,
+            }
+        })?;
+        for failure in &report.failures {
+            println!("{failure}\n");
+        }
+        let status = if report.failures.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        println!(
+            "{status} {} ({} passed, {} failed{})",
+            file.display(),
+            report.passed,
+            report.failed(),
+            if report.skipped > 0 {
+                format!(", {} skipped", report.skipped)
+            } else {
+                String::new()
+            }
+        );
+        passed += report.passed;
+        failed += report.failed();
+        skipped += report.skipped;
+        failed_files += usize::from(!report.failures.is_empty());
+    }
+    if options.complete {
+        return Ok(true);
+    }
+    println!(
+        "{} files, {failed_files} with failures; records:",
+        files.len()
+    );
+    if skipped > 0 {
+        println!("{passed} passed, {failed} failed, {skipped} skipped");
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
+    Ok(failed == 0)
 }
 
 fn print_catalog(db: &Db) -> widesql::Result<()> {

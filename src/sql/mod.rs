@@ -30,8 +30,8 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParser, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::{
-    Delete, Expr as SqlExpr, FromTable, ObjectName, SchemaName, Set, ShowStatementIn, Statement,
-    TableFactor, Update,
+    Delete, Expr as SqlExpr, FromTable, ObjectName, ObjectType, SchemaName, Set, ShowStatementIn,
+    Statement, TableFactor, Update,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use futures::StreamExt;
@@ -280,6 +280,16 @@ impl Session {
                 self.create_table(create).await?;
                 self.done()
             }
+            // Rows are found by their key; secondary indexes are accepted
+            // and ignored, so scripts written for other engines run.
+            Statement::CreateIndex(index) => {
+                self.open_table(&index.table_name)?;
+                self.done()
+            }
+            Statement::Drop {
+                object_type: ObjectType::Index,
+                ..
+            } => self.done(),
             Statement::Drop {
                 object_type,
                 if_exists,
