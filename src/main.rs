@@ -171,7 +171,7 @@ fn run_tests(paths: &[PathBuf], options: &TestOptions) -> widesql::Result<bool> 
             }
         })?;
         for failure in &report.failures {
-            println!("{failure}\n");
+            println!("{}\n", failure.message);
         }
         let status = if report.failures.is_empty() {
             "ok"

@@ -346,6 +346,16 @@ impl Default for RunOptions {
     }
 }
 
+/// One record that failed.
+#[derive(Debug, Clone)]
+pub struct RecordFailure {
+    /// The record's line (`None` for records that are not statements or
+    /// queries, such as a failed `include`).
+    pub line: Option<usize>,
+    /// file:line, the SQL, expected and actual.
+    pub message: String,
+}
+
 /// What running one file gave.
 #[derive(Debug, Default, Clone)]
 pub struct FileReport {
@@ -355,16 +365,19 @@ pub struct FileReport {
     pub passed: usize,
     /// Records skipped by the skip list.
     pub skipped: usize,
-    /// The lines of the records that failed.
-    pub failed_lines: BTreeSet<usize>,
-    /// Each failure with file:line, expected and actual.
-    pub failures: Vec<String>,
+    /// The records that failed.
+    pub failures: Vec<RecordFailure>,
 }
 
 impl FileReport {
     /// Records that failed.
     pub fn failed(&self) -> usize {
         self.failures.len()
+    }
+
+    /// The lines of the records that failed.
+    pub fn failed_lines(&self) -> BTreeSet<usize> {
+        self.failures.iter().filter_map(|f| f.line).collect()
     }
 }
 
@@ -432,12 +445,10 @@ pub async fn run_file_with(
         match runner.run_async(record).await {
             Ok(_) if line.is_some() => report.passed += 1,
             Ok(_) => {}
-            Err(e) => {
-                if let Some(line) = line {
-                    report.failed_lines.insert(line);
-                }
-                report.failures.push(e.display(false).to_string());
-            }
+            Err(e) => report.failures.push(RecordFailure {
+                line,
+                message: e.display(false).to_string(),
+            }),
         }
     }
     if let Some(bar) = bar {

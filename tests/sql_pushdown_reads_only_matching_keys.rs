@@ -80,6 +80,20 @@ async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
     let read = keys_read(&db, "default")? - before;
     assert!(read < 1000, "a LIMIT 10 scan read {read} keys");
 
+    // A large scan is split into key-range partitions.
+    let session4 = widesql::Session::with_options(
+        db.clone(),
+        widesql::SessionOptions {
+            target_partitions: Some(4),
+            ..Default::default()
+        },
+    );
+    let plan = session4.sql("EXPLAIN SELECT count(n) FROM pages").await?.collect().await?;
+    let plan = widesql::slt::rows_as_text(&plan)?.concat().join(" ");
+    assert!(plan.contains("keys=all, groups=[default], partitions=4"), "{plan}");
+    let batches = session4.sql("SELECT count(n), sum(n) FROM pages").await?.collect().await?;
+    assert_eq!(widesql::slt::rows_as_text(&batches)?.concat().join(" "), "100000 4999950000");
+
     // A predicate that is not on the key reads everything (the control).
     let before = keys_read(&db, "default")?;
     assert_eq!(

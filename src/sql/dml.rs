@@ -15,7 +15,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{TableFunctionImpl, TableProvider};
 use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, Partitioning, PlanProperties, ReplaceChildrenOptions};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
@@ -50,13 +55,92 @@ pub fn count_batch(count: u64) -> Result<RecordBatch> {
     )?)
 }
 
-/// A plan that yields `count`.
-pub fn count_plan(count: u64) -> Result<Arc<dyn ExecutionPlan>> {
-    Ok(MemorySourceConfig::try_new_exec(
-        &[vec![count_batch(count)?]],
-        count_schema(),
-        None,
-    )?)
+/// A change to a table that runs when its plan executes and returns the
+/// rows it affected.
+pub type DmlAction = Arc<dyn Fn() -> crate::Result<u64> + Send + Sync>;
+
+/// A plan that applies a change when executed, never when planned, so that
+/// `EXPLAIN` shows it without doing it; yields one row with the count.
+pub struct DmlExec {
+    name: &'static str,
+    table: String,
+    action: DmlAction,
+    properties: Arc<PlanProperties>,
+}
+
+impl DmlExec {
+    /// `name` (for EXPLAIN) of `table`, done by `action`.
+    pub fn new(name: &'static str, table: String, action: DmlAction) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            name,
+            table,
+            action,
+            properties,
+        }
+    }
+}
+
+impl std::fmt::Debug for DmlExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.table)
+    }
+}
+
+impl DisplayAs for DmlExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}: table={}", self.name, self.table)
+    }
+}
+
+impl ExecutionPlan for DmlExec {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(&self, _partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let action = Arc::clone(&self.action);
+        let stream = futures::stream::once(async move {
+            let count = tokio::task::spawn_blocking(move || action())
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))?
+                .map_err(to_df)?;
+            count_batch(count)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(count_schema(), stream)))
+    }
 }
 
 /// Deletes every row of a table; returns how many.

@@ -29,6 +29,8 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParser, Statement as DfStatement};
+use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
+use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 use datafusion::sql::sqlparser::ast::{
     Delete, Expr as SqlExpr, FromTable, ObjectName, ObjectType, SchemaName, Set, ShowStatementIn,
     Statement, TableFactor, Update,
@@ -290,6 +292,19 @@ impl Session {
                 object_type: ObjectType::Index,
                 ..
             } => self.done(),
+            // Views and tables registered on the context (external tables,
+            // providers) are DataFusion's to drop.
+            Statement::Drop {
+                object_type: ObjectType::View,
+                ..
+            } => self.datafusion(statement_back(*inner)).await,
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                ref names,
+                ..
+            } if !names.iter().all(|n| self.is_widesql_table_or_missing(n)) => {
+                self.datafusion(statement_back(*inner)).await
+            }
             Statement::Drop {
                 object_type,
                 if_exists,
@@ -298,6 +313,15 @@ impl Session {
                 ..
             } => {
                 self.drop_objects(object_type, &names, if_exists, cascade)?;
+                self.done()
+            }
+            // SELECT … INTO t is CREATE TABLE t AS SELECT ….
+            Statement::Query(mut query) if has_into(&query) => {
+                let Some(into) = select_into(&mut query).and_then(|s| s.into.take()) else {
+                    return Err(Error::Sql("SELECT INTO lost its target".into()));
+                };
+                let create = CreateTableBuilder::new(into.name).query(Some(query)).build();
+                self.create_table(create).await?;
                 self.done()
             }
             Statement::AlterTable(alter) => {
@@ -350,6 +374,18 @@ impl Session {
             other => {
                 self.datafusion(DfStatement::Statement(Box::new(other)))
                     .await
+            }
+        }
+    }
+
+    /// Whether `name` is a widesql table, or nothing at all (then widesql
+    /// reports it missing); false for providers registered on the context.
+    fn is_widesql_table_or_missing(&self, name: &ObjectName) -> bool {
+        match self.open_table(name) {
+            Ok(_) => true,
+            Err(_) => {
+                let reference = name.to_string();
+                !self.ctx.table_exist(reference.as_str()).unwrap_or(false)
             }
         }
     }
@@ -619,6 +655,22 @@ impl Session {
             .await
             .map_err(|e| Error::Sql(e.to_string()))?
             .map_err(from_df)
+    }
+}
+
+fn statement_back(statement: Statement) -> DfStatement {
+    DfStatement::Statement(Box::new(statement))
+}
+
+fn has_into(query: &Query) -> bool {
+    matches!(query.body.as_ref(), SetExpr::Select(select) if select.into.is_some())
+}
+
+/// The SELECT of `query` if it has an INTO clause.
+fn select_into(query: &mut Query) -> Option<&mut Select> {
+    match query.body.as_mut() {
+        SetExpr::Select(select) if select.into.is_some() => Some(select),
+        _ => None,
     }
 }
 

@@ -147,6 +147,9 @@ impl WideScanExec {
     }
 }
 
+/// Scans of fewer rows are not split.
+const SPLIT_MIN_ROWS: usize = 4096;
+
 /// Splits the key set into up to `n` partitions of similar key-space width.
 /// The first and last keys are found with the scan's own filter, so only
 /// the locality groups the scan reads are touched.
@@ -155,7 +158,13 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
         .intervals()
         .iter()
         .all(|(lo, hi)| matches!((lo, hi), (Bound::Included(a), Bound::Included(b)) if a == b));
-    if single_keys || keys.intervals().len() != 1 {
+    // Only scans open on one side may be large enough to split; a bounded
+    // key range is usually selective, and sampling it would read it twice.
+    let open_ended = keys
+        .intervals()
+        .first()
+        .is_some_and(|(lo, hi)| matches!(lo, Bound::Unbounded) || matches!(hi, Bound::Unbounded));
+    if single_keys || keys.intervals().len() != 1 || !open_ended {
         return Ok(vec![keys.to_row_set()]);
     }
     let row_set = keys.to_row_set();
@@ -170,6 +179,20 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
             .map_err(to_df)?
             .map(|r| r.key))
     };
+    // A small scan stays one partition: splitting gains nothing there, and
+    // one partition returns rows in key order (insertion order for
+    // generated keys), which scripts written for in-memory tables expect.
+    let options = ReadOptions::new()
+        .with_filter(filter.clone().with_cells_per_row_limit(1))
+        .with_row_limit(SPLIT_MIN_ROWS);
+    let mut sample = store.scan(&row_set, options);
+    let mut rows = 0;
+    while sample.next_row().map_err(to_df)?.is_some() {
+        rows += 1;
+    }
+    if rows < SPLIT_MIN_ROWS {
+        return Ok(vec![row_set]);
+    }
     let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
         return Ok(vec![row_set]);
     };

@@ -76,7 +76,7 @@ pub struct Shape {
 /// The Arrow type of a `MAP(VARCHAR, value_type)` column, with the field
 /// names of DataFusion's map literals (`MAP {'k': v}`).
 pub fn map_type(value_type: ValueType) -> DataType {
-    map_of(values::arrow_type(value_type))
+    map_of(values::map_value_type(value_type))
 }
 
 fn map_of(value: DataType) -> DataType {
@@ -116,7 +116,7 @@ impl Shape {
         match &spec.key {
             RowKeySpec::Key { utf8 } => {
                 let ty = if *utf8 {
-                    DataType::Utf8
+                    DataType::Utf8View
                 } else {
                     DataType::Binary
                 };
@@ -195,7 +195,7 @@ impl Shape {
                 }
                 Source::Map { value_type, .. } => Field::new(
                     f.name(),
-                    map_of(list_of(values::arrow_type(*value_type))),
+                    map_of(list_of(values::map_value_type(*value_type))),
                     true,
                 ),
                 _ => f.as_ref().clone(),
@@ -362,7 +362,7 @@ impl BatchBuilder {
                     ColumnBuilder::MapOfLists(Box::new(MapBuilder::new(
                         Some(map_field_names()),
                         StringBuilder::new(),
-                        ListBuilder::new(values::builder(*value_type, 1024)),
+                        ListBuilder::new(values::map_value_builder(*value_type, 1024)),
                     )))
                 }
                 Source::KeyPart { value_type, .. } | Source::Column { value_type, .. } => {
@@ -371,7 +371,7 @@ impl BatchBuilder {
                 Source::Map { value_type, .. } => ColumnBuilder::Map(Box::new(MapBuilder::new(
                     Some(map_field_names()),
                     StringBuilder::new(),
-                    values::builder(*value_type, 1024),
+                    values::map_value_builder(*value_type, 1024),
                 ))),
             })
             .collect()

@@ -23,7 +23,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use crate::db::Db;
 use crate::ids::TableId;
 use crate::sql::pushdown::{push, KeySet};
-use crate::sql::scan::{to_df, ScanRequest, WideScanExec};
+use crate::sql::scan::{ScanRequest, WideScanExec};
 use crate::sql::shape::Shape;
 use crate::sql::sink::{WideSink, WriteSettings};
 use crate::table::{Filter, TableStore};
@@ -250,8 +250,15 @@ impl TableProvider for WideTable {
     }
 
     async fn truncate(&self, _state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
-        let deleted = crate::sql::dml::delete_all(&self.store).map_err(to_df)?;
-        crate::sql::dml::count_plan(deleted)
+        if self.store.layout.read_only {
+            return plan_err!("table '{}' is a read-only system table", self.store.layout.name);
+        }
+        let store = self.store.clone();
+        Ok(Arc::new(crate::sql::dml::DmlExec::new(
+            "TruncateExec",
+            self.store.layout.name.clone(),
+            Arc::new(move || crate::sql::dml::delete_all(&store)),
+        )))
     }
 }
 

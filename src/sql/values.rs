@@ -5,7 +5,7 @@
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
     Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    Int8Builder, StringBuilder, TimestampMicrosecondBuilder, UInt16Builder, UInt32Builder,
+    Int8Builder, StringBuilder, StringViewBuilder, TimestampMicrosecondBuilder, UInt16Builder, UInt32Builder,
     UInt64Builder, UInt8Builder,
 };
 use datafusion::arrow::datatypes::{
@@ -17,8 +17,18 @@ use datafusion::arrow::datatypes::{
 use crate::keys::Element;
 use crate::table::spec::ValueType;
 
-/// The Arrow type SQL shows for a value type.
+/// The Arrow type SQL shows for a column of a value type. Text is
+/// `Utf8View`, as DataFusion 55 types VARCHAR.
 pub fn arrow_type(value_type: ValueType) -> DataType {
+    match value_type {
+        ValueType::Utf8 => DataType::Utf8View,
+        other => map_value_type(other),
+    }
+}
+
+/// The Arrow type of map values of a value type: text is `Utf8`, as in
+/// DataFusion's map literals (`MAP {'k': 'v'}`).
+pub fn map_value_type(value_type: ValueType) -> DataType {
     match value_type {
         ValueType::Bytes => DataType::Binary,
         ValueType::Utf8 => DataType::Utf8,
@@ -62,8 +72,16 @@ pub fn value_type_of(data_type: &DataType) -> Option<ValueType> {
     })
 }
 
-/// A builder for one column of values of `value_type`.
+/// A builder for a column of values of `value_type` ([`arrow_type`]).
 pub fn builder(value_type: ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
+    match value_type {
+        ValueType::Utf8 => Box::new(StringViewBuilder::with_capacity(capacity)),
+        other => map_value_builder(other, capacity),
+    }
+}
+
+/// A builder for map values of `value_type` ([`map_value_type`]).
+pub fn map_value_builder(value_type: ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
     match value_type {
         ValueType::Bytes => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
         ValueType::Utf8 => Box::new(StringBuilder::with_capacity(capacity, capacity * 8)),
@@ -130,15 +148,16 @@ pub fn append_cell(
             }
         }
         ValueType::Utf8 => {
-            let b = builder
-                .as_any_mut()
-                .downcast_mut::<StringBuilder>()
-                .ok_or_else(|| "builder mismatch".to_string())?;
-            match bytes {
-                None => b.append_null(),
-                Some(v) => b.append_value(
-                    std::str::from_utf8(v).map_err(|_| "is not valid UTF-8".to_string())?,
-                ),
+            let text = bytes
+                .map(|v| std::str::from_utf8(v).map_err(|_| "is not valid UTF-8".to_string()))
+                .transpose()?;
+            let any = builder.as_any_mut();
+            if let Some(b) = any.downcast_mut::<StringViewBuilder>() {
+                b.append_option(text);
+            } else if let Some(b) = any.downcast_mut::<StringBuilder>() {
+                b.append_option(text);
+            } else {
+                return Err("builder mismatch".to_string());
             }
         }
         ValueType::Bool => append_fixed!(
