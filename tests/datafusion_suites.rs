@@ -53,7 +53,10 @@ fn package_dir() -> Result<PathBuf, String> {
         .output()
         .map_err(|e| format!("cargo metadata: {e}"))?;
     if !out.status.success() {
-        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
     meta["packages"]
@@ -82,15 +85,25 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// file -> line -> reason.
 fn skip_list() -> BTreeMap<String, BTreeMap<usize, String>> {
-    let text = std::fs::read_to_string(manifest_dir().join("suites/datafusion/skip.tsv")).unwrap_or_default();
+    let text = std::fs::read_to_string(manifest_dir().join("suites/datafusion/skip.tsv"))
+        .unwrap_or_default();
     let mut skips: BTreeMap<String, BTreeMap<usize, String>> = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let mut parts = line.splitn(3, '\t');
-        let (Some(file), Some(at), Some(reason)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(file), Some(at), Some(reason)) = (parts.next(), parts.next(), parts.next())
+        else {
             panic!("skip.tsv: '{line}' is not file<TAB>line<TAB>reason");
         };
-        let at: usize = at.parse().unwrap_or_else(|_| panic!("skip.tsv: '{at}' is not a line number"));
-        skips.entry(file.to_string()).or_default().insert(at, reason.to_string());
+        let at: usize = at
+            .parse()
+            .unwrap_or_else(|_| panic!("skip.tsv: '{at}' is not a line number"));
+        skips
+            .entry(file.to_string())
+            .or_default()
+            .insert(at, reason.to_string());
     }
     skips
 }
@@ -123,9 +136,24 @@ fn run_one(path: &Path, skips: &BTreeMap<usize, String>) -> Result<(Counts, Vec<
         skip_lines: skips.keys().copied().collect(),
         ..RunOptions::default()
     };
+    // Files write scratch output under test_files/scratch/<file>: each run
+    // starts without the other's, as DataFusion's runner does.
+    let scratch = path
+        .parent()
+        .map(|dir| {
+            dir.join("scratch")
+                .join(path.file_stem().unwrap_or_default())
+        })
+        .ok_or("no parent")?;
+    let clear = || {
+        let _ = std::fs::remove_dir_all(&scratch);
+        std::fs::create_dir_all(&scratch)
+    };
+    clear().map_err(|e| e.to_string())?;
     let memory: FileReport = runtime
         .block_on(run_file_in_memory(path, &memory_options))
         .map_err(|e| e.to_string())?;
+    clear().map_err(|e| e.to_string())?;
     let widesql: FileReport = runtime
         .block_on(run_file_isolated(path, &widesql_options))
         .map_err(|e| e.to_string())?;
@@ -166,7 +194,12 @@ fn write_counts(counts: &BTreeMap<String, Counts>) {
             c.skipped,
             c.memory as i64 - c.widesql as i64 - c.skipped as i64
         ));
-        totals = (totals.0 + c.records, totals.1 + c.memory, totals.2 + c.widesql, totals.3 + c.skipped);
+        totals = (
+            totals.0 + c.records,
+            totals.1 + c.memory,
+            totals.2 + c.widesql,
+            totals.3 + c.skipped,
+        );
     }
     text.push_str(&format!(
         "| **total** | {} | {} | {} | {} | {} |\n",
@@ -176,7 +209,11 @@ fn write_counts(counts: &BTreeMap<String, Counts>) {
         totals.3,
         totals.1 as i64 - totals.2 as i64 - totals.3 as i64
     ));
-    std::fs::write(manifest_dir().join("suites/datafusion/pass_counts.md"), text).expect("write pass_counts.md");
+    std::fs::write(
+        manifest_dir().join("suites/datafusion/pass_counts.md"),
+        text,
+    )
+    .expect("write pass_counts.md");
 }
 
 fn main() {
@@ -189,7 +226,8 @@ fn main() {
         }
     };
     let work = tempfile::tempdir().expect("temp dir");
-    copy_dir(&package.join("test_files"), &work.path().join("test_files")).expect("copy test_files");
+    copy_dir(&package.join("test_files"), &work.path().join("test_files"))
+        .expect("copy test_files");
     copy_dir(&package.join("data"), &work.path().join("data")).expect("copy data");
     // Relative paths in the files (data, scratch) resolve in the copy.
     std::env::set_current_dir(work.path()).expect("cd");

@@ -88,11 +88,25 @@ async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
             ..Default::default()
         },
     );
-    let plan = session4.sql("EXPLAIN SELECT count(n) FROM pages").await?.collect().await?;
+    let plan = session4
+        .sql("EXPLAIN SELECT count(n) FROM pages")
+        .await?
+        .collect()
+        .await?;
     let plan = widesql::slt::rows_as_text(&plan)?.concat().join(" ");
-    assert!(plan.contains("keys=all, groups=[default], partitions=4"), "{plan}");
-    let batches = session4.sql("SELECT count(n), sum(n) FROM pages").await?.collect().await?;
-    assert_eq!(widesql::slt::rows_as_text(&batches)?.concat().join(" "), "100000 4999950000");
+    assert!(
+        plan.contains("keys=all, groups=[default], partitions=4"),
+        "{plan}"
+    );
+    let batches = session4
+        .sql("SELECT count(n), sum(n) FROM pages")
+        .await?
+        .collect()
+        .await?;
+    assert_eq!(
+        widesql::slt::rows_as_text(&batches)?.concat().join(" "),
+        "100000 4999950000"
+    );
 
     // A predicate that is not on the key reads everything (the control).
     let before = keys_read(&db, "default")?;

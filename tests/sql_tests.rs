@@ -39,7 +39,12 @@ fn main() {
                         "{} of {} records failed:\n{}",
                         report.failures.len(),
                         report.failures.len() + report.passed,
-                        report.failures.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("\n")
+                        report
+                            .failures
+                            .iter()
+                            .map(|f| f.message.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n")
                     )))
                 }
             })

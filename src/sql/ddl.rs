@@ -278,6 +278,11 @@ fn spec_from_schema(
             .columns
             .push(ColumnSpec::new(field.name(), vt).with_nullable(field.is_nullable()));
     }
+    // Every SQL table has the family cf: it holds the row marker of rows
+    // whose every column is NULL (see `crate::sql::sink::MARKER`).
+    if !families.iter().any(|f| f.name == DEFAULT_FAMILY) {
+        families.insert(0, FamilySpec::new(DEFAULT_FAMILY).with_qualifier_type(None));
+    }
     for (name, settings) in options {
         let at = family_at(name, &mut families);
         families[at] = apply_settings(families[at].clone(), settings)?;
@@ -317,8 +322,19 @@ impl Session {
     /// `CREATE TABLE`, with or without `AS SELECT`. Returns the rows written.
     pub(crate) async fn create_table(&self, mut create: CreateTable) -> Result<u64> {
         let (project, dataset, table) = self.resolve_table_name(&create.name)?;
+        if create.or_replace && create.if_not_exists {
+            return Err(sql_error(
+                "Execution error: 'IF NOT EXISTS' cannot coexist with 'REPLACE'",
+            ));
+        }
         let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
-        if dataset_handle.table(&table)?.is_some() {
+        let replaced = if create.or_replace {
+            dataset_handle.table(&table)?
+        } else {
+            None
+        };
+        create.or_replace = false;
+        if replaced.is_none() && dataset_handle.table(&table)?.is_some() {
             if create.if_not_exists {
                 return Ok(0);
             }
@@ -383,6 +399,10 @@ impl Session {
         }
         let schema = Schema::new(fields);
         let spec = spec_from_schema(&schema, &primary_key, &options)?;
+        // CREATE OR REPLACE: the old table goes once the new one is planned.
+        if let Some(old) = replaced {
+            old.drop()?;
+        }
         let created = dataset_handle.create_table(&table, spec)?;
         let is_ctas = !matches!(plan.input.as_ref(), LogicalPlan::EmptyRelation(_));
         if !is_ctas {

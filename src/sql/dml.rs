@@ -14,15 +14,17 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{TableFunctionImpl, TableProvider};
-use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, Partitioning, PlanProperties, ReplaceChildrenOptions};
-use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Partitioning, PlanProperties, ReplaceChildrenOptions,
+};
 
 use crate::db::Db;
 use crate::ids::TableId;
@@ -126,11 +128,18 @@ impl ExecutionPlan for DmlExec {
         Ok(self)
     }
 
-    fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(self)
     }
 
-    fn execute(&self, _partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let action = Arc::clone(&self.action);
         let stream = futures::stream::once(async move {
             let count = tokio::task::spawn_blocking(move || action())
@@ -139,7 +148,10 @@ impl ExecutionPlan for DmlExec {
                 .map_err(to_df)?;
             count_batch(count)
         });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(count_schema(), stream)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            stream,
+        )))
     }
 }
 
@@ -215,6 +227,9 @@ pub fn update_rows(table: &WideTable, columns: &[usize], batches: &[RecordBatch]
             .map(|f| f.name.clone())
             .ok_or_else(|| DataFusionError::Internal(format!("family id {id} vanished")))
     };
+    // A column set to NULL is deleted; the row marker keeps the row if that
+    // was its last cell.
+    let marker = crate::sql::sink::marker_family(store);
     let mut updated = 0u64;
     for batch in batches {
         let keys = batch.column(0).as_binary::<i32>();
@@ -265,6 +280,16 @@ pub fn update_rows(table: &WideTable, columns: &[usize], batches: &[RecordBatch]
                         );
                     }
                 }
+            }
+            let deletes = m.mutations.iter().any(|x| {
+                matches!(
+                    x,
+                    crate::table::Mutation::DeleteColumn { .. }
+                        | crate::table::Mutation::DeleteFamily { .. }
+                )
+            });
+            if deletes {
+                m = crate::sql::sink::with_marker(m, &marker, None);
             }
             rows.push((key.to_vec(), m));
         }

@@ -28,14 +28,14 @@ use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionConfig;
-use datafusion::sql::parser::{DFParser, Statement as DfStatement};
+use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
-use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 use datafusion::sql::sqlparser::ast::{
     Delete, Expr as SqlExpr, FromTable, ObjectName, ObjectType, SchemaName, Set, ShowStatementIn,
     Statement, TableFactor, Update,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use futures::StreamExt;
 
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
@@ -203,10 +203,25 @@ impl Session {
         &self.ctx
     }
 
+    /// Parses statements with the session's dialect
+    /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
+    /// does. A script is parsed whole, before any of it runs.
+    fn parse(&self, sql: &str) -> Result<std::collections::VecDeque<DfStatement>> {
+        let state = self.ctx.state();
+        let options = &state.config().options().sql_parser;
+        let dialect = dialect_from_str(options.dialect)
+            .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{}'", options.dialect)))?;
+        DFParserBuilder::new(sql)
+            .with_dialect(dialect.as_ref())
+            .with_recursion_limit(options.recursion_limit.get())
+            .build()
+            .and_then(|mut parser| parser.parse_statements())
+            .map_err(|e| Error::Sql(e.to_string()))
+    }
+
     /// Runs one statement and returns its result as a DataFrame.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
-        let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
-            .map_err(|e| Error::Sql(e.to_string()))?;
+        let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => self.execute(statement).await,
             (None, _) => Err(Error::Sql("no statement to run".into())),
@@ -219,8 +234,7 @@ impl Session {
     /// Runs every statement of a script in order and collects each result;
     /// stops at the first error.
     pub async fn run(&self, script: &str) -> Result<Vec<StatementOutput>> {
-        let statements = DFParser::parse_sql_with_dialect(script, &GenericDialect {})
-            .map_err(|e| Error::Sql(e.to_string()))?;
+        let statements = self.parse(script)?;
         let mut outputs = Vec::with_capacity(statements.len());
         for statement in statements {
             let sql = statement.to_string();
@@ -320,7 +334,9 @@ impl Session {
                 let Some(into) = select_into(&mut query).and_then(|s| s.into.take()) else {
                     return Err(Error::Sql("SELECT INTO lost its target".into()));
                 };
-                let create = CreateTableBuilder::new(into.name).query(Some(query)).build();
+                let create = CreateTableBuilder::new(into.name)
+                    .query(Some(query))
+                    .build();
                 self.create_table(create).await?;
                 self.done()
             }
@@ -356,6 +372,11 @@ impl Session {
                 }) => self.frame(self.describe(name)?),
                 _ => Err(Error::Sql("SHOW COLUMNS needs FROM <table>".into())),
             },
+            Statement::ExplainTable { ref table_name, .. }
+                if !self.is_widesql_table_or_missing(table_name) =>
+            {
+                self.datafusion(statement_back(*inner)).await
+            }
             Statement::ExplainTable { table_name, .. } => self.frame(self.describe(&table_name)?),
             Statement::Delete(delete) => {
                 let n = self.delete(delete).await?;

@@ -4,6 +4,12 @@
 //! nothing, so INSERT of an existing key updates the columns it gives) at
 //! one server timestamp per batch of 1000 rows, or at the session's
 //! `widesql.write_timestamp` for backfills.
+//!
+//! A row exists while it has a cell. A row whose every column is NULL gets
+//! a *row marker* instead: an empty cell under the empty qualifier of the
+//! first family that has only declared columns (`cf` in tables made by
+//! SQL). No SQL column reads that qualifier, so the marker only keeps the
+//! row.
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,6 +29,27 @@ use crate::sql::scan::to_df;
 use crate::sql::shape::{Shape, Source};
 use crate::sql::values;
 use crate::table::{RowMutation, TableStore};
+
+/// The family that holds row markers in `store`, if any: the first with
+/// declared columns only.
+pub fn marker_family(store: &TableStore) -> Option<String> {
+    store
+        .layout
+        .spec
+        .families
+        .iter()
+        .find(|f| f.qualifier_type.is_none())
+        .map(|f| f.name.clone())
+}
+
+/// Adds the row marker to a mutation.
+pub fn with_marker(m: RowMutation, family: &Option<String>, timestamp: Option<i64>) -> RowMutation {
+    match (family, timestamp) {
+        (Some(f), Some(ts)) => m.set_at(f.clone(), b"", ts, b""),
+        (Some(f), None) => m.set(f.clone(), b"", b""),
+        (None, _) => m,
+    }
+}
 
 /// Per-session write settings, kept as a DataFusion config extension.
 #[derive(Debug, Clone, Default)]
@@ -67,6 +94,7 @@ impl WideSink {
     /// The row mutations of a batch (whose columns are the table's).
     pub fn mutations(&self, batch: &RecordBatch) -> Result<Vec<(Vec<u8>, RowMutation)>> {
         let schema = self.shape.schema.clone();
+        let marker = marker_family(&self.store);
         let mut rows = Vec::with_capacity(batch.num_rows());
         for row in 0..batch.num_rows() {
             let mut key: Option<Vec<u8>> = None;
@@ -124,6 +152,9 @@ impl WideSink {
                 }
                 None => uuid::Uuid::now_v7().as_bytes().to_vec(),
             };
+            if mutation.is_empty() {
+                mutation = with_marker(mutation, &marker, self.settings.timestamp);
+            }
             rows.push((key, mutation));
         }
         Ok(rows)

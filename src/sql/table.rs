@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session as DfSession, TableProvider};
-use datafusion::common::{not_impl_err, plan_err, Result};
+use datafusion::common::{not_impl_err, plan_err, Constraint, Constraints, Result};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
@@ -24,7 +24,7 @@ use crate::db::Db;
 use crate::ids::TableId;
 use crate::sql::pushdown::{push, KeySet};
 use crate::sql::scan::{ScanRequest, WideScanExec};
-use crate::sql::shape::Shape;
+use crate::sql::shape::{Shape, Source};
 use crate::sql::sink::{WideSink, WriteSettings};
 use crate::table::{Filter, TableStore};
 
@@ -34,6 +34,9 @@ pub struct WideTable {
     db: Db,
     store: TableStore,
     shape: Arc<Shape>,
+    /// The primary key (`_key` or the typed key columns), so DataFusion can
+    /// use it (functional dependencies, unique lookups).
+    constraints: Constraints,
     /// Read the table as it was at this time (µs); `None`: now.
     as_of: Option<i64>,
     /// The history view: every version (or the newest N) of each column.
@@ -48,10 +51,24 @@ impl WideTable {
             return Ok(None);
         };
         let shape = Arc::new(Shape::new(&store.layout.spec, with_rowid));
+        let key_columns: Vec<usize> = shape
+            .sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, Source::RowKey { .. } | Source::KeyPart { .. }))
+            .map(|(i, _)| i)
+            .take(if with_rowid { 1 } else { usize::MAX })
+            .collect();
+        let constraints = if key_columns.is_empty() {
+            Constraints::default()
+        } else {
+            Constraints::new_unverified(vec![Constraint::PrimaryKey(key_columns)])
+        };
         Ok(Some(WideTable {
             db: db.clone(),
             store,
             shape,
+            constraints,
             as_of: None,
             history: None,
         }))
@@ -166,6 +183,10 @@ impl TableProvider for WideTable {
         TableType::Base
     }
 
+    fn constraints(&self) -> Option<&Constraints> {
+        Some(&self.constraints)
+    }
+
     fn supports_filters_pushdown(
         &self,
         filters: &[&Expr],
@@ -251,7 +272,10 @@ impl TableProvider for WideTable {
 
     async fn truncate(&self, _state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
         if self.store.layout.read_only {
-            return plan_err!("table '{}' is a read-only system table", self.store.layout.name);
+            return plan_err!(
+                "table '{}' is a read-only system table",
+                self.store.layout.name
+            );
         }
         let store = self.store.clone();
         Ok(Arc::new(crate::sql::dml::DmlExec::new(

@@ -5,8 +5,8 @@
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
     Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    Int8Builder, StringBuilder, StringViewBuilder, TimestampMicrosecondBuilder, UInt16Builder, UInt32Builder,
-    UInt64Builder, UInt8Builder,
+    Int8Builder, StringBuilder, StringViewBuilder, TimestampMicrosecondBuilder, UInt16Builder,
+    UInt32Builder, UInt64Builder, UInt8Builder,
 };
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
@@ -68,6 +68,8 @@ pub fn value_type_of(data_type: &DataType) -> Option<ValueType> {
         DataType::Date32 => ValueType::Date32,
         DataType::Timestamp(_, _) => ValueType::Timestamp,
         DataType::Decimal128(p, s) => ValueType::Decimal128(*p, *s),
+        // A dictionary is an encoding: the values are stored.
+        DataType::Dictionary(_, value) => return value_type_of(value),
         _ => return None,
     })
 }
