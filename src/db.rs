@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use crate::catalog::{self, Catalog, CatalogError, DropMode, ObjectKind};
+use crate::catalog::{self, Catalog, DropMode, ObjectKind};
 use crate::error::Result;
 use crate::ids::{DatasetId, ProjectId, TableId};
 use crate::storage::{Storage, StorageOptions};
@@ -253,13 +253,8 @@ impl Db {
 
     /// The project called `name`, or a `NotFound` error.
     pub fn open_project(&self, name: &str) -> Result<Project> {
-        self.project(name)?.ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Project,
-                name: name.to_string(),
-            }
-            .into()
-        })
+        self.project(name)?
+            .ok_or_else(|| catalog::not_found(ObjectKind::Project, name))
     }
 
     /// Every project (the `_system` project included), by name.
@@ -349,13 +344,7 @@ impl Project {
             .read()
             .project(self.id)
             .cloned()
-            .ok_or_else(|| {
-                CatalogError::NotFound {
-                    kind: ObjectKind::Project,
-                    name: self.id.to_string(),
-                }
-                .into()
-            })
+            .ok_or_else(|| catalog::not_found(ObjectKind::Project, self.id))
     }
 
     /// Its current name.
@@ -384,13 +373,8 @@ impl Project {
     /// The dataset called `name`, or a `NotFound` error.
     pub fn open_dataset(&self, name: &str) -> Result<Dataset> {
         let project = self.name()?;
-        self.dataset(name)?.ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Dataset,
-                name: format!("{project}.{name}"),
-            }
-            .into()
-        })
+        self.dataset(name)?
+            .ok_or_else(|| catalog::not_found(ObjectKind::Dataset, format!("{project}.{name}")))
     }
 
     /// Its datasets, by name.
@@ -445,13 +429,7 @@ impl Dataset {
             .read()
             .dataset(self.id)
             .cloned()
-            .ok_or_else(|| {
-                CatalogError::NotFound {
-                    kind: ObjectKind::Dataset,
-                    name: self.id.to_string(),
-                }
-                .into()
-            })
+            .ok_or_else(|| catalog::not_found(ObjectKind::Dataset, self.id))
     }
 
     /// Its current name.
@@ -505,13 +483,8 @@ impl Dataset {
     /// The table called `name`, or a `NotFound` error.
     pub fn open_table(&self, name: &str) -> Result<Table> {
         let path = self.qualified_name()?;
-        self.table(name)?.ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Table,
-                name: format!("{path}.{name}"),
-            }
-            .into()
-        })
+        self.table(name)?
+            .ok_or_else(|| catalog::not_found(ObjectKind::Table, format!("{path}.{name}")))
     }
 
     /// Its tables, by name.
@@ -583,23 +556,14 @@ impl Table {
             .read()
             .table(self.id)
             .cloned()
-            .ok_or_else(|| {
-                CatalogError::NotFound {
-                    kind: ObjectKind::Table,
-                    name: self.id.to_string(),
-                }
-                .into()
-            })
+            .ok_or_else(|| catalog::not_found(ObjectKind::Table, self.id))
     }
 
     pub(crate) fn store(&self) -> Result<TableStore> {
-        self.db.catalog().store(self.id).ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Table,
-                name: self.id.to_string(),
-            }
-            .into()
-        })
+        self.db
+            .catalog()
+            .store(self.id)
+            .ok_or_else(|| catalog::not_found(ObjectKind::Table, self.id))
     }
 
     /// Its current name.

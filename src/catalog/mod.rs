@@ -141,6 +141,15 @@ impl CatalogError {
     }
 }
 
+/// The `NotFound` error of an object.
+pub fn not_found(kind: ObjectKind, name: impl ToString) -> crate::Error {
+    CatalogError::NotFound {
+        kind,
+        name: name.to_string(),
+    }
+    .into()
+}
+
 /// Whether dropping an object also drops its children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropMode {
@@ -762,13 +771,10 @@ impl Catalog {
     }
 
     fn existing_project(&self, id: ProjectId) -> Result<ProjectEntry> {
-        self.read().project(id).cloned().ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Project,
-                name: id.to_string(),
-            }
-            .into()
-        })
+        self.read()
+            .project(id)
+            .cloned()
+            .ok_or_else(|| not_found(ObjectKind::Project, id))
     }
 
     /// Drops a project, and with [`DropMode::Cascade`] its datasets and
@@ -827,13 +833,10 @@ impl Catalog {
     // ----- datasets ------------------------------------------------------
 
     fn existing_dataset(&self, id: DatasetId) -> Result<DatasetEntry> {
-        self.read().dataset(id).cloned().ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Dataset,
-                name: id.to_string(),
-            }
-            .into()
-        })
+        self.read()
+            .dataset(id)
+            .cloned()
+            .ok_or_else(|| not_found(ObjectKind::Dataset, id))
     }
 
     fn refuse_system_dataset(
@@ -953,13 +956,10 @@ impl Catalog {
     // ----- tables --------------------------------------------------------
 
     fn existing_table(&self, id: TableId) -> Result<TableEntry> {
-        self.read().table(id).cloned().ok_or_else(|| {
-            CatalogError::NotFound {
-                kind: ObjectKind::Table,
-                name: id.to_string(),
-            }
-            .into()
-        })
+        self.read()
+            .table(id)
+            .cloned()
+            .ok_or_else(|| not_found(ObjectKind::Table, id))
     }
 
     fn refuse_system_table(entry: &TableEntry, action: &'static str) -> Result<()> {

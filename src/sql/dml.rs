@@ -28,7 +28,7 @@ use datafusion::physical_plan::{
 
 use crate::db::Db;
 use crate::ids::TableId;
-use crate::sql::scan::to_df;
+use crate::sql::scan::{leaf_plan_methods, to_df};
 use crate::sql::shape::Source;
 use crate::sql::table::WideTable;
 use crate::sql::values;
@@ -109,31 +109,7 @@ impl ExecutionPlan for DmlExec {
         &self.properties
     }
 
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-        _options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
+    leaf_plan_methods!();
 
     fn execute(
         &self,

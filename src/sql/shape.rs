@@ -208,6 +208,17 @@ impl Shape {
         }
     }
 
+    /// The positions of the key columns (`_rowid`, `_key` or the typed
+    /// primary key).
+    pub fn key_columns(&self) -> Vec<usize> {
+        self.sources
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, Source::RowKey { .. } | Source::KeyPart { .. }))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// The families the given columns read (`None`: key columns only).
     pub fn families_of(&self, columns: &[usize]) -> Vec<u16> {
         let mut families: Vec<u16> = columns

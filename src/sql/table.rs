@@ -24,7 +24,7 @@ use crate::db::Db;
 use crate::ids::TableId;
 use crate::sql::pushdown::{push, KeySet};
 use crate::sql::scan::{ScanRequest, WideScanExec};
-use crate::sql::shape::{Shape, Source};
+use crate::sql::shape::Shape;
 use crate::sql::sink::{WideSink, WriteSettings};
 use crate::table::{Filter, TableStore};
 
@@ -51,14 +51,11 @@ impl WideTable {
             return Ok(None);
         };
         let shape = Arc::new(Shape::new(&store.layout.spec, with_rowid));
-        let key_columns: Vec<usize> = shape
-            .sources
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s, Source::RowKey { .. } | Source::KeyPart { .. }))
-            .map(|(i, _)| i)
-            .take(if with_rowid { 1 } else { usize::MAX })
-            .collect();
+        // With `_rowid` first, the primary key is that raw key alone.
+        let mut key_columns = shape.key_columns();
+        if with_rowid {
+            key_columns.truncate(1);
+        }
         let constraints = if key_columns.is_empty() {
             Constraints::default()
         } else {

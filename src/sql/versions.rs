@@ -27,7 +27,7 @@ use crate::db::Db;
 use crate::sql::ddl::name_parts_of_text;
 use crate::sql::pushdown::push;
 use crate::sql::scan::{to_df, MakeBuilder, ScanRequest, WideScanExec};
-use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape, Source};
+use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
 use crate::sql::table::WideTable;
 use crate::sql::SessionOptions;
 use crate::table::read::{RawCell, RawRow};
@@ -157,13 +157,7 @@ const VALUE: &str = "value";
 impl CellsView {
     fn new(table: WideTable) -> Self {
         let shape = table.shape();
-        let key_columns: Vec<usize> = shape
-            .sources
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s, Source::RowKey { .. } | Source::KeyPart { .. }))
-            .map(|(i, _)| i)
-            .collect();
+        let key_columns = shape.key_columns();
         let mut fields: Vec<Field> = key_columns
             .iter()
             .map(|&i| shape.schema.field(i).clone())
