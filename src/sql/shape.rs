@@ -12,6 +12,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     ArrayBuilder, ArrayRef, ListBuilder, MapBuilder, MapFieldNames, StringBuilder,
 };
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::{DataFusionError, Result};
@@ -520,7 +521,17 @@ impl BatchBuilder {
                 ColumnBuilder::List(mut b) => Arc::new(b.finish()) as ArrayRef,
                 ColumnBuilder::MapOfLists(mut b) => Arc::new(b.finish()) as ArrayRef,
             })
-            .collect();
+            .zip(self.schema.fields())
+            // Times, durations and timestamps in other units are built as
+            // their physical integers: cast them to the column's type.
+            .map(|(array, field)| {
+                if array.data_type() == field.data_type() {
+                    Ok(array)
+                } else {
+                    cast(&array, field.data_type())
+                }
+            })
+            .collect::<Result<_, _>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
         self.rows = 0;
         Ok(RecordBatch::try_new_with_options(

@@ -15,7 +15,7 @@ use datafusion::arrow::datatypes::{
 };
 
 use crate::keys::Element;
-use crate::table::spec::ValueType;
+use crate::table::spec::{Unit, ValueType};
 
 /// The Arrow type SQL shows for a column of a value type. Text is
 /// `Utf8View`, as DataFusion 55 types VARCHAR.
@@ -46,6 +46,29 @@ pub fn map_value_type(value_type: ValueType) -> DataType {
         ValueType::Date32 => DataType::Date32,
         ValueType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
         ValueType::Decimal128(p, s) => DataType::Decimal128(p, s),
+        ValueType::Time32(u) => DataType::Time32(arrow_unit(u)),
+        ValueType::Time64(u) => DataType::Time64(arrow_unit(u)),
+        ValueType::Date64 => DataType::Date64,
+        ValueType::Duration(u) => DataType::Duration(arrow_unit(u)),
+        ValueType::TimestampIn(u) => DataType::Timestamp(arrow_unit(u), None),
+    }
+}
+
+fn arrow_unit(unit: Unit) -> TimeUnit {
+    match unit {
+        Unit::Second => TimeUnit::Second,
+        Unit::Millisecond => TimeUnit::Millisecond,
+        Unit::Microsecond => TimeUnit::Microsecond,
+        Unit::Nanosecond => TimeUnit::Nanosecond,
+    }
+}
+
+fn our_unit(unit: &TimeUnit) -> Unit {
+    match unit {
+        TimeUnit::Second => Unit::Second,
+        TimeUnit::Millisecond => Unit::Millisecond,
+        TimeUnit::Microsecond => Unit::Microsecond,
+        TimeUnit::Nanosecond => Unit::Nanosecond,
     }
 }
 
@@ -66,7 +89,12 @@ pub fn value_type_of(data_type: &DataType) -> Option<ValueType> {
         DataType::Float16 | DataType::Float32 => ValueType::Float32,
         DataType::Float64 => ValueType::Float64,
         DataType::Date32 => ValueType::Date32,
-        DataType::Timestamp(_, _) => ValueType::Timestamp,
+        DataType::Timestamp(TimeUnit::Microsecond, None) => ValueType::Timestamp,
+        DataType::Timestamp(unit, None) => ValueType::TimestampIn(our_unit(unit)),
+        DataType::Time32(unit) => ValueType::Time32(our_unit(unit)),
+        DataType::Time64(unit) => ValueType::Time64(our_unit(unit)),
+        DataType::Date64 => ValueType::Date64,
+        DataType::Duration(unit) => ValueType::Duration(our_unit(unit)),
         DataType::Decimal128(p, s) => ValueType::Decimal128(*p, *s),
         // A dictionary is an encoding: the values are stored.
         DataType::Dictionary(_, value) => return value_type_of(value),
@@ -103,6 +131,13 @@ pub fn map_value_builder(value_type: ValueType, capacity: usize) -> Box<dyn Arra
         ValueType::Decimal128(p, s) => Box::new(
             Decimal128Builder::with_capacity(capacity).with_data_type(DataType::Decimal128(p, s)),
         ),
+        // Built as their physical integers; the batch is cast to the
+        // column's type when it is finished.
+        ValueType::Time32(_) => Box::new(Int32Builder::with_capacity(capacity)),
+        ValueType::Time64(_)
+        | ValueType::Date64
+        | ValueType::Duration(_)
+        | ValueType::TimestampIn(_) => Box::new(Int64Builder::with_capacity(capacity)),
     }
 }
 
@@ -274,6 +309,29 @@ pub fn append_cell(
             16,
             i128::from_be_bytes
         ),
+        ValueType::Time32(_) => {
+            append_fixed!(
+                builder,
+                Int32Builder,
+                bytes,
+                value_type,
+                4,
+                i32::from_be_bytes
+            )
+        }
+        ValueType::Time64(_)
+        | ValueType::Date64
+        | ValueType::Duration(_)
+        | ValueType::TimestampIn(_) => {
+            append_fixed!(
+                builder,
+                Int64Builder,
+                bytes,
+                value_type,
+                8,
+                i64::from_be_bytes
+            )
+        }
     }
     Ok(())
 }
@@ -317,7 +375,19 @@ pub fn append_element(
             .map_err(|_| mismatch())?
             .to_be_bytes()
             .to_vec(),
-        (ValueType::Int64 | ValueType::Timestamp, Element::Int(v)) => v.to_be_bytes().to_vec(),
+        (ValueType::Time32(_), Element::Int(v)) => i32::try_from(*v)
+            .map_err(|_| mismatch())?
+            .to_be_bytes()
+            .to_vec(),
+        (
+            ValueType::Int64
+            | ValueType::Timestamp
+            | ValueType::Time64(_)
+            | ValueType::Date64
+            | ValueType::Duration(_)
+            | ValueType::TimestampIn(_),
+            Element::Int(v),
+        ) => v.to_be_bytes().to_vec(),
         (ValueType::Float32, Element::Float(v)) => (*v as f32).to_be_bytes().to_vec(),
         (ValueType::Float64, Element::Float(v)) => v.to_be_bytes().to_vec(),
         _ => return Err(mismatch()),
@@ -403,8 +473,32 @@ pub fn encode_cell(array: &ArrayRef, row: usize) -> Result<Option<Vec<u8>>, Deco
             .value(row)
             .to_be_bytes()
             .to_vec(),
+        DataType::Time32(_) => physical(array, DataType::Int32)?
+            .as_primitive::<Int32Type>()
+            .value(row)
+            .to_be_bytes()
+            .to_vec(),
+        DataType::Time64(_)
+        | DataType::Date64
+        | DataType::Duration(_)
+        | DataType::Timestamp(_, None) => physical(array, DataType::Int64)?
+            .as_primitive::<Int64Type>()
+            .value(row)
+            .to_be_bytes()
+            .to_vec(),
         other => return Err(format!("values of type {other} cannot be stored")),
     }))
+}
+
+/// The same values seen as their physical integers (same layout).
+fn physical(array: &ArrayRef, as_type: DataType) -> Result<ArrayRef, DecodeError> {
+    let data = array
+        .to_data()
+        .into_builder()
+        .data_type(as_type)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(datafusion::arrow::array::make_array(data))
 }
 
 /// The row-key element of `array[row]`, or `None` when it is NULL.
@@ -469,5 +563,18 @@ pub fn sql_type_name(value_type: ValueType) -> String {
         ValueType::Date32 => "DATE".into(),
         ValueType::Timestamp => "TIMESTAMP".into(),
         ValueType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
+        ValueType::Time32(u) | ValueType::Time64(u) => format!("TIME({})", unit_name(u)),
+        ValueType::Date64 => "DATE64".into(),
+        ValueType::Duration(u) => format!("DURATION({})", unit_name(u)),
+        ValueType::TimestampIn(u) => format!("TIMESTAMP({})", unit_name(u)),
+    }
+}
+
+fn unit_name(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Second => "s",
+        Unit::Millisecond => "ms",
+        Unit::Microsecond => "us",
+        Unit::Nanosecond => "ns",
     }
 }

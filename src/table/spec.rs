@@ -53,6 +53,29 @@ pub enum ValueType {
     Timestamp,
     /// A decimal with the given precision and scale.
     Decimal128(u8, i8),
+    /// A time of day since midnight, 32-bit (seconds or milliseconds).
+    Time32(Unit),
+    /// A time of day since midnight, 64-bit (micro- or nanoseconds).
+    Time64(Unit),
+    /// Milliseconds since 1970-01-01.
+    Date64,
+    /// A length of time.
+    Duration(Unit),
+    /// A timestamp in a unit other than microseconds (no time zone).
+    TimestampIn(Unit),
+}
+
+/// The unit of a time, duration or timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Unit {
+    /// Seconds.
+    Second,
+    /// Milliseconds.
+    Millisecond,
+    /// Microseconds.
+    Microsecond,
+    /// Nanoseconds.
+    Nanosecond,
 }
 
 /// Which versions of a family's cells stay visible. Every rule that is set
@@ -285,9 +308,8 @@ pub fn key_element_kind(value_type: ValueType) -> Option<ElementKind> {
     Some(match value_type {
         Bytes | Utf8 => ElementKind::Bytes,
         Bool => ElementKind::Bool,
-        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | Date32 | Timestamp => {
-            ElementKind::Int
-        }
+        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | Date32 | Timestamp | Time32(_)
+        | Time64(_) | Date64 | Duration(_) | TimestampIn(_) => ElementKind::Int,
         Float32 | Float64 => ElementKind::Float,
         UInt64 | Decimal128(..) => return None,
     })
