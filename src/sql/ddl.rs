@@ -398,7 +398,25 @@ impl Session {
             fields.insert(at, field);
         }
         let schema = Schema::new(fields);
-        let spec = spec_from_schema(&schema, &primary_key, &options)?;
+        let mut spec = spec_from_schema(&schema, &primary_key, &options)?;
+        for (column, expr) in &plan.column_defaults {
+            let sql = datafusion::sql::unparser::expr_to_sql(expr)
+                .map_err(crate::sql::from_df)?
+                .to_string();
+            let declared = spec
+                .families
+                .iter_mut()
+                .flat_map(|f| f.columns.iter_mut())
+                .find(|c| &c.name == column);
+            match declared {
+                Some(c) => c.default = Some(sql),
+                None => {
+                    return Err(sql_error(format!(
+                        "column '{column}' cannot have a DEFAULT: it is a key or map column"
+                    )))
+                }
+            }
+        }
         // CREATE OR REPLACE: the old table goes once the new one is planned.
         if let Some(old) = replaced {
             old.drop()?;

@@ -9,13 +9,15 @@
 //! could hand this provider an empty filter list for a WHERE clause it
 //! folded away, so it is refused here rather than taken as "every row".
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session as DfSession, TableProvider};
-use datafusion::common::{not_impl_err, plan_err, Constraint, Constraints, Result};
+use datafusion::common::{not_impl_err, plan_err, Constraint, Constraints, DFSchema, Result};
 use datafusion::datasource::sink::DataSinkExec;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
@@ -41,6 +43,14 @@ pub struct WideTable {
     as_of: Option<i64>,
     /// The history view: every version (or the newest N) of each column.
     history: Option<Option<usize>>,
+    /// Column DEFAULT expressions, parsed from the spec on first use.
+    defaults: OnceLock<HashMap<String, Expr>>,
+}
+
+/// A session state used only to parse DEFAULT expressions.
+fn expression_parser() -> &'static SessionState {
+    static STATE: OnceLock<SessionState> = OnceLock::new();
+    STATE.get_or_init(|| SessionStateBuilder::new().with_default_features().build())
 }
 
 impl WideTable {
@@ -68,6 +78,7 @@ impl WideTable {
             constraints,
             as_of: None,
             history: None,
+            defaults: OnceLock::new(),
         }))
     }
 
@@ -182,6 +193,28 @@ impl TableProvider for WideTable {
 
     fn constraints(&self) -> Option<&Constraints> {
         Some(&self.constraints)
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults
+            .get_or_init(|| {
+                let Ok(schema) = DFSchema::try_from(self.shape.schema.as_ref().clone()) else {
+                    return HashMap::new();
+                };
+                self.store
+                    .layout
+                    .spec
+                    .families
+                    .iter()
+                    .flat_map(|f| &f.columns)
+                    .filter_map(|c| {
+                        let sql = c.default.as_ref()?;
+                        let expr = expression_parser().create_logical_expr(sql, &schema).ok()?;
+                        Some((c.name.clone(), expr))
+                    })
+                    .collect()
+            })
+            .get(column)
     }
 
     fn supports_filters_pushdown(

@@ -125,6 +125,10 @@ pub struct ColumnSpec {
     /// Whether SQL may leave it NULL (no cell). Default: `true`.
     #[serde(default = "default_true")]
     pub nullable: bool,
+    /// The SQL expression INSERT uses when the column is not given.
+    /// Default: none (NULL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -138,7 +142,14 @@ impl ColumnSpec {
             name: name.into(),
             value_type,
             nullable: true,
+            default: None,
         }
+    }
+
+    /// Sets the SQL expression INSERT uses when the column is not given.
+    pub fn with_default(mut self, sql: impl Into<String>) -> Self {
+        self.default = Some(sql.into());
+        self
     }
 
     /// Sets whether the column accepts NULL.
