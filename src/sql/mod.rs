@@ -207,13 +207,18 @@ impl Session {
     /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
     /// does. A script is parsed whole, before any of it runs.
     fn parse(&self, sql: &str) -> Result<std::collections::VecDeque<DfStatement>> {
-        let state = self.ctx.state();
-        let options = &state.config().options().sql_parser;
-        let dialect = dialect_from_str(options.dialect)
-            .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{}'", options.dialect)))?;
+        // Read the settings without cloning the session state.
+        let (dialect_name, recursion_limit) = {
+            let state = self.ctx.state_ref();
+            let state = state.read();
+            let options = &state.config().options().sql_parser;
+            (options.dialect, options.recursion_limit.get())
+        };
+        let dialect = dialect_from_str(dialect_name)
+            .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{dialect_name}'")))?;
         DFParserBuilder::new(sql)
             .with_dialect(dialect.as_ref())
-            .with_recursion_limit(options.recursion_limit.get())
+            .with_recursion_limit(recursion_limit)
             .build()
             .and_then(|mut parser| parser.parse_statements())
             .map_err(|e| Error::Sql(e.to_string()))
