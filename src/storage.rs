@@ -189,11 +189,6 @@ impl Storage {
         }
     }
 
-    /// The directory of this store.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Opens (creating if needed) the tree called `name`.
     pub fn tree(&self, name: &[u8]) -> Result<Tree, StorageError> {
         if let Some(tree) = self
@@ -340,16 +335,6 @@ impl Tree {
     /// opened.
     pub fn keys_read(&self) -> u64 {
         self.keys_read.load(Ordering::Relaxed)
-    }
-
-    /// Whether the tree holds no key.
-    pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
-    }
-
-    /// How many keys the tree holds (a full scan).
-    pub fn len(&self) -> usize {
-        self.inner.len()
     }
 }
 

@@ -399,11 +399,6 @@ impl BatchBuilder {
         self.rows
     }
 
-    /// Whether no row was added since the last batch.
-    pub fn is_empty(&self) -> bool {
-        self.rows == 0
-    }
-
     fn corrupt(&self, row: &RawRow, what: &str, message: String) -> DataFusionError {
         DataFusionError::Execution(format!(
             "table '{}', row '{}': {what} {message}",

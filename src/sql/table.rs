@@ -33,7 +33,6 @@ use crate::table::{Filter, TableStore};
 /// A widesql table seen by DataFusion.
 #[derive(Debug)]
 pub struct WideTable {
-    db: Db,
     store: TableStore,
     shape: Arc<Shape>,
     /// The primary key (`_key` or the typed key columns), so DataFusion can
@@ -72,7 +71,6 @@ impl WideTable {
             Constraints::new_unverified(vec![Constraint::PrimaryKey(key_columns)])
         };
         Ok(Some(WideTable {
-            db: db.clone(),
             store,
             shape,
             constraints,
@@ -313,12 +311,5 @@ impl TableProvider for WideTable {
             self.store.layout.name.clone(),
             Arc::new(move || crate::sql::dml::delete_all(&store)),
         )))
-    }
-}
-
-impl WideTable {
-    /// The database the table belongs to.
-    pub fn db(&self) -> &Db {
-        &self.db
     }
 }
