@@ -283,7 +283,7 @@ impl RowsToBatches for BatchBuilder {
     }
 
     fn len(&self) -> usize {
-        BatchBuilder::len(self)
+        self.rows
     }
 
     fn finish(&mut self) -> Result<RecordBatch> {
@@ -392,11 +392,6 @@ impl BatchBuilder {
     /// The schema of the batches.
     pub fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
-    }
-
-    /// Rows added since the last batch.
-    pub fn len(&self) -> usize {
-        self.rows
     }
 
     fn corrupt(&self, row: &RawRow, what: &str, message: String) -> DataFusionError {
