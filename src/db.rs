@@ -215,9 +215,7 @@ impl Db {
         };
         let mut removed = 0;
         for id in ids {
-            if let Some(store) = self.catalog().store(id) {
-                removed += store.compact()?;
-            }
+            removed += self.catalog().compact_table(id)?;
         }
         Ok(removed)
     }
@@ -735,7 +733,8 @@ impl Table {
 
     /// Removes hidden versions now; returns how many cells were removed.
     pub fn compact(&self) -> Result<u64> {
-        self.store()?.compact()
+        self.entry()?;
+        self.db.catalog().compact_table(self.id)
     }
 
     /// Keys that reads of each locality group have visited since the

@@ -74,10 +74,12 @@ pub use db::{Dataset, Db, DbOptions, Project, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use sql::{Session, SessionOptions, StatementOutput};
-pub use table::spec::{ColumnSpec, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType};
+pub use table::spec::{
+    ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType,
+};
 pub use table::{
     Cell, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row,
-    RowIter, RowMutation, RowRange, RowSet, ValueFilter,
+    RowIter, RowMutation, RowRange, RowSet, ValueFilter, STATEMENT_ATOMIC_ROWS,
 };
 
 /// The README's examples, compiled and run as doc tests.

@@ -358,6 +358,28 @@ pub struct Catalog {
     state: RwLock<CatalogState>,
     ddl: Mutex<()>,
     system_stores: Vec<(TableId, TableStore)>,
+    /// Tables being built ([`Catalog::stage_table`]): their trees exist but
+    /// no catalog row names them yet, so orphan removal must spare them.
+    staged: Mutex<std::collections::HashSet<TableId>>,
+}
+
+/// A table whose trees exist and can be written, but that no catalog row
+/// names yet: what `CREATE TABLE … AS` and `CREATE OR REPLACE` fill before
+/// [`Catalog::commit_table`] makes it visible in one atomic batch. If the
+/// process dies first, the trees are orphans and go at the next open.
+#[derive(Debug)]
+pub struct StagedTable {
+    dataset: DatasetId,
+    name: String,
+    next_family_id: u16,
+    layout: Arc<Layout>,
+}
+
+impl StagedTable {
+    /// The staged table's layout, to build a store that writes into it.
+    pub fn layout(&self) -> &Arc<Layout> {
+        &self.layout
+    }
 }
 
 impl Catalog {
@@ -390,6 +412,7 @@ impl Catalog {
             state: RwLock::new(CatalogState::default()),
             ddl: Mutex::new(()),
             system_stores,
+            staged: Mutex::new(std::collections::HashSet::new()),
         };
         catalog.load()?;
         if catalog.read().project(system::SYSTEM_PROJECT).is_none() {
@@ -417,6 +440,11 @@ impl Catalog {
 
     fn ddl_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.ddl.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new server timestamp (µs), later than every one handed out before.
+    pub fn timestamp(&self) -> Result<i64> {
+        Ok(self.engine.clock.next(&self.engine.storage)?)
     }
 
     /// The store of a system table.
@@ -616,12 +644,14 @@ impl Catalog {
     /// no family of the table uses any more.
     fn remove_orphan_trees(&self) -> Result<()> {
         let orphans: Vec<Vec<u8>> = {
+            let staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
             let state = self.read();
             self.engine
                 .storage
                 .tree_names()
                 .into_iter()
                 .filter(|name| match parse_group_tree_name(name) {
+                    Some((table, _)) if staged.contains(&table) => false,
                     Some((table, group)) => state
                         .table(table)
                         .is_none_or(|t| !t.spec().locality_groups().contains(&group.as_str())),
@@ -702,7 +732,16 @@ impl Catalog {
         for w in &writes {
             rows.push((self.sys(w.table)?, &w.key, &w.mutation));
         }
-        crate::table::mutate_rows_atomically(&self.engine, &rows)
+        crate::table::mutate_rows_atomically(&self.engine, &rows, true)
+    }
+
+    /// [`Catalog::apply`] for a caller that holds every row lock.
+    fn apply_holding_row_locks(&self, writes: Vec<SystemWrite>) -> Result<()> {
+        let mut rows: Vec<(&TableStore, &[u8], &RowMutation)> = Vec::with_capacity(writes.len());
+        for w in &writes {
+            rows.push((self.sys(w.table)?, &w.key, &w.mutation));
+        }
+        crate::table::mutate_rows_atomically(&self.engine, &rows, false)
     }
 
     // ----- projects ------------------------------------------------------
@@ -1018,6 +1057,16 @@ impl Catalog {
             }
             family_names.push(&family.name);
             check_gc(path, &family.name, &family.gc)?;
+            if let (Some(_), Some(c)) = (
+                family.gc.max_age_micros,
+                family.columns.iter().find(|c| !c.nullable),
+            ) {
+                return Err(invalid(format!(
+                    "column family '{}' has a TTL, so its NOT NULL column '{}' could expire; declare the column nullable or put it in a family without a TTL",
+                    family.name, c.name
+                ))
+                .into());
+            }
             if family.qualifier_type.is_some() {
                 column_names.push(&family.name);
             }
@@ -1047,46 +1096,143 @@ impl Catalog {
 
     /// Creates a table in a dataset.
     pub fn create_table(&self, dataset: DatasetId, name: &str, spec: TableSpec) -> Result<TableId> {
+        let staged = self.stage_table(dataset, name, spec, false)?;
+        self.commit_table(staged, false)
+    }
+
+    /// Checks a new table (name, spec, and that the name is free unless
+    /// `replace`) and creates its trees, without a catalog row yet.
+    pub fn stage_table(
+        &self,
+        dataset: DatasetId,
+        name: &str,
+        spec: TableSpec,
+        replace: bool,
+    ) -> Result<StagedTable> {
         check_user_name(ObjectKind::Table, name)?;
         let _ddl = self.ddl_lock();
         let d = self.existing_dataset(dataset)?;
         self.refuse_system_dataset(d.project, name, "changed")?;
         let path = self.read().table_path(dataset, name);
-        if self.read().table_by_name(dataset, name).is_some() {
-            return Err(CatalogError::AlreadyExists {
-                kind: ObjectKind::Table,
-                name: path,
-            }
-            .into());
+        if !replace {
+            self.refuse_taken_table_name(dataset, name)?;
         }
         let (spec, next_family_id) = Self::prepare_spec(&path, spec, None, 0)?;
         let id = TableId::generate();
-        let now = self.engine.clock.next(&self.engine.storage)?;
+        self.staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
         let layout = Layout::new(
             &self.engine.storage,
             id,
             path,
-            spec.clone(),
+            spec,
             &Placement::OwnTrees,
             false,
-        )?;
-        self.apply(vec![Self::table_row(
-            id,
-            dataset,
-            name,
-            now,
-            &spec,
-            next_family_id,
-        )?])?;
-        self.write_state().insert_table(TableEntry {
-            id,
+        );
+        let layout = match layout {
+            Ok(layout) => Arc::new(layout),
+            Err(e) => {
+                self.unstage(id);
+                return Err(e.into());
+            }
+        };
+        Ok(StagedTable {
             dataset,
             name: name.to_string(),
-            created_at: now,
             next_family_id,
-            layout: Arc::new(layout),
-        });
+            layout,
+        })
+    }
+
+    fn refuse_taken_table_name(&self, dataset: DatasetId, name: &str) -> Result<()> {
+        if self.read().table_by_name(dataset, name).is_some() {
+            return Err(CatalogError::AlreadyExists {
+                kind: ObjectKind::Table,
+                name: self.read().table_path(dataset, name),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn unstage(&self, id: TableId) {
+        self.staged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    /// Makes a staged table visible under its name in one atomic catalog
+    /// write. With `replace`, a table of that name is replaced by it (its
+    /// catalog row is overwritten in the same write, its trees dropped
+    /// after); without, a table of that name makes this fail. On failure
+    /// the staged table is abandoned.
+    pub fn commit_table(&self, staged: StagedTable, replace: bool) -> Result<TableId> {
+        let result = self.commit_staged(&staged, replace);
+        self.unstage(staged.layout.id);
+        if result.is_err() {
+            let _ = self.drop_table_trees_of(&staged.layout);
+        }
+        result
+    }
+
+    fn commit_staged(&self, staged: &StagedTable, replace: bool) -> Result<TableId> {
+        let _ddl = self.ddl_lock();
+        let StagedTable {
+            dataset,
+            name,
+            next_family_id,
+            layout,
+        } = staged;
+        let d = self.existing_dataset(*dataset)?;
+        self.refuse_system_dataset(d.project, name, "changed")?;
+        let old = self.read().table_by_name(*dataset, name).cloned();
+        if old.is_some() && !replace {
+            self.refuse_taken_table_name(*dataset, name)?;
+        }
+        let id = layout.id;
+        let now = self.engine.clock.next(&self.engine.storage)?;
+        // The row of the old table, if any, has the same key: this write
+        // replaces it whole (`id`, `spec`, … are all set anew).
+        self.apply(vec![Self::table_row(
+            id,
+            *dataset,
+            name,
+            now,
+            &layout.spec,
+            *next_family_id,
+        )?])?;
+        {
+            let mut state = self.write_state();
+            if let Some(old) = &old {
+                state.remove_table(old.id);
+            }
+            state.insert_table(TableEntry {
+                id,
+                dataset: *dataset,
+                name: name.clone(),
+                created_at: now,
+                next_family_id: *next_family_id,
+                layout: Arc::clone(layout),
+            });
+        }
+        if let Some(old) = old {
+            self.drop_table_trees(&[old])?;
+        }
         Ok(id)
+    }
+
+    /// A store that writes into a staged table.
+    pub fn staged_store(&self, staged: &StagedTable) -> TableStore {
+        TableStore::new(Arc::clone(&self.engine), Arc::clone(&staged.layout))
+    }
+
+    /// Drops the trees of a staged table that will not be committed.
+    pub fn abandon_table(&self, staged: StagedTable) -> Result<()> {
+        self.unstage(staged.layout.id);
+        self.drop_table_trees_of(&staged.layout)
     }
 
     /// Renames a table (also moves it to `new_dataset`); only catalog rows
@@ -1143,9 +1289,12 @@ impl Catalog {
     }
 
     /// Replaces a table's spec by `change(old spec)`, keeping family ids.
-    /// Families whose GC policy gets looser are compacted under their old
-    /// policy first, so versions hidden until now stay gone; cells of
-    /// dropped families are removed after the change.
+    ///
+    /// A GC policy that gets looser must not bring back what the old one
+    /// hid. Writes wait while it takes over: versions beyond the old
+    /// `max_versions` are compacted away, and a loosened TTL leaves a floor
+    /// (`hidden_before`) below which versions stay hidden. Cells of dropped
+    /// families are removed after the change.
     pub fn alter_table(
         &self,
         id: TableId,
@@ -1156,14 +1305,40 @@ impl Catalog {
         Self::refuse_system_table(&entry, "changed")?;
         let old = entry.spec().clone();
         let path = entry.layout.name.clone();
-        let (spec, next_family_id) =
+        let (mut spec, next_family_id) =
             Self::prepare_spec(&path, change(&old)?, Some(&old), entry.next_family_id)?;
-        let store = TableStore::new(Arc::clone(&self.engine), Arc::clone(&entry.layout));
+        let looser =
+            |old: Option<u64>, new: Option<u64>| old.is_some_and(|o| new.is_none_or(|n| n > o));
+        let mut more_versions = Vec::new();
+        let mut longer_ttl = Vec::new();
         for family in &spec.families {
-            if let Some(before) = old.family(&family.name) {
-                if before.gc != family.gc {
-                    store.compact_with(Some((before.id, before.gc)))?;
-                }
+            let Some(before) = old.family(&family.name) else {
+                continue;
+            };
+            if looser(
+                before.gc.max_versions.map(u64::from),
+                family.gc.max_versions.map(u64::from),
+            ) {
+                more_versions.push((before.id, before.gc));
+            }
+            let age = |gc: &GcPolicy| gc.max_age_micros.map(|a| a.max(0) as u64);
+            if let (true, Some(old_age)) = (
+                looser(age(&before.gc), age(&family.gc)),
+                before.gc.max_age_micros,
+            ) {
+                longer_ttl.push((family.name.clone(), old_age));
+            }
+        }
+        let _writes_wait = (!more_versions.is_empty() || !longer_ttl.is_empty())
+            .then(|| self.engine.locks.write_every());
+        let store = TableStore::new(Arc::clone(&self.engine), Arc::clone(&entry.layout));
+        for policy in more_versions {
+            store.compact_checked(&crate::table::unchecked, Some(policy), false)?;
+        }
+        let now = crate::clock::wall_micros();
+        for (name, old_age) in longer_ttl {
+            if let Some(family) = spec.families.iter_mut().find(|f| f.name == name) {
+                family.hidden_before = family.hidden_before.max(Some(now.saturating_sub(old_age)));
             }
         }
         let layout = Arc::new(Layout::new(
@@ -1174,19 +1349,24 @@ impl Catalog {
             &Placement::OwnTrees,
             false,
         )?);
-        self.apply(vec![Self::table_row(
+        let row = Self::table_row(
             id,
             entry.dataset,
             &entry.name,
             entry.created_at,
             &spec,
             next_family_id,
-        )?])?;
+        )?;
+        match &_writes_wait {
+            Some(_) => self.apply_holding_row_locks(vec![row])?,
+            None => self.apply(vec![row])?,
+        }
         self.write_state().insert_table(TableEntry {
             next_family_id,
             layout: Arc::clone(&layout),
             ..entry
         });
+        drop(_writes_wait);
         let dropped_family = old.families.iter().any(|f| spec.family(&f.name).is_none());
         if dropped_family {
             TableStore::new(Arc::clone(&self.engine), layout).compact()?;
@@ -1195,13 +1375,41 @@ impl Catalog {
         Ok(())
     }
 
+    /// Compacts table `id`; each batch is applied only while the layout it
+    /// was judged by is still the table's, under the DDL lock.
+    pub fn compact_table(&self, id: TableId) -> Result<u64> {
+        let Some(store) = self.store(id) else {
+            return Ok(0);
+        };
+        let check = |layout: &Arc<Layout>, apply: &mut dyn FnMut() -> Result<()>| {
+            let _ddl = self.ddl_lock();
+            let current = self
+                .read()
+                .table(id)
+                .is_some_and(|t| Arc::ptr_eq(&t.layout, layout));
+            if current {
+                apply()?;
+            }
+            Ok(current)
+        };
+        store.compact_checked(&check, None, true)
+    }
+
     fn drop_table_trees(&self, tables: &[TableEntry]) -> Result<()> {
         for t in tables {
-            for group in &t.layout.groups {
-                self.engine
-                    .storage
-                    .drop_tree(&crate::table::layout::group_tree_name(t.id, &group.name))?;
-            }
+            self.drop_table_trees_of(&t.layout)?;
+        }
+        Ok(())
+    }
+
+    fn drop_table_trees_of(&self, layout: &Layout) -> Result<()> {
+        for group in &layout.groups {
+            self.engine
+                .storage
+                .drop_tree(&crate::table::layout::group_tree_name(
+                    layout.id,
+                    &group.name,
+                ))?;
         }
         Ok(())
     }

@@ -139,17 +139,28 @@ fn parse_ttl(text: &str) -> Result<Duration> {
             "ttl '{text}' is not a number with an optional unit s, m, h or d"
         ))
     })?;
-    let seconds = match unit.trim() {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+    let per_unit: u64 = match unit.trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         _ => {
             return Err(sql_error(format!(
                 "ttl '{text}' has an unknown unit (use s, m, h or d)"
             )))
         }
     };
+    // The age is kept in microseconds as an i64: refuse what does not fit
+    // rather than wrap around to a short TTL that would delete data.
+    const MAX_SECONDS: u64 = (i64::MAX / 1_000_000) as u64;
+    let seconds = n
+        .checked_mul(per_unit)
+        .filter(|s| *s <= MAX_SECONDS)
+        .ok_or_else(|| {
+            sql_error(format!(
+                "ttl '{text}' is too long: the longest is {MAX_SECONDS}s (about 292,000 years)"
+            ))
+        })?;
     Ok(Duration::from_secs(seconds))
 }
 
@@ -328,21 +339,16 @@ impl Session {
             ));
         }
         let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
-        let replaced = if create.or_replace {
-            dataset_handle.table(&table)?
-        } else {
-            None
-        };
-        create.or_replace = false;
-        if replaced.is_none() && dataset_handle.table(&table)?.is_some() {
-            if create.if_not_exists {
-                return Ok(0);
-            }
-            return Err(CatalogError::AlreadyExists {
+        let replace = std::mem::take(&mut create.or_replace);
+        let if_not_exists = std::mem::take(&mut create.if_not_exists);
+        let taken = || {
+            Error::from(CatalogError::AlreadyExists {
                 kind: ObjectKind::Table,
                 name: format!("{project}.{dataset}.{table}"),
-            }
-            .into());
+            })
+        };
+        if !replace && dataset_handle.table(&table)?.is_some() {
+            return if if_not_exists { Ok(0) } else { Err(taken()) };
         }
         let options = match std::mem::take(&mut create.table_options) {
             CreateTableOptions::None => FamilyOptions::new(),
@@ -351,7 +357,6 @@ impl Session {
             | CreateTableOptions::Plain(o) => family_options(&o)?,
             CreateTableOptions::TableProperties(o) => family_options(&o)?,
         };
-        create.if_not_exists = false;
         // DataFusion cannot plan MAP column types: take them out, plan the
         // rest, and put them back with their value type resolved.
         let mut maps: Vec<(usize, Field)> = Vec::new();
@@ -417,22 +422,32 @@ impl Session {
                 }
             }
         }
-        // CREATE OR REPLACE: the old table goes once the new one is planned.
-        if let Some(old) = replaced {
-            old.drop()?;
+        // The new table is built under a new id and becomes visible (or
+        // replaces the old one) in one atomic catalog write once its rows
+        // are in: a failure before leaves the old table as it was.
+        let catalog = self.db().catalog();
+        let staged = match catalog.stage_table(dataset_handle.id(), &table, spec, replace) {
+            Err(e) if if_not_exists && e.kind() == crate::ErrorKind::AlreadyExists => return Ok(0),
+            other => other?,
+        };
+        let written = if matches!(plan.input.as_ref(), LogicalPlan::EmptyRelation(_)) {
+            Ok(0)
+        } else {
+            self.insert_plan(catalog.staged_store(&staged), (*plan.input).clone())
+                .await
+        };
+        let written = match written {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = catalog.abandon_table(staged);
+                return Err(e);
+            }
+        };
+        match catalog.commit_table(staged, replace) {
+            Ok(_) => Ok(written),
+            Err(e) if if_not_exists && e.kind() == crate::ErrorKind::AlreadyExists => Ok(0),
+            Err(e) => Err(e),
         }
-        let created = dataset_handle.create_table(&table, spec)?;
-        let is_ctas = !matches!(plan.input.as_ref(), LogicalPlan::EmptyRelation(_));
-        if !is_ctas {
-            return Ok(0);
-        }
-        // Write the query's rows; if that fails, the table goes again, so a
-        // failed CREATE TABLE AS leaves nothing behind.
-        let result = self.insert_plan(created.id(), (*plan.input).clone()).await;
-        if result.is_err() {
-            let _ = created.drop();
-        }
-        result
     }
 
     /// `DROP DATABASE | SCHEMA | TABLE`.
@@ -547,91 +562,14 @@ impl Session {
                     column_def,
                     if_not_exists,
                     ..
-                } => {
-                    let field = self.column_type(&column_def).await?;
-                    let name = field.name().clone();
-                    let spec = table.spec()?;
-                    let exists = spec
-                        .family(&name)
-                        .is_some_and(|f| f.qualifier_type.is_some())
-                        || spec.families.iter().any(|f| f.column(&name).is_some());
-                    if exists {
-                        if if_not_exists {
-                            continue;
-                        }
-                        return Err(sql_error(format!(
-                            "table '{}' already has a column '{name}'",
-                            table.qualified_name()?
-                        )));
-                    }
-                    let added =
-                        spec_from_schema(&Schema::new(vec![field]), &[], &FamilyOptions::new())?;
-                    let Some(new_family) = added.families.into_iter().next() else {
-                        continue;
-                    };
-                    let qualified = table.qualified_name()?;
-                    self.db().catalog().alter_table(table.id(), |spec| {
-                        let mut spec = spec.clone();
-                        match spec.families.iter_mut().find(|f| f.name == new_family.name) {
-                            Some(existing) if new_family.qualifier_type.is_none() => {
-                                existing.columns.extend(new_family.columns.clone());
-                            }
-                            Some(_) => {
-                                return Err(crate::table::TableError::FamilyExists {
-                                    table: qualified.clone(),
-                                    family: new_family.name.clone(),
-                                }
-                                .into())
-                            }
-                            None => spec.families.push(new_family.clone()),
-                        }
-                        if !spec.column_order.is_empty() {
-                            spec.column_order.push(name.clone());
-                        }
-                        Ok(spec)
-                    })?;
-                }
+                } => self.add_column(&table, &column_def, if_not_exists).await?,
                 AlterTableOperation::DropColumn {
                     column_names,
                     if_exists,
                     ..
                 } => {
                     for column in column_names {
-                        let column = normalize(&column);
-                        let spec = table.spec()?;
-                        if spec
-                            .family(&column)
-                            .is_some_and(|f| f.qualifier_type.is_some() && f.columns.is_empty())
-                        {
-                            self.db().catalog().alter_table(table.id(), |spec| {
-                                let mut spec = spec.clone();
-                                spec.families.retain(|f| f.name != column);
-                                spec.column_order.retain(|c| *c != column);
-                                Ok(spec)
-                            })?;
-                            continue;
-                        }
-                        let Some(family) =
-                            spec.families.iter().find(|f| f.column(&column).is_some())
-                        else {
-                            if if_exists {
-                                continue;
-                            }
-                            return Err(sql_error(format!(
-                                "table '{}' has no column '{column}'",
-                                table.qualified_name()?
-                            )));
-                        };
-                        let family = family.name.clone();
-                        self.db().catalog().alter_table(table.id(), |spec| {
-                            let mut spec = spec.clone();
-                            for f in &mut spec.families {
-                                f.columns.retain(|c| c.name != column);
-                            }
-                            spec.column_order.retain(|c| *c != column);
-                            Ok(spec)
-                        })?;
-                        crate::sql::dml::purge_column(&table.store()?, &family, column.as_bytes())?;
+                        self.drop_column(&table, &normalize(&column), if_exists)?;
                     }
                 }
                 AlterTableOperation::SetOptionsParens { options } => {
@@ -664,6 +602,179 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// `ALTER TABLE t ADD COLUMN`: a declared column of family `cf`, or a
+    /// MAP column (a new family). A DEFAULT is kept for later INSERTs and
+    /// written into every existing row, as PostgreSQL does; NOT NULL on a
+    /// table with rows needs a DEFAULT.
+    ///
+    /// Cells a column of the same name left behind (a dropped column not
+    /// yet compacted, an interrupted ADD) stay hidden: the new column sees
+    /// only what is written from now on. The existing rows get the default
+    /// before the column becomes visible, so a crash in between leaves only
+    /// hidden cells; rows inserted meanwhile get it right after.
+    async fn add_column(
+        &self,
+        table: &crate::db::Table,
+        column_def: &datafusion::sql::sqlparser::ast::ColumnDef,
+        if_not_exists: bool,
+    ) -> Result<()> {
+        let field = self.column_type(column_def).await?;
+        let name = field.name().clone();
+        let qualified = table.qualified_name()?;
+        let spec = table.spec()?;
+        let exists = spec
+            .family(&name)
+            .is_some_and(|f| f.qualifier_type.is_some())
+            || spec.families.iter().any(|f| f.column(&name).is_some());
+        if exists {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(sql_error(format!(
+                "table '{qualified}' already has a column '{name}'"
+            )));
+        }
+        let default = column_def.options.iter().find_map(|o| match &o.option {
+            datafusion::sql::sqlparser::ast::ColumnOption::Default(e) => Some(e.to_string()),
+            _ => None,
+        });
+        let added = spec_from_schema(
+            &Schema::new(vec![field.clone()]),
+            &[],
+            &FamilyOptions::new(),
+        )?;
+        let Some(mut new_family) = added
+            .families
+            .into_iter()
+            .find(|f| f.name == name || !f.columns.is_empty())
+        else {
+            return Err(sql_error(format!(
+                "column '{name}' did not plan as a column"
+            )));
+        };
+        let is_map = new_family.qualifier_type.is_some();
+        if is_map && (default.is_some() || !field.is_nullable()) {
+            return Err(sql_error(format!(
+                "map column '{name}' cannot have a DEFAULT or be NOT NULL"
+            )));
+        }
+        if let Some(column) = new_family.columns.first_mut() {
+            column.default = default.clone();
+        }
+        // The value every existing row gets.
+        let fill = match &default {
+            Some(sql) => {
+                let batches = self
+                    .context()
+                    .sql(&format!("SELECT {sql}"))
+                    .await?
+                    .collect()
+                    .await?;
+                let value = batches
+                    .first()
+                    .map(|b| crate::sql::write::strict_cast(b.column(0), field.data_type(), &name))
+                    .transpose()?
+                    .map(|a| crate::sql::values::encode_cell(&a, 0))
+                    .transpose()
+                    .map_err(|e| sql_error(format!("DEFAULT of column '{name}': {e}")))?
+                    .flatten();
+                if value.is_none() && !field.is_nullable() {
+                    return Err(sql_error(format!(
+                        "column '{name}' is NOT NULL but its DEFAULT is NULL"
+                    )));
+                }
+                value
+            }
+            None => None,
+        };
+        let store = table.store()?;
+        let has_rows = crate::sql::dml::row_keys(&store, Some(1))?.next().is_some();
+        if has_rows && !field.is_nullable() && fill.is_none() {
+            return Err(sql_error(format!(
+                "column '{name}' of table '{qualified}' is NOT NULL: a table with rows needs a DEFAULT for it"
+            )));
+        }
+        let family = new_family.name.clone();
+        let hides_older = !is_map
+            && spec
+                .family(&family)
+                .is_some_and(|f| f.qualifier_type.is_none());
+        let since = self.db().catalog().timestamp()?;
+        if let (true, Some(value)) = (has_rows, &fill) {
+            crate::sql::dml::fill_column(&store, &family, &name, value, false)?;
+        }
+        self.db().catalog().alter_table(table.id(), |spec| {
+            let mut spec = spec.clone();
+            match spec.families.iter_mut().find(|f| f.name == family) {
+                Some(existing) if !is_map => {
+                    existing.columns.extend(new_family.columns.clone());
+                    if hides_older {
+                        existing.dropped.push(crate::table::spec::DroppedColumn {
+                            qualifier: name.clone(),
+                            at: since,
+                        });
+                    }
+                }
+                Some(_) => {
+                    return Err(crate::table::TableError::FamilyExists {
+                        table: qualified.clone(),
+                        family: family.clone(),
+                    }
+                    .into())
+                }
+                None => spec.families.push(new_family.clone()),
+            }
+            if !spec.column_order.is_empty() {
+                spec.column_order.push(name.clone());
+            }
+            Ok(spec)
+        })?;
+        if let (true, Some(value)) = (has_rows, &fill) {
+            crate::sql::dml::fill_column(&table.store()?, &family, &name, value, true)?;
+        }
+        Ok(())
+    }
+
+    /// `ALTER TABLE t DROP COLUMN`: one catalog change. A declared column's
+    /// cells are hidden at once (they read as a row marker, so no row
+    /// vanishes) and compaction removes them; a MAP column's family goes
+    /// the same way.
+    fn drop_column(&self, table: &crate::db::Table, column: &str, if_exists: bool) -> Result<()> {
+        let spec = table.spec()?;
+        let is_map = spec
+            .family(column)
+            .is_some_and(|f| f.qualifier_type.is_some() && f.columns.is_empty());
+        let declared = spec.families.iter().any(|f| f.column(column).is_some());
+        if !is_map && !declared {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(sql_error(format!(
+                "table '{}' has no column '{column}'",
+                table.qualified_name()?
+            )));
+        }
+        let at = self.db().catalog().timestamp()?;
+        self.db().catalog().alter_table(table.id(), |spec| {
+            let mut spec = spec.clone();
+            if is_map {
+                spec.families.retain(|f| f.name != column);
+            }
+            for f in &mut spec.families {
+                if f.column(column).is_some() {
+                    f.columns.retain(|c| c.name != column);
+                    f.dropped.retain(|d| d.qualifier != column);
+                    f.dropped.push(crate::table::spec::DroppedColumn {
+                        qualifier: column.to_string(),
+                        at,
+                    });
+                }
+            }
+            spec.column_order.retain(|c| c != column);
+            Ok(spec)
+        })
     }
 
     /// `SHOW DATABASES`.

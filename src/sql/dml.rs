@@ -1,16 +1,21 @@
-//! DELETE and UPDATE: the WHERE clause is evaluated by DataFusion as a query
-//! over the table's internal `_rowid` view, and the rows it returns are
-//! then mutated, each atomically.
+//! DELETE, UPDATE and TRUNCATE.
+//!
+//! The WHERE clause is evaluated by DataFusion as a query over the table's
+//! internal `_rowid` view (joined with the tables of `DELETE … USING` or
+//! `UPDATE … FROM`), and the rows it returns are then changed through the
+//! one write path ([`crate::sql::write`]). The query runs to its end before
+//! the first write, so the statement sees the table as of its start.
 //!
 //! Running the whole WHERE clause as a query is what makes folded or
 //! rewritten predicates safe: `WHERE false`, `WHERE 1 = 0`, `IN (SELECT …)`
 //! and `EXISTS (…)` select exactly the rows they match. A missing WHERE
-//! clause is the only thing that means "every row".
+//! clause is the only thing that means "every row". Joins in the target
+//! (`DELETE FROM t1 JOIN t2 …`, MySQL's `DELETE t2 FROM …`) are refused,
+//! never ignored.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt64Array};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::array::{ArrayRef, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{TableFunctionImpl, TableProvider};
@@ -26,19 +31,25 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Partitioning, PlanProperties, ReplaceChildrenOptions,
 };
 
-use crate::db::Db;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, TableFactor, TableWithJoins, Update,
+    UpdateTableFromKind,
+};
+
+use crate::catalog::ObjectKind;
+use crate::db::{Db, Table};
+use crate::error::Error;
 use crate::ids::TableId;
+use crate::sql::ddl::name_parts;
 use crate::sql::scan::{leaf_plan_methods, to_df};
-use crate::sql::shape::Source;
+use crate::sql::shape::{Source, ROWID_COLUMN};
 use crate::sql::table::WideTable;
-use crate::sql::values;
+use crate::sql::write::{self, RowChanges, RowWriter};
+use crate::sql::Session;
 use crate::table::{Filter, ReadOptions, RowMutation, RowSet, TableStore};
 
 /// The name of the internal table function that exposes `_rowid`.
 pub const ROWS_FUNCTION: &str = "__widesql_rows";
-
-/// Rows mutated per storage batch.
-const CHUNK: usize = 1000;
 
 /// The schema of a DML result: one `count` column.
 pub fn count_schema() -> SchemaRef {
@@ -131,19 +142,55 @@ impl ExecutionPlan for DmlExec {
     }
 }
 
-/// Deletes every row of a table; returns how many.
-pub fn delete_all(store: &TableStore) -> crate::Result<u64> {
-    let options = ReadOptions::new().with_filter(Filter::all().with_cells_per_row_limit(1));
-    let mut deleted = 0u64;
-    let mut chunk = Vec::with_capacity(CHUNK);
-    for row in store.scan(&RowSet::all(), options) {
-        chunk.push((row?.key, RowMutation::new().delete_row()));
-        if chunk.len() == CHUNK {
-            deleted += store.bulk_mutate(std::mem::take(&mut chunk))? as u64;
-        }
+/// The keys of the rows of a table, in key order (at most `limit`).
+pub fn row_keys(
+    store: &TableStore,
+    limit: Option<usize>,
+) -> crate::Result<impl Iterator<Item = crate::Result<Vec<u8>>>> {
+    let mut options = ReadOptions::new().with_filter(Filter::all().with_cells_per_row_limit(1));
+    if let Some(limit) = limit {
+        options = options.with_row_limit(limit);
     }
-    deleted += store.bulk_mutate(chunk)? as u64;
-    Ok(deleted)
+    Ok(store
+        .scan(&RowSet::all(), options)
+        .map(|row| row.map(|row| row.key)))
+}
+
+/// Deletes every row of a table as one statement; returns how many.
+pub fn delete_all(store: &TableStore) -> crate::Result<u64> {
+    let rows = row_keys(store, None)?
+        .map(|key| key.map(|key| (key, RowMutation::new().delete_row())))
+        .collect::<crate::Result<Vec<_>>>()?;
+    Ok(store.apply_statement(&rows)? as u64)
+}
+
+/// Writes `value` into column `family:qualifier` of every row (with
+/// `only_missing`, of every row where that column has no visible cell), as
+/// one statement; returns how many rows were written.
+pub fn fill_column(
+    store: &TableStore,
+    family: &str,
+    qualifier: &str,
+    value: &[u8],
+    only_missing: bool,
+) -> crate::Result<u64> {
+    let mut rows = Vec::new();
+    for key in row_keys(store, None)? {
+        let key = key?;
+        if only_missing {
+            let column = Filter::all()
+                .with_families([family])
+                .with_qualifiers(crate::table::QualifierFilter::Exact(
+                    [qualifier.as_bytes().to_vec()].into(),
+                ))
+                .with_latest_versions(1);
+            if store.read_row(&key, &column)?.is_some() {
+                continue;
+            }
+        }
+        rows.push((key, RowMutation::new().set(family, qualifier, value)));
+    }
+    Ok(store.apply_statement(&rows)? as u64)
 }
 
 /// `__widesql_rows('<table id>')`: the table with its raw row key as
@@ -176,123 +223,203 @@ impl TableFunctionImpl for RowsFunction {
     }
 }
 
-/// Deletes the rows whose keys are in the first column of `batches`.
-pub fn delete_rows(store: &TableStore, batches: &[RecordBatch]) -> Result<u64> {
-    let mut deleted = 0u64;
-    for batch in batches {
-        let keys = batch.column(0).as_binary::<i32>();
-        let rows: Vec<(Vec<u8>, RowMutation)> = keys
-            .iter()
-            .flatten()
-            .map(|k| (k.to_vec(), RowMutation::new().delete_row()))
-            .collect();
-        deleted += store.bulk_mutate(rows).map_err(to_df)? as u64;
-    }
-    Ok(deleted)
-}
-
-/// Writes new values: `batches` hold `_rowid` then one column per entry of
-/// `columns` (indexes into the table's shape). NULL deletes the column.
-pub fn update_rows(table: &WideTable, columns: &[usize], batches: &[RecordBatch]) -> Result<u64> {
-    let shape = table.shape();
-    let store = table.store();
-    let family_name = |id: u16| {
-        store
-            .layout
-            .family_by_id(id)
-            .map(|f| f.name.clone())
-            .ok_or_else(|| DataFusionError::Internal(format!("family id {id} vanished")))
-    };
-    // A column set to NULL is deleted; the row marker keeps the row if that
-    // was its last cell.
-    let marker = crate::sql::sink::marker_family(store);
-    let mut updated = 0u64;
-    for batch in batches {
-        let keys = batch.column(0).as_binary::<i32>();
-        // Cast each new value column to the column's type.
-        let mut new_values: Vec<ArrayRef> = Vec::with_capacity(columns.len());
-        for (i, &c) in columns.iter().enumerate() {
-            let target = shape.schema.field(c).data_type();
-            new_values.push(cast(batch.column(i + 1), target)?);
-        }
-        let mut rows = Vec::with_capacity(batch.num_rows());
-        for row in 0..batch.num_rows() {
-            let Some(key) = keys.is_valid(row).then(|| keys.value(row)) else {
-                continue;
-            };
-            let mut m = RowMutation::new();
-            for (i, &c) in columns.iter().enumerate() {
-                let name = shape.schema.field(c).name();
-                let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
-                match &shape.sources[c] {
-                    Source::Column {
-                        family, qualifier, ..
-                    } => {
-                        let family = family_name(*family)?;
-                        m = match values::encode_cell(&new_values[i], row).map_err(bad)? {
-                            Some(v) => m.set(family, qualifier, v),
-                            None => m.delete_column(family, qualifier),
-                        };
-                    }
-                    Source::Map { family, .. } => {
-                        // The map is replaced: the old qualifiers go, the new ones are written.
-                        let family = family_name(*family)?;
-                        m = m.delete_family(family.clone());
-                        if new_values[i].is_valid(row) {
-                            let entries = new_values[i].as_map().value(row);
-                            for e in 0..entries.len() {
-                                let q = values::encode_cell(entries.column(0), e).map_err(bad)?;
-                                let v = values::encode_cell(entries.column(1), e).map_err(bad)?;
-                                if let (Some(q), Some(v)) = (q, v) {
-                                    m = m.set(family.clone(), q, v);
-                                }
-                            }
-                        }
-                    }
-                    Source::RowKey { .. } | Source::KeyPart { .. } => {
-                        return plan_err!(
-                            "UPDATE cannot change key column '{name}' of table '{}': DELETE the row and INSERT it again",
-                            store.layout.name
-                        );
-                    }
+impl Session {
+    /// The table a DML statement targets, refusing joins in the target, and
+    /// the alias its other clauses use for it.
+    fn dml_target(
+        &self,
+        target: &TableWithJoins,
+        statement: &str,
+    ) -> crate::Result<(Table, String)> {
+        if !target.joins.is_empty() {
+            return Err(Error::Sql(format!(
+                "{statement} does not take a JOIN in its target table; {}",
+                if statement == "DELETE" {
+                    "use DELETE FROM t USING other WHERE … or WHERE … IN (SELECT …)"
+                } else {
+                    "use UPDATE t SET … FROM other WHERE …"
                 }
-            }
-            let deletes = m.mutations.iter().any(|x| {
-                matches!(
-                    x,
-                    crate::table::Mutation::DeleteColumn { .. }
-                        | crate::table::Mutation::DeleteFamily { .. }
-                )
-            });
-            if deletes {
-                m = crate::sql::sink::with_marker(m, &marker, None);
-            }
-            rows.push((key.to_vec(), m));
+            )));
         }
-        updated += store.bulk_mutate(rows).map_err(to_df)? as u64;
+        let TableFactor::Table { name, alias, .. } = &target.relation else {
+            return Err(Error::Sql(format!("{statement} takes a table name")));
+        };
+        let table = self.open_table(name)?;
+        let alias = match alias {
+            Some(a) => a.name.to_string(),
+            None => name.0.last().map(|p| p.to_string()).unwrap_or_default(),
+        };
+        Ok((table, alias))
     }
-    Ok(updated)
-}
 
-/// Deletes every version of one column in every row (after `DROP COLUMN`).
-pub fn purge_column(store: &TableStore, family: &str, qualifier: &[u8]) -> crate::Result<u64> {
-    let filter = Filter::all()
-        .with_families([family])
-        .with_qualifiers(crate::table::QualifierFilter::Exact(
-            [qualifier.to_vec()].into(),
-        ))
-        .with_cells_per_row_limit(1);
-    let mut purged = 0u64;
-    let mut chunk = Vec::with_capacity(CHUNK);
-    for row in store.scan(&RowSet::all(), ReadOptions::new().with_filter(filter)) {
-        chunk.push((
-            row?.key,
-            RowMutation::new().delete_column(family, qualifier),
-        ));
-        if chunk.len() == CHUNK {
-            purged += store.bulk_mutate(std::mem::take(&mut chunk))? as u64;
+    /// The internal `_rowid` view of `table`, writable (not a system table).
+    fn writable_view(&self, table: &Table) -> crate::Result<WideTable> {
+        let view = WideTable::open(self.db(), table.id(), true)?
+            .ok_or_else(|| crate::catalog::not_found(ObjectKind::Table, table.id()))?;
+        if view.store().layout.read_only {
+            return Err(crate::table::TableError::ReadOnly {
+                table: view.store().layout.name.clone(),
+            }
+            .into());
         }
+        Ok(view)
     }
-    purged += store.bulk_mutate(chunk)? as u64;
-    Ok(purged)
+
+    /// Runs `SELECT columns FROM <rows of table> AS alias [, others] [WHERE
+    /// selection]` to its end.
+    async fn select_rows(
+        &self,
+        table: &Table,
+        alias: &str,
+        columns: &str,
+        others: &[TableWithJoins],
+        selection: Option<&SqlExpr>,
+    ) -> crate::Result<Vec<RecordBatch>> {
+        let mut sql = format!(
+            "SELECT {columns} FROM {ROWS_FUNCTION}('{}') AS {alias}",
+            table.id()
+        );
+        for other in others {
+            sql.push_str(&format!(", {other}"));
+        }
+        if let Some(selection) = selection {
+            sql.push_str(&format!(" WHERE {selection}"));
+        }
+        Ok(self.context().sql(&sql).await?.collect().await?)
+    }
+
+    /// `DELETE FROM t [USING …] [WHERE …]`; returns how many rows went.
+    pub(crate) async fn delete(&self, delete: Delete) -> crate::Result<u64> {
+        let from = match &delete.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+        };
+        if !delete.tables.is_empty() {
+            return Err(Error::Sql(
+                "DELETE names its target once, after FROM: DELETE FROM t [USING other] WHERE …"
+                    .into(),
+            ));
+        }
+        let [target] = from.as_slice() else {
+            return Err(Error::Sql(
+                "DELETE takes exactly one table; name the others in USING".into(),
+            ));
+        };
+        if delete.returning.is_some()
+            || delete.output.is_some()
+            || delete.limit.is_some()
+            || !delete.order_by.is_empty()
+        {
+            return Err(Error::Sql(
+                "DELETE supports FROM <table> [USING …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
+                    .into(),
+            ));
+        }
+        let (table, alias) = self.dml_target(target, "DELETE")?;
+        let view = self.writable_view(&table)?;
+        let using = delete.using.as_deref().unwrap_or_default();
+        let batches = self
+            .select_rows(
+                &table,
+                &alias,
+                &format!("{alias}.{ROWID_COLUMN}"),
+                using,
+                delete.selection.as_ref(),
+            )
+            .await?;
+        // USING may match a row more than once; it is deleted once.
+        let mut rows: RowChanges = batches.iter().flat_map(RowWriter::delete).collect();
+        if !using.is_empty() {
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            rows.dedup_by(|a, b| a.0 == b.0);
+        }
+        Ok(write::apply(view.store().clone(), rows).await?)
+    }
+
+    /// `UPDATE t SET … [FROM …] [WHERE …]`; returns how many rows changed.
+    /// A row that the FROM tables match more than once is an error.
+    pub(crate) async fn update(&self, update: Update) -> crate::Result<u64> {
+        if update.returning.is_some()
+            || update.output.is_some()
+            || update.limit.is_some()
+            || update.or.is_some()
+            || !update.order_by.is_empty()
+        {
+            return Err(Error::Sql(
+                "UPDATE supports <table> SET … [FROM …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
+                    .into(),
+            ));
+        }
+        let (table, alias) = self.dml_target(&update.table, "UPDATE")?;
+        let view = self.writable_view(&table)?;
+        let qualified = view.store().layout.name.clone();
+        let mut select = vec![format!("{alias}.{ROWID_COLUMN}")];
+        let mut columns = Vec::new();
+        for assignment in &update.assignments {
+            let AssignmentTarget::ColumnName(target) = &assignment.target else {
+                return Err(Error::Sql(
+                    "UPDATE assigns one column at a time: SET a = …, b = …".into(),
+                ));
+            };
+            let parts = name_parts(target)?;
+            let name = parts.last().cloned().unwrap_or_default();
+            let Ok(index) = view.shape().schema.index_of(&name) else {
+                return Err(Error::Sql(format!(
+                    "table '{qualified}' has no column '{name}'"
+                )));
+            };
+            if matches!(
+                view.shape().sources[index],
+                Source::RowKey { .. } | Source::KeyPart { .. }
+            ) {
+                return Err(Error::Sql(format!(
+                    "UPDATE cannot change key column '{name}' of table '{qualified}': DELETE the row and INSERT it again"
+                )));
+            }
+            if columns.contains(&index) {
+                return Err(Error::Sql(format!(
+                    "UPDATE assigns column '{name}' of table '{qualified}' twice"
+                )));
+            }
+            columns.push(index);
+            select.push(format!(
+                "({}) AS \"__v{}\"",
+                assignment.value,
+                columns.len()
+            ));
+        }
+        let from = match &update.from {
+            Some(UpdateTableFromKind::BeforeSet(t) | UpdateTableFromKind::AfterSet(t)) => {
+                t.as_slice()
+            }
+            None => &[],
+        };
+        let batches = self
+            .select_rows(
+                &table,
+                &alias,
+                &select.join(", "),
+                from,
+                update.selection.as_ref(),
+            )
+            .await?;
+        let writer = RowWriter::new(
+            view.store().clone(),
+            Arc::clone(view.shape()),
+            self.write_settings(),
+        );
+        let mut rows = RowChanges::new();
+        for batch in &batches {
+            rows.extend(writer.update(&columns, batch)?);
+        }
+        if !from.is_empty() {
+            let mut keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
+            keys.sort_unstable();
+            if keys.windows(2).any(|w| w[0] == w[1]) {
+                return Err(Error::Sql(format!(
+                    "UPDATE … FROM matches a row of table '{qualified}' more than once; make the join match each row at most once"
+                )));
+            }
+        }
+        Ok(writer.apply(rows).await?)
+    }
 }

@@ -17,6 +17,7 @@ pub mod sink;
 pub mod table;
 pub mod values;
 pub mod versions;
+pub mod write;
 
 use std::sync::Arc;
 
@@ -31,19 +32,18 @@ use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
 use datafusion::sql::sqlparser::ast::{
-    Delete, Expr as SqlExpr, FromTable, ObjectName, ObjectType, SchemaName, Set, ShowStatementIn,
-    Statement, TableFactor, Update,
+    Expr as SqlExpr, ObjectName, ObjectType, SchemaName, Set, ShowStatementIn, Statement,
 };
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use futures::StreamExt;
 
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
 use crate::db::{Db, Table};
 use crate::error::{Error, Result};
-use crate::ids::TableId;
+use crate::table::TableStore;
 use ddl::name_parts;
-use sink::{WideSink, WriteSettings};
+use sink::WideSink;
+use write::{RowWriter, WriteSettings};
 
 /// Turns a DataFusion error back into ours when it wraps one.
 pub fn from_df(e: DataFusionError) -> Error {
@@ -517,170 +517,23 @@ impl Session {
         self.db.open_table(&project, &dataset, &table)
     }
 
-    /// Runs `plan` and writes its rows into table `id`.
-    async fn insert_plan(&self, id: TableId, plan: LogicalPlan) -> Result<u64> {
-        let table = table::WideTable::open(&self.db, id, false)?
-            .ok_or_else(|| Error::Sql(format!("table {id} vanished")))?;
-        let settings = self
-            .ctx
+    /// The session's write settings (`SET widesql.write_timestamp`).
+    pub(crate) fn write_settings(&self) -> WriteSettings {
+        self.ctx
             .state()
             .config()
             .get_extension::<WriteSettings>()
             .map(|s| s.as_ref().clone())
-            .unwrap_or_default();
-        let sink = WideSink::new(table.store().clone(), Arc::clone(table.shape()), settings);
+            .unwrap_or_default()
+    }
+
+    /// Runs `plan` to its end and writes its rows into `store` as one
+    /// statement.
+    async fn insert_plan(&self, store: TableStore, plan: LogicalPlan) -> Result<u64> {
+        let shape = Arc::new(shape::Shape::new(&store.layout.spec, false));
+        let sink = WideSink::new(RowWriter::new(store, shape, self.write_settings()));
         let frame = self.ctx.execute_logical_plan(plan).await?;
-        let target = table.shape().schema.clone();
-        let mut stream = frame.execute_stream().await?;
-        let mut written = 0u64;
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            let columns = batch
-                .columns()
-                .iter()
-                .zip(target.fields())
-                .map(|(c, f)| datafusion::arrow::compute::cast(c, f.data_type()))
-                .collect::<Result<Vec<_>, _>>()?;
-            let batch = RecordBatch::try_new(Arc::clone(&target), columns)?;
-            let rows = sink.mutations(&batch)?;
-            let store = table.store().clone();
-            written += tokio::task::spawn_blocking(move || store.bulk_mutate(rows))
-                .await
-                .map_err(|e| Error::Sql(e.to_string()))?? as u64;
-        }
-        Ok(written)
-    }
-
-    /// The table a DML statement targets and the alias its WHERE clause
-    /// uses for it.
-    fn dml_target(&self, factor: &TableFactor) -> Result<(Table, String)> {
-        let TableFactor::Table { name, alias, .. } = factor else {
-            return Err(Error::Sql("DELETE and UPDATE take a table name".into()));
-        };
-        let table = self.open_table(name)?;
-        let alias = match alias {
-            Some(a) => a.name.to_string(),
-            None => name.0.last().map(|p| p.to_string()).unwrap_or_default(),
-        };
-        Ok((table, alias))
-    }
-
-    /// Selects `columns` of the rows the WHERE clause matches.
-    async fn select_rows(
-        &self,
-        table: &Table,
-        alias: &str,
-        columns: &str,
-        selection: Option<&SqlExpr>,
-    ) -> Result<Vec<RecordBatch>> {
-        let mut sql = format!(
-            "SELECT {columns} FROM {}('{}') AS {alias}",
-            dml::ROWS_FUNCTION,
-            table.id()
-        );
-        if let Some(selection) = selection {
-            sql.push_str(&format!(" WHERE {selection}"));
-        }
-        Ok(self.ctx.sql(&sql).await?.collect().await?)
-    }
-
-    async fn delete(&self, delete: Delete) -> Result<u64> {
-        let from = match &delete.from {
-            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
-        };
-        let [target] = from.as_slice() else {
-            return Err(Error::Sql("DELETE takes exactly one table".into()));
-        };
-        if delete.using.is_some()
-            || delete.returning.is_some()
-            || delete.limit.is_some()
-            || !delete.order_by.is_empty()
-        {
-            return Err(Error::Sql(
-                "DELETE supports only FROM <table> [WHERE ...]".into(),
-            ));
-        }
-        let (table, alias) = self.dml_target(&target.relation)?;
-        let store = table.store()?;
-        if store.layout.read_only {
-            return Err(crate::table::TableError::ReadOnly {
-                table: store.layout.name.clone(),
-            }
-            .into());
-        }
-        let batches = self
-            .select_rows(
-                &table,
-                &alias,
-                shape::ROWID_COLUMN,
-                delete.selection.as_ref(),
-            )
-            .await?;
-        tokio::task::spawn_blocking(move || dml::delete_rows(&store, &batches))
-            .await
-            .map_err(|e| Error::Sql(e.to_string()))?
-            .map_err(from_df)
-    }
-
-    async fn update(&self, update: Update) -> Result<u64> {
-        if update.from.is_some() || update.returning.is_some() || update.limit.is_some() {
-            return Err(Error::Sql(
-                "UPDATE supports only <table> SET ... [WHERE ...]".into(),
-            ));
-        }
-        let (table, alias) = self.dml_target(&update.table.relation)?;
-        let provider = table::WideTable::open(&self.db, table.id(), true)?
-            .ok_or_else(|| Error::Sql(format!("table {} vanished", table.id())))?;
-        if provider.store().layout.read_only {
-            return Err(crate::table::TableError::ReadOnly {
-                table: provider.store().layout.name.clone(),
-            }
-            .into());
-        }
-        let mut select = vec![shape::ROWID_COLUMN.to_string()];
-        let mut columns = Vec::new();
-        for assignment in &update.assignments {
-            let target = assignment.target.to_string();
-            let name = target
-                .rsplit('.')
-                .next()
-                .unwrap_or(&target)
-                .trim_matches('"')
-                .to_lowercase();
-            let Ok(index) = provider.shape().schema.index_of(&name) else {
-                return Err(Error::Sql(format!(
-                    "table '{}' has no column '{name}'",
-                    provider.store().layout.name
-                )));
-            };
-            if matches!(
-                provider.shape().sources[index],
-                shape::Source::RowKey { .. } | shape::Source::KeyPart { .. }
-            ) {
-                return Err(Error::Sql(format!(
-                    "UPDATE cannot change key column '{name}' of table '{}': DELETE the row and INSERT it again",
-                    provider.store().layout.name
-                )));
-            }
-            columns.push(index);
-            select.push(format!(
-                "({}) AS \"__v{}\"",
-                assignment.value,
-                columns.len()
-            ));
-        }
-        let batches = self
-            .select_rows(
-                &table,
-                &alias,
-                &select.join(", "),
-                update.selection.as_ref(),
-            )
-            .await?;
-        tokio::task::spawn_blocking(move || dml::update_rows(&provider, &columns, &batches))
-            .await
-            .map_err(|e| Error::Sql(e.to_string()))?
-            .map_err(from_df)
+        Ok(sink.write_stream(frame.execute_stream().await?).await?)
     }
 }
 

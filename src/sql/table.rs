@@ -27,7 +27,8 @@ use crate::ids::TableId;
 use crate::sql::pushdown::{push, KeySet};
 use crate::sql::scan::{ScanRequest, WideScanExec};
 use crate::sql::shape::Shape;
-use crate::sql::sink::{WideSink, WriteSettings};
+use crate::sql::sink::WideSink;
+use crate::sql::write::{RowWriter, WriteSettings};
 use crate::table::{Filter, TableStore};
 
 /// A widesql table seen by DataFusion.
@@ -44,6 +45,10 @@ pub struct WideTable {
     history: Option<Option<usize>>,
     /// Column DEFAULT expressions, parsed from the spec on first use.
     defaults: OnceLock<HashMap<String, Expr>>,
+    /// Read every locality group whatever the projection (the `_rowid`
+    /// view of DELETE and UPDATE), so that a statement finds exactly the
+    /// rows `SELECT *` lists.
+    all_groups: bool,
 }
 
 /// A session state used only to parse DEFAULT expressions.
@@ -77,6 +82,7 @@ impl WideTable {
             as_of: None,
             history: None,
             defaults: OnceLock::new(),
+            all_groups: with_rowid,
         }))
     }
 
@@ -126,7 +132,7 @@ impl WideTable {
         let ids: Vec<u16> = layout
             .families
             .iter()
-            .filter(|f| groups.contains(&f.group))
+            .filter(|f| self.all_groups || groups.contains(&f.group))
             .map(|f| f.id)
             .collect();
         let mut latest = match self.history {
@@ -137,7 +143,8 @@ impl WideTable {
         if let Some(at) = self.as_of {
             latest = latest.with_time_range(0..at.saturating_add(1));
         }
-        if ids.is_empty() {
+        if groups.is_empty() {
+            // Key columns only: one cell of any family finds the row.
             return latest.with_cells_per_row_limit(1);
         }
         let names: Vec<String> = ids
@@ -271,8 +278,12 @@ impl TableProvider for WideTable {
             .get_extension::<WriteSettings>()
             .map(|s| s.as_ref().clone())
             .unwrap_or_default();
-        let sink = WideSink::new(self.store.clone(), Arc::clone(&self.shape), settings);
-        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+        let writer = RowWriter::new(self.store.clone(), Arc::clone(&self.shape), settings);
+        Ok(Arc::new(DataSinkExec::new(
+            input,
+            Arc::new(WideSink::new(writer)),
+            None,
+        )))
     }
 
     async fn delete_from(

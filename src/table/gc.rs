@@ -1,38 +1,75 @@
 //! Compaction: physically removes what reads already hide — versions beyond
-//! a family's GC policy and cells of dropped families.
+//! a family's GC policy, cells of dropped columns and of dropped families.
 //!
 //! Hidden cells stay hidden (newer writes and passing time only hide more;
-//! loosening a policy first compacts under the old one), so compaction can
-//! delete them without holding row locks.
+//! loosening a policy is done so that nothing hidden comes back), so
+//! compaction can delete them without holding row locks. Two things need
+//! more care:
+//!
+//! - The layout it judges by must still be the table's when it deletes: a
+//!   family added or a policy loosened during the pass would otherwise lose
+//!   cells. Each batch is applied through a [`LayoutCheck`], which holds DDL
+//!   off and confirms the layout is current (the catalog's, below).
+//! - Removing the last cells of a row that were of a dropped column would
+//!   make the row vanish, so the same batch writes a row marker for it,
+//!   under the row's lock and only if the cell is still there (a concurrent
+//!   DELETE must not be undone).
+
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::keys::CellKey;
 use crate::storage::WriteBatch;
-use crate::table::read::gc_visible;
+use crate::table::layout::{Hidden, Layout};
 use crate::table::spec::GcPolicy;
 use crate::table::TableStore;
 
 /// Deletes per storage batch.
 const COMPACTION_BATCH: usize = 1000;
 
+/// Applies a compaction batch only while `layout` is still the table's
+/// current layout, holding layout changes off meanwhile. Returns whether
+/// the batch was applied; `false` ends the pass (the next one starts over
+/// with the new layout).
+pub type LayoutCheck<'a> = &'a dyn Fn(&Arc<Layout>, &mut dyn FnMut() -> Result<()>) -> Result<bool>;
+
+/// Runs the batch without a check: the caller holds DDL off itself.
+pub(crate) fn unchecked(_: &Arc<Layout>, apply: &mut dyn FnMut() -> Result<()>) -> Result<bool> {
+    apply().map(|()| true)
+}
+
+/// One compaction batch: the deletes, and the rows whose dropped-column
+/// cells are deleted (row key, the cell's key in the tree, its timestamp).
+#[derive(Default)]
+struct Pending {
+    batch: WriteBatch,
+    dropped: Vec<(Vec<u8>, usize, Vec<u8>, i64)>,
+}
+
 impl TableStore {
-    /// Removes every hidden version and every cell of a dropped family.
-    /// Returns how many cells were removed.
+    /// Removes every hidden version and every cell of a dropped column or
+    /// family. Returns how many cells were removed.
     pub fn compact(&self) -> Result<u64> {
-        self.compact_with(None)
+        self.compact_checked(&unchecked, None, true)
     }
 
-    /// Like [`TableStore::compact`], but judges family `family` by `policy`
-    /// instead of its current one (used before a policy is loosened).
-    pub(crate) fn compact_with(&self, override_policy: Option<(u16, GcPolicy)>) -> Result<u64> {
+    /// Compaction whose batches go through `check`; `override_policy`
+    /// judges one family by another policy (used before a policy is
+    /// loosened); `lock_rows` is false when the caller holds every row lock.
+    pub(crate) fn compact_checked(
+        &self,
+        check: LayoutCheck<'_>,
+        override_policy: Option<(u16, GcPolicy)>,
+        lock_rows: bool,
+    ) -> Result<u64> {
         let prefix = &self.layout.prefix;
         let now = crate::clock::wall_micros();
         let mut removed = 0;
-        for group in &self.layout.groups {
+        for (group_index, group) in self.layout.groups.iter().enumerate() {
             let tree = &group.tree;
             let mut column: Option<(u16, Vec<u8>, Vec<u8>)> = None;
             let mut index = 0;
-            let mut batch = WriteBatch::new();
+            let mut pending = Pending::default();
             for entry in tree.scan_prefix(prefix, false) {
                 let (key, _) = entry?;
                 let cell = CellKey::decode(&key, prefix.len())?;
@@ -44,22 +81,83 @@ impl TableStore {
                     index = 0;
                 }
                 index += 1;
-                let policy = match (self.layout.family_by_id(cell.family), override_policy) {
-                    (_, Some((id, policy))) if id == cell.family => Some(policy),
-                    (Some(family), _) => Some(family.gc),
-                    (None, _) => None,
-                };
-                let keep = policy.is_some_and(|gc| gc_visible(&gc, index, cell.timestamp, now));
-                if !keep {
-                    batch.delete(tree, key);
-                    removed += 1;
-                    if batch.len() >= COMPACTION_BATCH {
-                        self.engine.storage.apply(std::mem::take(&mut batch))?;
+                let hidden = match self.layout.family_by_id(cell.family) {
+                    None => Hidden::Dropped,
+                    Some(family) => {
+                        let gc = match override_policy {
+                            Some((id, policy)) if id == cell.family => policy,
+                            _ => family.gc,
+                        };
+                        family.hidden_by(&gc, &cell.qualifier, index, cell.timestamp, now)
                     }
+                };
+                if hidden == Hidden::No {
+                    continue;
+                }
+                if hidden == Hidden::Dropped {
+                    pending.dropped.push((
+                        cell.row.to_vec(),
+                        group_index,
+                        key.to_vec(),
+                        cell.timestamp,
+                    ));
+                } else {
+                    pending.batch.delete(tree, key);
+                }
+                removed += 1;
+                if pending.batch.len() + pending.dropped.len() >= COMPACTION_BATCH
+                    && !self.apply_compaction(std::mem::take(&mut pending), check, lock_rows)?
+                {
+                    return Ok(removed);
                 }
             }
-            self.engine.storage.apply(batch)?;
+            if !self.apply_compaction(pending, check, lock_rows)? {
+                return Ok(removed);
+            }
         }
         Ok(removed)
+    }
+
+    /// Applies one batch through `check`: cells of dropped columns are
+    /// deleted under their row locks, each with a row marker in its place.
+    fn apply_compaction(
+        &self,
+        mut pending: Pending,
+        check: LayoutCheck<'_>,
+        lock_rows: bool,
+    ) -> Result<bool> {
+        if pending.batch.is_empty() && pending.dropped.is_empty() {
+            return Ok(true);
+        }
+        let marker = self
+            .layout
+            .marker_family
+            .and_then(|id| self.layout.family_by_id(id));
+        check(&self.layout, &mut || {
+            let stripes: Vec<usize> = if lock_rows {
+                pending
+                    .dropped
+                    .iter()
+                    .map(|(row, ..)| self.row_stripe(row))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let _locks = self.engine.locks.write_all(stripes);
+            let mut batch = std::mem::take(&mut pending.batch);
+            for (row, group, key, ts) in &pending.dropped {
+                let tree = &self.layout.groups[*group].tree;
+                if tree.get(key)?.is_none() {
+                    continue; // deleted meanwhile: nothing to keep alive
+                }
+                batch.delete(tree, key.clone());
+                if let Some(marker) = marker {
+                    let marker_key =
+                        CellKey::encode(&self.layout.prefix, row, marker.id, b"", *ts)?;
+                    batch.put(&self.layout.groups[marker.group].tree, marker_key, &b""[..]);
+                }
+            }
+            Ok(self.engine.storage.apply(batch)?)
+        })
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::ids::TableId;
 use crate::storage::{Storage, StorageError, Tree};
+use crate::table::read::gc_visible;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
 
 /// The first bytes of every user table tree's name: `t:` ‖ table id (16
@@ -62,6 +63,53 @@ pub struct FamilyLayout {
     pub group: usize,
     /// Its GC policy.
     pub gc: GcPolicy,
+    /// Versions older than this stay hidden (see [`FamilySpec::hidden_before`]).
+    pub hidden_before: Option<i64>,
+    /// Dropped columns: qualifier and drop time (see [`FamilySpec::dropped`]).
+    pub dropped: Vec<(Vec<u8>, i64)>,
+}
+
+/// Why a stored version is not visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hidden {
+    /// It is visible.
+    No,
+    /// The family's GC policy hides it.
+    ByGc,
+    /// Its column was dropped after it was written.
+    Dropped,
+}
+
+impl FamilyLayout {
+    /// Whether the version at 1-based position `index` (newest first) of
+    /// column `qualifier`, written at `ts`, is hidden at time `now`.
+    pub fn hidden(&self, qualifier: &[u8], index: usize, ts: i64, now: i64) -> Hidden {
+        self.hidden_by(&self.gc, qualifier, index, ts, now)
+    }
+
+    /// [`FamilyLayout::hidden`] with another GC policy.
+    pub fn hidden_by(
+        &self,
+        gc: &GcPolicy,
+        qualifier: &[u8],
+        index: usize,
+        ts: i64,
+        now: i64,
+    ) -> Hidden {
+        if self
+            .dropped
+            .iter()
+            .any(|(q, at)| q.as_slice() == qualifier && ts <= *at)
+        {
+            Hidden::Dropped
+        } else if self.hidden_before.is_some_and(|floor| ts < floor)
+            || !gc_visible(gc, index, ts, now)
+        {
+            Hidden::ByGc
+        } else {
+            Hidden::No
+        }
+    }
 }
 
 /// A table's resolved storage: trees, key prefix and families.
@@ -81,6 +129,14 @@ pub struct Layout {
     pub spec: TableSpec,
     /// Whether writes are refused (system tables).
     pub read_only: bool,
+    /// The family that holds row markers: the first one without free
+    /// qualifiers (`cf` in tables made by SQL). A row whose only cells are
+    /// of dropped columns reads as having a marker there, so dropping a
+    /// column never makes a row vanish.
+    pub marker_family: Option<u16>,
+    /// The NOT NULL declared columns: family id and qualifier. Every write
+    /// that leaves a row with cells must leave these with a cell.
+    pub not_null: Vec<(u16, Vec<u8>)>,
 }
 
 impl Layout {
@@ -125,10 +181,33 @@ impl Layout {
                     .position(|g| g.name == f.locality_group)
                     .unwrap_or(0),
                 gc: f.gc,
+                hidden_before: f.hidden_before,
+                dropped: f
+                    .dropped
+                    .iter()
+                    .map(|d| (d.qualifier.as_bytes().to_vec(), d.at))
+                    .collect(),
             })
             .collect();
         families.sort_by_key(|f| f.id);
+        let marker_family = spec
+            .families
+            .iter()
+            .find(|f| f.qualifier_type.is_none())
+            .map(|f| f.id);
+        let not_null = spec
+            .families
+            .iter()
+            .flat_map(|f| {
+                f.columns
+                    .iter()
+                    .filter(|c| !c.nullable)
+                    .map(|c| (f.id, c.name.as_bytes().to_vec()))
+            })
+            .collect();
         Ok(Layout {
+            marker_family,
+            not_null,
             id,
             name,
             prefix,

@@ -46,6 +46,12 @@ impl RowLocks {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Holds every stripe exclusively: no row of any table can be written
+    /// meanwhile (used while a looser GC policy takes over).
+    pub fn write_every(&self) -> Vec<RwLockWriteGuard<'_, ()>> {
+        self.write_all(0..STRIPES)
+    }
+
     /// Holds the given stripes exclusively, in stripe order.
     pub fn write_all(
         &self,

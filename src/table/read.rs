@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::keys::{prefix_successor, CellKey, KeyReader};
 use crate::storage::{Bytes, RangeIter, Tree};
 use crate::table::filter::{Filter, ReadOptions, ResumeToken, RowRange, RowSet};
-use crate::table::layout::Layout;
+use crate::table::layout::{Hidden, Layout};
 use crate::table::spec::GcPolicy;
 use crate::table::{Cell, Row, TableStore};
 
@@ -67,6 +67,9 @@ pub struct Selector<'a> {
     qualifier: Vec<u8>,
     stored: usize,
     kept: usize,
+    /// The newest timestamp of a cell of a dropped column that the family
+    /// filter would have read; see [`Layout::marker_family`].
+    dropped_seen: Option<i64>,
 }
 
 impl<'a> Selector<'a> {
@@ -80,13 +83,17 @@ impl<'a> Selector<'a> {
             qualifier: Vec::new(),
             stored: 0,
             kept: 0,
+            dropped_seen: None,
         }
     }
 
     /// Whether the cell is returned.
     pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8]) -> bool {
         let Some(family) = self.layout.family_by_id(key.family) else {
-            return false; // a dropped family whose cells are not purged yet
+            // A dropped family whose cells are not purged yet: hidden, but
+            // the row stays (see `virtual_marker`).
+            self.dropped_seen = self.dropped_seen.max(Some(key.timestamp));
+            return false;
         };
         if self.family != Some(key.family) || self.qualifier != *key.qualifier {
             self.family = Some(key.family);
@@ -96,14 +103,22 @@ impl<'a> Selector<'a> {
             self.kept = 0;
         }
         self.stored += 1;
-        if !gc_visible(&family.gc, self.stored, key.timestamp, self.now) {
-            return false;
-        }
         let filter = self.filter;
-        if filter
+        let family_wanted = filter
             .families
             .as_ref()
-            .is_some_and(|set| !set.contains(&family.name))
+            .is_none_or(|set| set.contains(&family.name));
+        match family.hidden(&key.qualifier, self.stored, key.timestamp, self.now) {
+            Hidden::No => {}
+            Hidden::ByGc => return false,
+            Hidden::Dropped => {
+                if family_wanted {
+                    self.dropped_seen = self.dropped_seen.max(Some(key.timestamp));
+                }
+                return false;
+            }
+        }
+        if !family_wanted
             || !filter.qualifiers.matches(&key.qualifier)
             || filter
                 .time_range
@@ -413,7 +428,37 @@ impl TableStore {
                 value: value.clone(),
             });
         }
+        if cells.is_empty() {
+            if let Some(marker) = self.virtual_marker(&selector) {
+                cells.push(marker);
+            }
+        }
         Ok(cells)
+    }
+
+    /// A row whose only cells are of dropped columns keeps existing: it
+    /// reads as having a row marker (an empty cell under the empty
+    /// qualifier of the marker family) until compaction writes a real one.
+    fn virtual_marker(&self, selector: &Selector<'_>) -> Option<RawCell> {
+        let timestamp = selector.dropped_seen?;
+        let family = self.layout.family_by_id(self.layout.marker_family?)?;
+        let filter = selector.filter;
+        let wanted = filter
+            .families
+            .as_ref()
+            .is_none_or(|set| set.contains(&family.name))
+            && filter.qualifiers.matches(b"")
+            && filter
+                .time_range
+                .as_ref()
+                .is_none_or(|r| r.contains(&timestamp))
+            && filter.value.as_ref().is_none_or(|v| v.matches(b""));
+        wanted.then(|| RawCell {
+            family: family.id,
+            qualifier: Vec::new(),
+            timestamp,
+            value: Bytes::from(&b""[..]),
+        })
     }
 
     /// Converts family ids to names.

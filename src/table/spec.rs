@@ -178,6 +178,25 @@ pub struct FamilySpec {
     /// `MAP(VARCHAR, type)` column named like the family. `None`: the family
     /// has only declared columns in SQL. Default: `Some(Bytes)`.
     pub qualifier_type: Option<ValueType>,
+    /// Columns dropped from the family: their cells written at or before
+    /// the drop are hidden from every read at once and removed by
+    /// compaction. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<DroppedColumn>,
+    /// Versions older than this (µs) stay hidden: set when a TTL is
+    /// loosened, so that what the old TTL hid never comes back. Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_before: Option<i64>,
+}
+
+/// A column dropped from a family (see [`FamilySpec::dropped`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedColumn {
+    /// The column's qualifier.
+    pub qualifier: String,
+    /// When it was dropped (µs): its cells at or before this are hidden.
+    pub at: i64,
 }
 
 impl FamilySpec {
@@ -191,6 +210,8 @@ impl FamilySpec {
             gc: GcPolicy::default(),
             columns: Vec::new(),
             qualifier_type: Some(ValueType::Bytes),
+            dropped: Vec::new(),
+            hidden_before: None,
         }
     }
 

@@ -14,8 +14,8 @@ use crate::keys::{CellKey, KeyReader};
 use crate::storage::WriteBatch;
 use crate::table::filter::Filter;
 use crate::table::layout::FamilyLayout;
+use crate::table::layout::Hidden;
 use crate::table::mutation::{Mutation, ReadModifyWriteRule, RowMutation};
-use crate::table::read::gc_visible;
 use crate::table::{Cell, Row, TableError, TableStore};
 
 /// The longest row key accepted (as Bigtable).
@@ -26,6 +26,8 @@ pub const MAX_QUALIFIER_LEN: usize = 16 * 1024;
 pub const MAX_VALUE_LEN: usize = 100 * 1024 * 1024;
 /// Rows per storage batch in bulk writes.
 const BULK_CHUNK_ROWS: usize = 1000;
+/// The most rows one SQL statement applies as one atomic storage batch.
+pub const STATEMENT_ATOMIC_ROWS: usize = 100_000;
 
 /// The planned effect of one row's mutations: cell keys to write and to
 /// delete, each with its group index.
@@ -84,7 +86,7 @@ impl TableStore {
         })
     }
 
-    fn row_stripe(&self, key: &[u8]) -> usize {
+    pub(super) fn row_stripe(&self, key: &[u8]) -> usize {
         let mut encoded = Vec::with_capacity(key.len() + 2);
         crate::keys::put_bytes(&mut encoded, key);
         self.engine.locks.stripe(self.layout.lock_salt(), &encoded)
@@ -126,7 +128,7 @@ impl TableStore {
             }
             index += 1;
             let in_range = range.is_none_or(|r| r.contains(&cell.timestamp));
-            let hidden = !gc_visible(&family.gc, index, cell.timestamp, now);
+            let hidden = family.hidden(&cell.qualifier, index, cell.timestamp, now) != Hidden::No;
             if in_range || hidden {
                 plan.deletes.insert(key.to_vec(), family.group);
             }
@@ -138,24 +140,17 @@ impl TableStore {
         Ok(())
     }
 
-    /// Plans `mutation` of row `key` into `plan`.
-    fn plan_row(
-        &self,
-        key: &[u8],
-        mutation: &RowMutation,
-        server_ts: i64,
-        plan: &mut RowPlan,
-    ) -> Result<()> {
+    /// Checks everything about a row mutation that does not depend on the
+    /// stored data: the key, the families, the sizes and the time ranges.
+    fn check_row(&self, key: &[u8], mutation: &RowMutation) -> Result<()> {
         self.check_row_key(key)?;
-        let prefix = &self.layout.prefix;
-        let now = crate::clock::wall_micros();
         for m in &mutation.mutations {
             match m {
                 Mutation::SetCell {
                     family,
                     qualifier,
-                    timestamp,
                     value,
+                    ..
                 } => {
                     let family = self.family_named(family)?;
                     if qualifier.len() > MAX_QUALIFIER_LEN {
@@ -176,6 +171,49 @@ impl TableStore {
                             ))
                             .into());
                     }
+                }
+                Mutation::DeleteColumn { family, range, .. } => {
+                    self.family_named(family)?;
+                    if let Some(r) = range {
+                        if r.start > r.end {
+                            return Err(self
+                                .invalid(format!(
+                                    "time range {}..{} ends before it starts",
+                                    r.start, r.end
+                                ))
+                                .into());
+                        }
+                    }
+                }
+                Mutation::DeleteFamily { family } => {
+                    self.family_named(family)?;
+                }
+                Mutation::DeleteRow => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans `mutation` of row `key` into `plan`.
+    fn plan_row(
+        &self,
+        key: &[u8],
+        mutation: &RowMutation,
+        server_ts: i64,
+        plan: &mut RowPlan,
+    ) -> Result<()> {
+        self.check_row(key, mutation)?;
+        let prefix = &self.layout.prefix;
+        let now = crate::clock::wall_micros();
+        for m in &mutation.mutations {
+            match m {
+                Mutation::SetCell {
+                    family,
+                    qualifier,
+                    timestamp,
+                    value,
+                } => {
+                    let family = self.family_named(family)?;
                     let ts = timestamp.unwrap_or(server_ts);
                     let cell = CellKey::encode(prefix, key, family.id, qualifier, ts)?;
                     plan.deletes.remove(&cell);
@@ -187,16 +225,6 @@ impl TableStore {
                     range,
                 } => {
                     let family = self.family_named(family)?;
-                    if let Some(r) = range {
-                        if r.start > r.end {
-                            return Err(self
-                                .invalid(format!(
-                                    "time range {}..{} ends before it starts",
-                                    r.start, r.end
-                                ))
-                                .into());
-                        }
-                    }
                     let column = CellKey::column_prefix(prefix, key, family.id, qualifier);
                     self.plan_delete_stored(family, &column, range.as_ref(), plan, now)?;
                 }
@@ -218,6 +246,67 @@ impl TableStore {
             }
         }
         Ok(())
+    }
+
+    /// Refuses a planned row that keeps cells but lacks a NOT NULL column.
+    fn check_not_null(&self, key: &[u8], plan: &RowPlan) -> Result<()> {
+        if self.layout.not_null.is_empty() {
+            return Ok(());
+        }
+        let prefix = &self.layout.prefix;
+        let survives = |k: &[u8]| !plan.deletes.contains_key(k);
+        let has_column = |family: u16, qualifier: &[u8]| -> Result<bool> {
+            let column = CellKey::column_prefix(prefix, key, family, qualifier);
+            if plan.puts.keys().any(|k| k.starts_with(&column)) {
+                return Ok(true);
+            }
+            let Some(layout) = self.layout.family_by_id(family) else {
+                return Ok(true);
+            };
+            for entry in self.layout.groups[layout.group]
+                .tree
+                .scan_prefix(&column, false)
+            {
+                if survives(&entry?.0) {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        let mut missing = None;
+        for (family, qualifier) in &self.layout.not_null {
+            if !has_column(*family, qualifier)? {
+                missing = Some(qualifier);
+                break;
+            }
+        }
+        let Some(missing) = missing else {
+            return Ok(());
+        };
+        // A row left without any cell is a deleted row: that is allowed.
+        let row = CellKey::row_prefix(prefix, key);
+        let mut keeps_cells = !plan.puts.is_empty();
+        for group in &self.layout.groups {
+            if keeps_cells {
+                break;
+            }
+            for entry in group.tree.scan_prefix(&row, false) {
+                if survives(&entry?.0) {
+                    keeps_cells = true;
+                    break;
+                }
+            }
+        }
+        if !keeps_cells {
+            return Ok(());
+        }
+        Err(self
+            .invalid(format!(
+                "column '{}' is NOT NULL: row '{}' would be left without it",
+                String::from_utf8_lossy(missing),
+                String::from_utf8_lossy(key).escape_debug()
+            ))
+            .into())
     }
 
     fn add_to_batch(&self, plan: RowPlan, batch: &mut WriteBatch) {
@@ -251,6 +340,7 @@ impl TableStore {
         let mut plan = RowPlan::default();
         let ts = self.server_timestamp(mutation)?;
         self.plan_row(key, mutation, ts, &mut plan)?;
+        self.check_not_null(key, &plan)?;
         let mut batch = WriteBatch::new();
         self.add_to_batch(plan, &mut batch);
         Ok(self.engine.storage.apply(batch)?)
@@ -270,29 +360,53 @@ impl TableStore {
         let mut rows = rows.into_iter().peekable();
         while rows.peek().is_some() {
             let chunk: Vec<(K, RowMutation)> = rows.by_ref().take(BULK_CHUNK_ROWS).collect();
-            let stripes: Vec<usize> = chunk
-                .iter()
-                .map(|(k, _)| self.row_stripe(k.as_ref()))
-                .collect();
-            let _locks = self.engine.locks.write_all(stripes);
-            let ts = if chunk.iter().any(|(_, m)| Self::needs_server_timestamp(m)) {
-                self.engine.clock.next(&self.engine.storage)?
-            } else {
-                0
-            };
-            let mut plans: HashMap<&[u8], RowPlan> = HashMap::with_capacity(chunk.len());
-            for (key, mutation) in &chunk {
-                let plan = plans.entry(key.as_ref()).or_default();
-                self.plan_row(key.as_ref(), mutation, ts, plan)?;
-            }
-            let mut batch = WriteBatch::new();
-            for (_, plan) in plans {
-                self.add_to_batch(plan, &mut batch);
-            }
-            self.engine.storage.apply(batch)?;
-            written += chunk.len();
+            written += self.apply_atomically(&chunk)?;
         }
         Ok(written)
+    }
+
+    /// Applies the row mutations of one statement: every row is checked
+    /// before anything is written, then up to [`STATEMENT_ATOMIC_ROWS`] rows
+    /// are applied as one atomic batch (all or nothing, for every reader and
+    /// across a crash); a larger statement is applied in batches of that
+    /// size. Returns how many rows were written.
+    pub fn apply_statement<K: AsRef<[u8]>>(&self, rows: &[(K, RowMutation)]) -> Result<usize> {
+        self.check_writable()?;
+        for (key, mutation) in rows {
+            self.check_row(key.as_ref(), mutation)?;
+        }
+        let mut written = 0;
+        for chunk in rows.chunks(STATEMENT_ATOMIC_ROWS) {
+            written += self.apply_atomically(chunk)?;
+        }
+        Ok(written)
+    }
+
+    /// Applies the mutations of several rows as one storage batch, under
+    /// their row locks, with one server timestamp.
+    fn apply_atomically<K: AsRef<[u8]>>(&self, chunk: &[(K, RowMutation)]) -> Result<usize> {
+        let stripes: Vec<usize> = chunk
+            .iter()
+            .map(|(k, _)| self.row_stripe(k.as_ref()))
+            .collect();
+        let _locks = self.engine.locks.write_all(stripes);
+        let ts = if chunk.iter().any(|(_, m)| Self::needs_server_timestamp(m)) {
+            self.engine.clock.next(&self.engine.storage)?
+        } else {
+            0
+        };
+        let mut plans: HashMap<&[u8], RowPlan> = HashMap::with_capacity(chunk.len());
+        for (key, mutation) in chunk {
+            let plan = plans.entry(key.as_ref()).or_default();
+            self.plan_row(key.as_ref(), mutation, ts, plan)?;
+        }
+        let mut batch = WriteBatch::new();
+        for (key, plan) in plans {
+            self.check_not_null(key, &plan)?;
+            self.add_to_batch(plan, &mut batch);
+        }
+        self.engine.storage.apply(batch)?;
+        Ok(chunk.len())
     }
 
     /// Atomically appends to or increments cells of one row and returns the
@@ -405,20 +519,28 @@ impl TableStore {
         let mut miss_plan = RowPlan::default();
         self.plan_row(key, on_miss, ts, &mut miss_plan)?;
         let matched = !self.read_locked(key, predicate)?.is_empty();
+        let plan = if matched { match_plan } else { miss_plan };
+        self.check_not_null(key, &plan)?;
         let mut batch = WriteBatch::new();
-        self.add_to_batch(if matched { match_plan } else { miss_plan }, &mut batch);
+        self.add_to_batch(plan, &mut batch);
         self.engine.storage.apply(batch)?;
         Ok(matched)
     }
 }
 
 /// Applies mutations of several rows, possibly of several tables of one
-/// database, as one atomic batch with one server timestamp.
+/// database, as one atomic batch with one server timestamp; `lock_rows` is
+/// false when the caller holds every row lock already.
 pub(crate) fn mutate_rows_atomically(
     engine: &crate::table::Engine,
     rows: &[(&TableStore, &[u8], &RowMutation)],
+    lock_rows: bool,
 ) -> Result<()> {
-    let stripes: Vec<usize> = rows.iter().map(|(s, k, _)| s.row_stripe(k)).collect();
+    let stripes: Vec<usize> = if lock_rows {
+        rows.iter().map(|(s, k, _)| s.row_stripe(k)).collect()
+    } else {
+        Vec::new()
+    };
     let _locks = engine.locks.write_all(stripes);
     let ts = engine.clock.next(&engine.storage)?;
     let mut batch = WriteBatch::new();

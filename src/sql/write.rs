@@ -1,0 +1,301 @@
+//! The one write path of SQL: every statement that changes rows (INSERT …
+//! VALUES, INSERT … SELECT, CREATE TABLE … AS, UPDATE, DELETE, TRUNCATE)
+//! turns record batches into row mutations here and applies them with
+//! [`apply`].
+//!
+//! - Values are cast to the column type as DataFusion casts in expressions:
+//!   a value that does not fit is an error, never a NULL.
+//! - NOT NULL columns refuse NULL on INSERT and UPDATE.
+//! - A statement's mutations are all built, and so validated, before the
+//!   first write; the statement's reads have finished by then, so it sees
+//!   the table as of its start (a statement may read and write one table).
+//! - The rows are applied by [`TableStore::apply_statement`]: up to
+//!   [`crate::table::STATEMENT_ATOMIC_ROWS`] rows as one atomic batch.
+//!
+//! A row exists while it has a cell. A row whose every column is NULL gets
+//! a *row marker* instead: an empty cell under the empty qualifier of the
+//! first family that has only declared columns (`cf` in tables made by
+//! SQL). No SQL column reads that qualifier, so the marker only keeps the
+//! row.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::{cast_with_options, CastOptions};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::display::FormatOptions;
+use datafusion::common::{exec_err, DataFusionError, Result};
+
+use crate::keys::{encode_tuple, Element};
+use crate::sql::scan::to_df;
+use crate::sql::shape::{Shape, Source};
+use crate::sql::values;
+use crate::table::{Mutation, RowMutation, TableStore};
+
+/// Per-session write settings, kept as a DataFusion config extension.
+#[derive(Debug, Clone, Default)]
+pub struct WriteSettings {
+    /// Write cells at this timestamp (µs) instead of a server timestamp.
+    pub timestamp: Option<i64>,
+}
+
+/// The row mutations of one statement, keyed by raw row key.
+pub type RowChanges = Vec<(Vec<u8>, RowMutation)>;
+
+/// Casts `array` to `to` as DataFusion casts in expressions: an error that
+/// names the column, never a NULL, when a value does not fit.
+pub fn strict_cast(array: &ArrayRef, to: &DataType, column: &str) -> Result<ArrayRef> {
+    if array.data_type() == to {
+        return Ok(Arc::clone(array));
+    }
+    let options = CastOptions {
+        safe: false,
+        format_options: FormatOptions::default(),
+    };
+    cast_with_options(array, to, &options).map_err(|e| {
+        DataFusionError::Execution(format!(
+            "column '{column}': a value does not fit type {to}: {e}"
+        ))
+    })
+}
+
+/// Builds the row mutations of INSERT, UPDATE and DELETE for one table.
+#[derive(Debug)]
+pub struct RowWriter {
+    store: TableStore,
+    shape: Arc<Shape>,
+    settings: WriteSettings,
+    marker: Option<String>,
+}
+
+impl RowWriter {
+    /// A writer into `store`, whose SQL columns are `shape`.
+    pub fn new(store: TableStore, shape: Arc<Shape>, settings: WriteSettings) -> Self {
+        let marker = marker_family(&store);
+        Self {
+            store,
+            shape,
+            settings,
+            marker,
+        }
+    }
+
+    /// The table's store.
+    pub fn store(&self) -> &TableStore {
+        &self.store
+    }
+
+    /// The table's SQL columns.
+    pub fn shape(&self) -> &Arc<Shape> {
+        &self.shape
+    }
+
+    fn family_name(&self, id: u16) -> Result<String> {
+        self.store
+            .layout
+            .family_by_id(id)
+            .map(|f| f.name.clone())
+            .ok_or_else(|| DataFusionError::Internal(format!("family id {id} vanished")))
+    }
+
+    fn set(&self, m: RowMutation, family: String, qualifier: &[u8], value: Vec<u8>) -> RowMutation {
+        match self.settings.timestamp {
+            Some(ts) => m.set_at(family, qualifier, ts, value),
+            None => m.set(family, qualifier, value),
+        }
+    }
+
+    fn with_marker(&self, m: RowMutation) -> RowMutation {
+        match (&self.marker, self.settings.timestamp) {
+            (Some(f), Some(ts)) => m.set_at(f.clone(), b"", ts, b""),
+            (Some(f), None) => m.set(f.clone(), b"", b""),
+            (None, _) => m,
+        }
+    }
+
+    fn not_null(&self, column: &str) -> DataFusionError {
+        DataFusionError::Execution(format!(
+            "column '{column}' of table '{}' is NOT NULL: it cannot be set to NULL",
+            self.store.layout.name
+        ))
+    }
+
+    /// The column `c` of `batch` cast to the type of shape column `target`.
+    fn column_as(&self, batch: &RecordBatch, c: usize, target: usize) -> Result<ArrayRef> {
+        let field = self.shape.schema.field(target);
+        strict_cast(batch.column(c), field.data_type(), field.name())
+    }
+
+    /// Writes `array[row]` as the new value of shape column `c` into `m`:
+    /// a declared column gets a new version (NULL: deleted when `null_deletes`,
+    /// else left alone), a map is replaced (`null_deletes`) or extended.
+    fn write_value(
+        &self,
+        mut m: RowMutation,
+        c: usize,
+        array: &ArrayRef,
+        row: usize,
+        null_deletes: bool,
+    ) -> Result<RowMutation> {
+        let field = self.shape.schema.field(c);
+        let name = field.name();
+        let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
+        match &self.shape.sources[c] {
+            Source::Column {
+                family, qualifier, ..
+            } => match values::encode_cell(array, row).map_err(bad)? {
+                Some(value) => Ok(self.set(m, self.family_name(*family)?, qualifier, value)),
+                None if !field.is_nullable() => Err(self.not_null(name)),
+                None if null_deletes => Ok(m.delete_column(self.family_name(*family)?, qualifier)),
+                None => Ok(m),
+            },
+            Source::Map { family, .. } => {
+                let family = self.family_name(*family)?;
+                if null_deletes {
+                    m = m.delete_family(family.clone());
+                }
+                if array.is_null(row) {
+                    return Ok(m);
+                }
+                let entries = array.as_map().value(row);
+                let (keys, vals) = (entries.column(0), entries.column(1));
+                for i in 0..entries.len() {
+                    let Some(qualifier) = values::encode_cell(keys, i).map_err(bad)? else {
+                        return exec_err!("column '{name}': a map key must not be NULL");
+                    };
+                    if let Some(value) = values::encode_cell(vals, i).map_err(bad)? {
+                        m = self.set(m, family.clone(), &qualifier, value);
+                    }
+                }
+                Ok(m)
+            }
+            Source::RowKey { .. } | Source::KeyPart { .. } => exec_err!(
+                "column '{name}' of table '{}' is part of the row key and cannot be changed: DELETE the row and INSERT it again",
+                self.store.layout.name
+            ),
+        }
+    }
+
+    /// INSERT: one row mutation per row of `batch`, whose columns are the
+    /// table's. Each non-NULL column gets a new version; a NULL writes
+    /// nothing, so INSERT of an existing key updates the columns it gives.
+    pub fn insert(&self, batch: &RecordBatch) -> Result<RowChanges> {
+        let columns = (0..self.shape.sources.len())
+            .map(|c| self.column_as(batch, c, c))
+            .collect::<Result<Vec<_>>>()?;
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        for row in 0..batch.num_rows() {
+            let mut key: Option<Vec<u8>> = None;
+            let mut parts: Vec<(usize, Element)> = Vec::new();
+            let mut mutation = RowMutation::new();
+            for (c, source) in self.shape.sources.iter().enumerate() {
+                let array = &columns[c];
+                let name = self.shape.schema.field(c).name();
+                let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
+                match source {
+                    Source::RowKey { .. } => match values::encode_cell(array, row).map_err(bad)? {
+                        Some(bytes) => key = Some(bytes),
+                        None => return exec_err!("column '{name}': the row key must not be NULL"),
+                    },
+                    Source::KeyPart { index, value_type } => {
+                        match values::encode_element(array, row, *value_type).map_err(bad)? {
+                            Some(element) => parts.push((*index, element)),
+                            None => {
+                                return exec_err!("primary key column '{name}' must not be NULL")
+                            }
+                        }
+                    }
+                    Source::Column { .. } | Source::Map { .. } => {
+                        mutation = self.write_value(mutation, c, array, row, false)?;
+                    }
+                }
+            }
+            let key = match key {
+                Some(key) => key,
+                None if !parts.is_empty() => {
+                    parts.sort_by_key(|(i, _)| *i);
+                    let tuple: Vec<Element> = parts.into_iter().map(|(_, e)| e).collect();
+                    encode_tuple(&tuple).map_err(|e| DataFusionError::Execution(e.to_string()))?
+                }
+                None => uuid::Uuid::now_v7().as_bytes().to_vec(),
+            };
+            if mutation.is_empty() {
+                mutation = self.with_marker(mutation);
+            }
+            rows.push((key, mutation));
+        }
+        Ok(rows)
+    }
+
+    /// UPDATE: `batch` holds the raw row key (`_rowid`) and then the new
+    /// value of each shape column in `columns`. NULL deletes a column; the
+    /// row marker keeps a row whose last cell that was.
+    pub fn update(&self, columns: &[usize], batch: &RecordBatch) -> Result<RowChanges> {
+        let keys = batch.column(0).as_binary::<i32>();
+        let new_values = columns
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| self.column_as(batch, i + 1, c))
+            .collect::<Result<Vec<_>>>()?;
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        for row in 0..batch.num_rows() {
+            if keys.is_null(row) {
+                continue;
+            }
+            let mut m = RowMutation::new();
+            for (i, &c) in columns.iter().enumerate() {
+                m = self.write_value(m, c, &new_values[i], row, true)?;
+            }
+            let deletes = m.mutations.iter().any(|x| {
+                matches!(
+                    x,
+                    Mutation::DeleteColumn { .. } | Mutation::DeleteFamily { .. }
+                )
+            });
+            if deletes {
+                m = self.with_marker(m);
+            }
+            rows.push((keys.value(row).to_vec(), m));
+        }
+        Ok(rows)
+    }
+
+    /// DELETE: the rows whose raw keys are the first column of `batch`.
+    pub fn delete(batch: &RecordBatch) -> RowChanges {
+        batch
+            .column(0)
+            .as_binary::<i32>()
+            .iter()
+            .flatten()
+            .map(|k| (k.to_vec(), RowMutation::new().delete_row()))
+            .collect()
+    }
+
+    /// Applies a statement's row changes; see [`apply`].
+    pub async fn apply(&self, rows: RowChanges) -> Result<u64> {
+        apply(self.store.clone(), rows).await
+    }
+}
+
+/// Applies a statement's row changes off the async runtime: all checked
+/// first, then written atomically up to the statement batch size.
+pub async fn apply(store: TableStore, rows: RowChanges) -> Result<u64> {
+    tokio::task::spawn_blocking(move || store.apply_statement(&rows))
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
+        .map(|n| n as u64)
+        .map_err(to_df)
+}
+
+/// The family that holds row markers in `store`, if any: the first with
+/// declared columns only.
+pub fn marker_family(store: &TableStore) -> Option<String> {
+    store
+        .layout
+        .spec
+        .families
+        .iter()
+        .find(|f| f.qualifier_type.is_none())
+        .map(|f| f.name.clone())
+}
