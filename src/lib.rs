@@ -78,8 +78,8 @@ pub use table::spec::{
     ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType,
 };
 pub use table::{
-    Cell, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row,
-    RowIter, RowMutation, RowRange, RowSet, ValueFilter, STATEMENT_ATOMIC_ROWS,
+    Cell, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions,
+    ResumeToken, Row, RowIter, RowMutation, RowRange, RowSet, ValueFilter, STATEMENT_ATOMIC_ROWS,
 };
 
 /// The README's examples, compiled and run as doc tests.

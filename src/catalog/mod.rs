@@ -1084,10 +1084,14 @@ impl Catalog {
             match existing.and_then(|e| e.family(&family.name)) {
                 Some(old) => family.id = old.id,
                 None => {
+                    // The last id is the delete markers'.
+                    if next_family_id == crate::table::layout::MARK_FAMILY {
+                        return Err(
+                            invalid("the table has used up its 65535 family ids".into()).into()
+                        );
+                    }
                     family.id = next_family_id;
-                    next_family_id = next_family_id.checked_add(1).ok_or_else(|| {
-                        invalid("the table has used up its 65535 family ids".into())
-                    })?;
+                    next_family_id += 1;
                 }
             }
         }

@@ -159,7 +159,7 @@ pub fn row_keys(
 /// Deletes every row of a table as one statement; returns how many.
 pub fn delete_all(store: &TableStore) -> crate::Result<u64> {
     let rows = row_keys(store, None)?
-        .map(|key| key.map(|key| (key, RowMutation::new().delete_row())))
+        .map(|key| key.map(|key| (key, RowWriter::delete_row())))
         .collect::<crate::Result<Vec<_>>>()?;
     Ok(store.apply_statement(&rows)? as u64)
 }

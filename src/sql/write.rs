@@ -31,7 +31,7 @@ use crate::keys::{encode_tuple, Element};
 use crate::sql::scan::to_df;
 use crate::sql::shape::{Shape, Source};
 use crate::sql::values;
-use crate::table::{Mutation, RowMutation, TableStore};
+use crate::table::{DeleteScope, Mutation, RowMutation, TableStore};
 
 /// Per-session write settings, kept as a DataFusion config extension.
 #[derive(Debug, Clone, Default)]
@@ -147,13 +147,16 @@ impl RowWriter {
             } => match values::encode_cell(array, row).map_err(bad)? {
                 Some(value) => Ok(self.set(m, self.family_name(*family)?, qualifier, value)),
                 None if !field.is_nullable() => Err(self.not_null(name)),
-                None if null_deletes => Ok(m.delete_column(self.family_name(*family)?, qualifier)),
+                None if null_deletes => Ok(m.mark_deleted(
+                    DeleteScope::Column(self.family_name(*family)?, qualifier.clone()),
+                    None,
+                )),
                 None => Ok(m),
             },
             Source::Map { family, .. } => {
                 let family = self.family_name(*family)?;
                 if null_deletes {
-                    m = m.delete_family(family.clone());
+                    m = m.mark_deleted(DeleteScope::Family(family.clone()), None);
                 }
                 if array.is_null(row) {
                     return Ok(m);
@@ -247,12 +250,10 @@ impl RowWriter {
             for (i, &c) in columns.iter().enumerate() {
                 m = self.write_value(m, c, &new_values[i], row, true)?;
             }
-            let deletes = m.mutations.iter().any(|x| {
-                matches!(
-                    x,
-                    Mutation::DeleteColumn { .. } | Mutation::DeleteFamily { .. }
-                )
-            });
+            let deletes = m
+                .mutations
+                .iter()
+                .any(|x| matches!(x, Mutation::MarkDeleted { .. }));
             if deletes {
                 m = self.with_marker(m);
             }
@@ -268,8 +269,14 @@ impl RowWriter {
             .as_binary::<i32>()
             .iter()
             .flatten()
-            .map(|k| (k.to_vec(), RowMutation::new().delete_row()))
+            .map(|k| (k.to_vec(), Self::delete_row()))
             .collect()
+    }
+
+    /// The mutation that deletes a row: a delete marker, so that reads of
+    /// the past still see it.
+    pub fn delete_row() -> RowMutation {
+        RowMutation::new().mark_deleted(DeleteScope::Row, None)
     }
 
     /// Applies a statement's row changes; see [`apply`].

@@ -1,5 +1,8 @@
 //! Compaction: physically removes what reads already hide — versions beyond
-//! a family's GC policy, cells of dropped columns and of dropped families.
+//! a family's GC policy, cells of dropped columns and of dropped families —
+//! and delete markers that have nothing older left to hide. Versions a
+//! delete marker hides stay (reads of the past see them) until GC removes
+//! them.
 //!
 //! Hidden cells stay hidden (newer writes and passing time only hide more;
 //! loosening a policy is done so that nothing hidden comes back), so
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::keys::CellKey;
 use crate::storage::WriteBatch;
-use crate::table::layout::{Hidden, Layout};
+use crate::table::layout::{Hidden, Layout, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
 use crate::table::TableStore;
 
@@ -70,9 +73,24 @@ impl TableStore {
             let mut column: Option<(u16, Vec<u8>, Vec<u8>)> = None;
             let mut index = 0;
             let mut pending = Pending::default();
+            // The oldest cell of the current row that stays: a delete marker
+            // goes once nothing older than it is left to hide.
+            let mut row: Vec<u8> = Vec::new();
+            let mut oldest_kept: Option<i64> = None;
             for entry in tree.scan_prefix(prefix, false) {
                 let (key, _) = entry?;
                 let cell = CellKey::decode(&key, prefix.len())?;
+                if *cell.row != *row {
+                    row = cell.row.to_vec();
+                    oldest_kept = None;
+                }
+                if cell.family == MARK_FAMILY {
+                    if oldest_kept.is_none_or(|oldest| oldest >= cell.timestamp) {
+                        pending.batch.delete(tree, key);
+                        removed += 1;
+                    }
+                    continue;
+                }
                 let same_column = column.as_ref().is_some_and(|(f, r, q)| {
                     *f == cell.family && *r == *cell.row && *q == *cell.qualifier
                 });
@@ -92,6 +110,8 @@ impl TableStore {
                     }
                 };
                 if hidden == Hidden::No {
+                    oldest_kept =
+                        Some(oldest_kept.map_or(cell.timestamp, |t| t.min(cell.timestamp)));
                     continue;
                 }
                 if hidden == Hidden::Dropped {

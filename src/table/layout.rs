@@ -69,6 +69,65 @@ pub struct FamilyLayout {
     pub dropped: Vec<(Vec<u8>, i64)>,
 }
 
+/// The family id under which delete markers are stored (never a real
+/// family's: the catalog hands out ids below it). It sorts after every
+/// family, so a row's markers come last among its cells. The qualifier says
+/// what a marker hides: empty for the row, the family id (2 bytes,
+/// big-endian) for a family, the family id, `0x00` and the qualifier for a
+/// column.
+pub const MARK_FAMILY: u16 = u16::MAX;
+
+/// The qualifier of a delete marker of a family (`None`: the row) or a
+/// column.
+pub fn mark_qualifier(family: Option<u16>, qualifier: Option<&[u8]>) -> Vec<u8> {
+    let Some(family) = family else {
+        return Vec::new();
+    };
+    let mut out = family.to_be_bytes().to_vec();
+    if let Some(q) = qualifier {
+        out.push(0);
+        out.extend_from_slice(q);
+    }
+    out
+}
+
+/// The delete markers of one row that a read honours.
+#[derive(Debug, Default)]
+pub struct Marks {
+    row: Option<i64>,
+    families: Vec<(u16, i64)>,
+    columns: Vec<(u16, Vec<u8>, i64)>,
+}
+
+impl Marks {
+    /// Adds the marker stored under `qualifier` at `ts`, unless it is at or
+    /// after `until` (a read of the past does not see later deletes).
+    pub fn add(&mut self, qualifier: &[u8], ts: i64, until: Option<i64>) {
+        if until.is_some_and(|end| ts >= end) {
+            return;
+        }
+        match qualifier {
+            [] => self.row = self.row.max(Some(ts)),
+            [hi, lo] => self.families.push((u16::from_be_bytes([*hi, *lo]), ts)),
+            [hi, lo, 0, column @ ..] => {
+                self.columns
+                    .push((u16::from_be_bytes([*hi, *lo]), column.to_vec(), ts))
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a version of `family:qualifier` written at `ts` is hidden.
+    pub fn covers(&self, family: u16, qualifier: &[u8], ts: i64) -> bool {
+        self.row.is_some_and(|m| ts < m)
+            || self.families.iter().any(|(f, m)| *f == family && ts < *m)
+            || self
+                .columns
+                .iter()
+                .any(|(f, q, m)| *f == family && q.as_slice() == qualifier && ts < *m)
+    }
+}
+
 /// Why a stored version is not visible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hidden {

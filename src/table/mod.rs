@@ -22,7 +22,7 @@ pub use filter::{
     Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet, ValueFilter,
 };
 pub(crate) use gc::unchecked;
-pub use mutation::{Mutation, ReadModifyWriteRule, RowMutation};
+pub use mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 pub use read::RowIter;
 pub(crate) use write::mutate_rows_atomically;
 pub use write::{MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS};

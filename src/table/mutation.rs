@@ -34,6 +34,27 @@ pub enum Mutation {
     },
     /// Deletes every cell of the row.
     DeleteRow,
+    /// Writes a delete marker: from its timestamp on, the versions of the
+    /// row, family or column that are older than it are hidden, while reads
+    /// of the past (`as_of` a time before the marker) still see them. GC
+    /// counts and removes the hidden versions like any other.
+    MarkDeleted {
+        /// What the marker hides.
+        scope: DeleteScope,
+        /// Microseconds; `None` for a server timestamp.
+        timestamp: Option<i64>,
+    },
+}
+
+/// What a delete marker ([`Mutation::MarkDeleted`]) hides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteScope {
+    /// The whole row.
+    Row,
+    /// Every cell of one family.
+    Family(String),
+    /// One column: family and qualifier.
+    Column(String, Vec<u8>),
 }
 
 /// Changes to one row that are applied in order and atomically: after a
@@ -114,6 +135,14 @@ impl RowMutation {
         self.mutations.push(Mutation::DeleteFamily {
             family: family.into(),
         });
+        self
+    }
+
+    /// Writes a delete marker (see [`Mutation::MarkDeleted`]) at a server
+    /// timestamp, or at `timestamp` when given.
+    pub fn mark_deleted(mut self, scope: DeleteScope, timestamp: Option<i64>) -> Self {
+        self.mutations
+            .push(Mutation::MarkDeleted { scope, timestamp });
         self
     }
 

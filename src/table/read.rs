@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::keys::{prefix_successor, CellKey, KeyReader};
 use crate::storage::{Bytes, RangeIter, Tree};
 use crate::table::filter::{Filter, ReadOptions, ResumeToken, RowRange, RowSet};
-use crate::table::layout::{Hidden, Layout};
+use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
 use crate::table::{Cell, Row, TableStore};
 
@@ -87,8 +87,9 @@ impl<'a> Selector<'a> {
         }
     }
 
-    /// Whether the cell is returned.
-    pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8]) -> bool {
+    /// Whether the cell is returned; `deleted`: a delete marker hides it
+    /// (it still counts as a stored version for GC).
+    pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8], deleted: bool) -> bool {
         let Some(family) = self.layout.family_by_id(key.family) else {
             // A dropped family whose cells are not purged yet: hidden, but
             // the row stays (see `virtual_marker`).
@@ -103,6 +104,9 @@ impl<'a> Selector<'a> {
             self.kept = 0;
         }
         self.stored += 1;
+        if deleted {
+            return false;
+        }
         let filter = self.filter;
         let family_wanted = filter
             .families
@@ -133,6 +137,12 @@ impl<'a> Selector<'a> {
         }
         filter.value.as_ref().is_none_or(|v| v.matches(value))
     }
+}
+
+/// The time from which a read no longer sees delete markers: the end of its
+/// time range (a read of the past ignores later deletes).
+fn marks_until(filter: &Filter) -> Option<i64> {
+    filter.time_range.as_ref().map(|r| r.end)
 }
 
 /// A key range `[lo, hi)` of a tree.
@@ -408,13 +418,26 @@ impl TableStore {
         let mut selector = Selector::new(&self.layout, filter, now);
         let mut skip = filter.cells_per_row_offset;
         let limit = filter.cells_per_row_limit.unwrap_or(usize::MAX);
+        // A row's delete markers sort after its cells: gather them first.
+        let mut marks = Marks::default();
+        for (key, _) in raw.iter().rev() {
+            let cell = CellKey::decode(key, prefix_len)?;
+            if cell.family != MARK_FAMILY {
+                break;
+            }
+            marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
+        }
         let mut cells = Vec::new();
         for (key, value) in raw {
             if cells.len() >= limit {
                 break;
             }
             let cell = CellKey::decode(key, prefix_len)?;
-            if !selector.offer(&cell, value) {
+            if cell.family == MARK_FAMILY {
+                continue;
+            }
+            let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
+            if !selector.offer(&cell, value, deleted) {
                 continue;
             }
             if skip > 0 {
@@ -563,6 +586,15 @@ impl TableStore {
             .into_iter()
             .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
             .collect::<Result<Vec<_>>>()?;
+        let mut marks = Marks::default();
+        let marks_prefix = CellKey::family_prefix(prefix, key, MARK_FAMILY);
+        for g in groups_for(&self.layout, filter) {
+            for entry in self.layout.groups[g].tree.scan_prefix(&marks_prefix, false) {
+                let (k, _) = entry?;
+                let cell = CellKey::decode(&k, prefix.len())?;
+                marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
+            }
+        }
         let mut selector = Selector::new(&self.layout, filter, crate::clock::wall_micros());
         let mut page = Vec::new();
         while let Some(at) = next_cursor(&cursors, false) {
@@ -571,7 +603,11 @@ impl TableStore {
             };
             cursors[at].advance()?;
             let cell = CellKey::decode(&k, prefix.len())?;
-            if !selector.offer(&cell, &value) {
+            if cell.family == MARK_FAMILY {
+                continue;
+            }
+            let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
+            if !selector.offer(&cell, &value, deleted) {
                 continue;
             }
             let at_or_before_token = resume.is_some_and(|t| {

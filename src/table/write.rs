@@ -15,7 +15,8 @@ use crate::storage::WriteBatch;
 use crate::table::filter::Filter;
 use crate::table::layout::FamilyLayout;
 use crate::table::layout::Hidden;
-use crate::table::mutation::{Mutation, ReadModifyWriteRule, RowMutation};
+use crate::table::layout::{mark_qualifier, MARK_FAMILY};
+use crate::table::mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 use crate::table::{Cell, Row, TableError, TableStore};
 
 /// The longest row key accepted (as Bigtable).
@@ -34,6 +35,9 @@ pub const STATEMENT_ATOMIC_ROWS: usize = 100_000;
 #[derive(Debug, Default)]
 struct RowPlan {
     puts: BTreeMap<Vec<u8>, (usize, Vec<u8>)>,
+    /// Delete markers to write: group and cell key (a row's marker goes
+    /// into every group under the same key).
+    marks: std::collections::BTreeSet<(usize, Vec<u8>)>,
     deletes: BTreeMap<Vec<u8>, usize>,
 }
 
@@ -97,6 +101,9 @@ impl TableStore {
             matches!(
                 m,
                 Mutation::SetCell {
+                    timestamp: None,
+                    ..
+                } | Mutation::MarkDeleted {
                     timestamp: None,
                     ..
                 }
@@ -188,6 +195,12 @@ impl TableStore {
                 Mutation::DeleteFamily { family } => {
                     self.family_named(family)?;
                 }
+                Mutation::MarkDeleted { scope, .. } => match scope {
+                    DeleteScope::Row => {}
+                    DeleteScope::Family(family) | DeleteScope::Column(family, _) => {
+                        self.family_named(family)?;
+                    }
+                },
                 Mutation::DeleteRow => {}
             }
         }
@@ -233,6 +246,57 @@ impl TableStore {
                     let fam = CellKey::family_prefix(prefix, key, family.id);
                     self.plan_delete_stored(family, &fam, None, plan, now)?;
                 }
+                Mutation::MarkDeleted { scope, timestamp } => {
+                    let (groups, qualifier, scope_prefix) = match scope {
+                        DeleteScope::Row => (
+                            // In every group, so that a read of any group sees it.
+                            (0..self.layout.groups.len()).collect::<Vec<_>>(),
+                            mark_qualifier(None, None),
+                            CellKey::row_prefix(prefix, key),
+                        ),
+                        DeleteScope::Family(family) => {
+                            let family = self.family_named(family)?;
+                            (
+                                vec![family.group],
+                                mark_qualifier(Some(family.id), None),
+                                CellKey::family_prefix(prefix, key, family.id),
+                            )
+                        }
+                        DeleteScope::Column(family, qualifier) => {
+                            let family = self.family_named(family)?;
+                            (
+                                vec![family.group],
+                                mark_qualifier(Some(family.id), Some(qualifier)),
+                                CellKey::column_prefix(prefix, key, family.id, qualifier),
+                            )
+                        }
+                    };
+                    // At a server timestamp the marker also hides versions
+                    // written with explicit later timestamps: it goes just
+                    // after the newest version it covers.
+                    let ts = match timestamp {
+                        Some(ts) => *ts,
+                        None => {
+                            let mut newest = server_ts;
+                            for &g in &groups {
+                                for entry in
+                                    self.layout.groups[g].tree.scan_prefix(&scope_prefix, false)
+                                {
+                                    let (k, _) = entry?;
+                                    let cell = CellKey::decode(&k, prefix.len())?;
+                                    if cell.family != MARK_FAMILY {
+                                        newest = newest.max(cell.timestamp.saturating_add(1));
+                                    }
+                                }
+                            }
+                            newest
+                        }
+                    };
+                    let cell = CellKey::encode(prefix, key, MARK_FAMILY, &qualifier, ts)?;
+                    for group in groups {
+                        plan.marks.insert((group, cell.clone()));
+                    }
+                }
                 Mutation::DeleteRow => {
                     let row = CellKey::row_prefix(prefix, key);
                     for (group, g) in self.layout.groups.iter().enumerate() {
@@ -242,6 +306,7 @@ impl TableStore {
                         }
                     }
                     plan.puts.retain(|k, _| !k.starts_with(&row));
+                    plan.marks.retain(|(_, k)| !k.starts_with(&row));
                 }
             }
         }
@@ -318,6 +383,9 @@ impl TableStore {
         }
         for (key, (group, value)) in plan.puts {
             batch.put(&groups[group].tree, key, value);
+        }
+        for (group, key) in plan.marks {
+            batch.put(&groups[group].tree, key, &b""[..]);
         }
     }
 
