@@ -237,3 +237,75 @@ fn concurrent_create_table_if_not_exists_gives_one_table_and_no_error() -> TestR
     }
     Ok(())
 }
+
+fn run(db: &Db, script: &str) -> widesql::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    runtime.block_on(db.session().run(script)).map(|_| ())
+}
+
+fn count(db: &Db, table: &str) -> Result<i64, Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let batches = runtime.block_on(async {
+        db.session()
+            .sql(&format!("SELECT count(*) AS n FROM {table}"))
+            .await?
+            .collect()
+            .await
+            .map_err(widesql::Error::from)
+    })?;
+    let column = batches.first().ok_or("no batch")?.column(0);
+    let counts = column
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        .ok_or("count is not Int64")?;
+    Ok(counts.value(0))
+}
+
+#[test]
+fn compaction_after_delete_and_drop_column_keeps_the_row_deleted() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = db(dir.path())?;
+    run(
+        &db,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, a INT, d INT);
+         INSERT INTO t VALUES (1, NULL, 5), (2, 2, 6);
+         DELETE FROM t WHERE id = 1;
+         ALTER TABLE t DROP COLUMN d;",
+    )?;
+    assert_eq!(count(&db, "t")?, 1);
+    db.compact()?;
+    db.compact()?;
+    assert_eq!(count(&db, "t")?, 1, "the deleted row came back");
+    Ok(())
+}
+
+#[test]
+fn not_null_holds_after_sql_deletes_and_for_delete_markers() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = db(dir.path())?;
+    run(
+        &db,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, a INT NOT NULL, b INT);
+         INSERT INTO t VALUES ('k', 1, 2), ('j', 1, 2);
+         DELETE FROM t WHERE _key = 'k';",
+    )?;
+    let t = db.open_table("default", "public", "t")?;
+    // The deleted row cannot come back without its NOT NULL column.
+    let revived = t.mutate_row(b"k", &RowMutation::new().set("cf", "b", 3i32.to_be_bytes()));
+    assert!(revived.is_err(), "a deleted row came back without column a");
+    // A delete marker on the NOT NULL column alone is refused...
+    let marked = t.mutate_row(
+        b"j",
+        &RowMutation::new().mark_deleted(
+            widesql::DeleteScope::Column("cf".into(), b"a".to_vec()),
+            None,
+        ),
+    );
+    assert!(marked.is_err(), "a marker hid NOT NULL column a");
+    // ...and deleting the row is fine.
+    run(&db, "DELETE FROM t")?;
+    assert_eq!(count(&db, "t")?, 0);
+    Ok(())
+}

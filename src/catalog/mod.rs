@@ -1176,13 +1176,29 @@ impl Catalog {
     pub fn commit_table(&self, staged: StagedTable, replace: bool) -> Result<TableId> {
         let result = self.commit_staged(&staged, replace);
         self.unstage(staged.layout.id);
-        if result.is_err() {
-            let _ = self.drop_table_trees_of(&staged.layout);
+        match result {
+            Ok((id, replaced)) => {
+                // The new table is committed: only the old one's trees go
+                // now (if that fails, the next open removes them).
+                if let Some(old) = replaced {
+                    self.drop_table_trees(&[old])?;
+                }
+                Ok(id)
+            }
+            Err(e) => {
+                let _ = self.drop_table_trees_of(&staged.layout);
+                Err(e)
+            }
         }
-        result
     }
 
-    fn commit_staged(&self, staged: &StagedTable, replace: bool) -> Result<TableId> {
+    /// Writes the catalog row of a staged table; returns its id and the
+    /// table it replaced.
+    fn commit_staged(
+        &self,
+        staged: &StagedTable,
+        replace: bool,
+    ) -> Result<(TableId, Option<TableEntry>)> {
         let _ddl = self.ddl_lock();
         let StagedTable {
             dataset,
@@ -1222,10 +1238,7 @@ impl Catalog {
                 layout: Arc::clone(layout),
             });
         }
-        if let Some(old) = old {
-            self.drop_table_trees(&[old])?;
-        }
-        Ok(id)
+        Ok((id, old))
     }
 
     /// A store that writes into a staged table.

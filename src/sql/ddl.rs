@@ -78,6 +78,27 @@ pub fn name_parts_of_text(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// SQL text that parses back to `expr` (kept for column DEFAULTs).
+/// sqlparser prints `-(-5)` as `--5`, which is a comment, so the operand
+/// of every unary minus is parenthesised.
+fn expr_text(expr: &datafusion::logical_expr::Expr) -> Result<String> {
+    use datafusion::sql::sqlparser::ast::{visit_expressions_mut, UnaryOperator};
+    let mut ast = datafusion::sql::unparser::expr_to_sql(expr).map_err(crate::sql::from_df)?;
+    let _ = visit_expressions_mut(&mut ast, |e| {
+        if let SqlExpr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr: operand,
+        } = e
+        {
+            if !matches!(**operand, SqlExpr::Nested(_)) {
+                **operand = SqlExpr::Nested(operand.clone());
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    Ok(ast.to_string())
+}
+
 /// The value of an option as text.
 fn option_text(value: &SqlExpr) -> Result<String> {
     match value {
@@ -405,9 +426,7 @@ impl Session {
         let schema = Schema::new(fields);
         let mut spec = spec_from_schema(&schema, &primary_key, &options)?;
         for (column, expr) in &plan.column_defaults {
-            let sql = datafusion::sql::unparser::expr_to_sql(expr)
-                .map_err(crate::sql::from_df)?
-                .to_string();
+            let sql = expr_text(expr)?;
             let declared = spec
                 .families
                 .iter_mut()
@@ -511,12 +530,28 @@ impl Session {
             };
             return Ok(Field::new(name, crate::sql::shape::map_type(value), true));
         }
-        let sql = format!("CREATE TABLE __widesql_probe ({column})");
-        let statement = self
-            .context()
-            .state()
-            .sql_to_statement(&sql, &datafusion::config::Dialect::Generic)
-            .map_err(crate::sql::from_df)?;
+        Ok(self.plan_column(column).await?.0)
+    }
+
+    /// The Arrow field and the DEFAULT (as SQL DataFusion wrote it back) of
+    /// a column definition, planned as the only column of a table. The
+    /// definition goes into the statement as a syntax tree, never printed
+    /// and parsed again.
+    async fn plan_column(
+        &self,
+        column: &datafusion::sql::sqlparser::ast::ColumnDef,
+    ) -> Result<(Field, Option<String>)> {
+        let template = self
+            .parse("CREATE TABLE __widesql_probe (x INT)")?
+            .pop_front();
+        let Some(DfStatement::Statement(statement)) = template else {
+            return Err(sql_error("the column probe did not parse"));
+        };
+        let Statement::CreateTable(mut create) = *statement else {
+            return Err(sql_error("the column probe did not parse as CREATE TABLE"));
+        };
+        create.columns = vec![column.clone()];
+        let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
         let plan = self
             .context()
             .state()
@@ -526,7 +561,12 @@ impl Session {
         let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) = plan else {
             return Err(sql_error("column definition did not plan"));
         };
-        Ok(plan.input.schema().as_arrow().field(0).clone())
+        let default = plan
+            .column_defaults
+            .first()
+            .map(|(_, expr)| expr_text(expr))
+            .transpose()?;
+        Ok((plan.input.schema().as_arrow().field(0).clone(), default))
     }
 
     /// `ALTER TABLE`.
@@ -609,18 +649,20 @@ impl Session {
     /// written into every existing row, as PostgreSQL does; NOT NULL on a
     /// table with rows needs a DEFAULT.
     ///
-    /// Cells a column of the same name left behind (a dropped column not
-    /// yet compacted, an interrupted ADD) stay hidden: the new column sees
-    /// only what is written from now on. The existing rows get the default
-    /// before the column becomes visible, so a crash in between leaves only
-    /// hidden cells; rows inserted meanwhile get it right after.
+    /// Existing rows: a NOT NULL column reads its DEFAULT wherever a row has
+    /// no cell (PostgreSQL's "missing value"); a nullable column with a
+    /// DEFAULT gets it written into every existing row, row by row, before
+    /// it becomes visible (a row inserted while that runs may stay NULL).
     async fn add_column(
         &self,
         table: &crate::db::Table,
         column_def: &datafusion::sql::sqlparser::ast::ColumnDef,
         if_not_exists: bool,
     ) -> Result<()> {
-        let field = self.column_type(column_def).await?;
+        let (field, default) = match column_def.data_type {
+            SqlDataType::Map(..) => (self.column_type(column_def).await?, None),
+            _ => self.plan_column(column_def).await?,
+        };
         let name = field.name().clone();
         let qualified = table.qualified_name()?;
         let spec = table.spec()?;
@@ -636,10 +678,6 @@ impl Session {
                 "table '{qualified}' already has a column '{name}'"
             )));
         }
-        let default = column_def.options.iter().find_map(|o| match &o.option {
-            datafusion::sql::sqlparser::ast::ColumnOption::Default(e) => Some(e.to_string()),
-            _ => None,
-        });
         let added = spec_from_schema(
             &Schema::new(vec![field.clone()]),
             &[],
@@ -697,25 +735,21 @@ impl Session {
             )));
         }
         let family = new_family.name.clone();
-        let hides_older = !is_map
-            && spec
-                .family(&family)
-                .is_some_and(|f| f.qualifier_type.is_none());
-        let since = self.db().catalog().timestamp()?;
+        // Existing rows: a NOT NULL column reads its DEFAULT where a row has
+        // no cell (no backfill can then leave a NULL behind); a nullable one
+        // gets the value written into every row before it becomes visible.
         if let (true, Some(value)) = (has_rows, &fill) {
-            crate::sql::dml::fill_column(&store, &family, &name, value, false)?;
+            if field.is_nullable() {
+                crate::sql::dml::fill_column(&store, &family, &name, value)?;
+            } else if let Some(column) = new_family.columns.first_mut() {
+                column.missing = Some(value.clone());
+            }
         }
         self.db().catalog().alter_table(table.id(), |spec| {
             let mut spec = spec.clone();
             match spec.families.iter_mut().find(|f| f.name == family) {
                 Some(existing) if !is_map => {
                     existing.columns.extend(new_family.columns.clone());
-                    if hides_older {
-                        existing.dropped.push(crate::table::spec::DroppedColumn {
-                            qualifier: name.clone(),
-                            at: since,
-                        });
-                    }
                 }
                 Some(_) => {
                     return Err(crate::table::TableError::FamilyExists {
@@ -731,9 +765,6 @@ impl Session {
             }
             Ok(spec)
         })?;
-        if let (true, Some(value)) = (has_rows, &fill) {
-            crate::sql::dml::fill_column(&table.store()?, &family, &name, value, true)?;
-        }
         Ok(())
     }
 
@@ -756,6 +787,9 @@ impl Session {
                 table.qualified_name()?
             )));
         }
+        if is_map {
+            self.keep_rows_of_family(table, &spec, column)?;
+        }
         let at = self.db().catalog().timestamp()?;
         self.db().catalog().alter_table(table.id(), |spec| {
             let mut spec = spec.clone();
@@ -775,6 +809,42 @@ impl Session {
             spec.column_order.retain(|c| c != column);
             Ok(spec)
         })
+    }
+
+    /// Before family `family` goes: if it is alone in its locality group,
+    /// that group's tree goes with it, so every row with a cell in it gets a
+    /// row marker first (rows whose only cells were there must not vanish).
+    fn keep_rows_of_family(
+        &self,
+        table: &crate::db::Table,
+        spec: &TableSpec,
+        family: &str,
+    ) -> Result<()> {
+        let Some(dropped) = spec.family(family) else {
+            return Ok(());
+        };
+        let alone = !spec
+            .families
+            .iter()
+            .any(|f| f.name != family && f.locality_group == dropped.locality_group);
+        let marker = spec.families.iter().find(|f| f.qualifier_type.is_none());
+        let (true, Some(marker)) = (alone, marker) else {
+            return Ok(());
+        };
+        let store = table.store()?;
+        let filter = crate::table::Filter::all()
+            .with_families([family])
+            .with_cells_per_row_limit(1);
+        let mut rows = Vec::new();
+        for row in store.scan(
+            &crate::table::RowSet::all(),
+            crate::table::ReadOptions::new().with_filter(filter),
+        ) {
+            let mutation = crate::table::RowMutation::new().set(marker.name.clone(), b"", b"");
+            rows.push((row?.key, mutation));
+        }
+        store.apply_statement(&rows)?;
+        Ok(())
     }
 
     /// `SHOW DATABASES`.

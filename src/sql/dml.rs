@@ -31,9 +31,10 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Partitioning, PlanProperties, ReplaceChildrenOptions,
 };
 
+use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, TableFactor, TableWithJoins, Update,
-    UpdateTableFromKind,
+    AssignmentTarget, Delete, Expr as SqlExpr, FromTable, Ident, SelectItem, SetExpr, Statement,
+    TableFactor, TableWithJoins, Update, UpdateTableFromKind,
 };
 
 use crate::catalog::ObjectKind;
@@ -164,33 +165,25 @@ pub fn delete_all(store: &TableStore) -> crate::Result<u64> {
     Ok(store.apply_statement(&rows)? as u64)
 }
 
-/// Writes `value` into column `family:qualifier` of every row (with
-/// `only_missing`, of every row where that column has no visible cell), as
-/// one statement; returns how many rows were written.
+/// Writes `value` into column `family:qualifier` of every row that exists
+/// when its turn comes: each row is checked and written atomically, so a row
+/// deleted meanwhile stays deleted. Returns how many rows were written.
 pub fn fill_column(
     store: &TableStore,
     family: &str,
     qualifier: &str,
     value: &[u8],
-    only_missing: bool,
 ) -> crate::Result<u64> {
-    let mut rows = Vec::new();
-    for key in row_keys(store, None)? {
-        let key = key?;
-        if only_missing {
-            let column = Filter::all()
-                .with_families([family])
-                .with_qualifiers(crate::table::QualifierFilter::Exact(
-                    [qualifier.as_bytes().to_vec()].into(),
-                ))
-                .with_latest_versions(1);
-            if store.read_row(&key, &column)?.is_some() {
-                continue;
-            }
+    let exists = Filter::all().with_cells_per_row_limit(1);
+    let set = RowMutation::new().set(family, qualifier, value);
+    let mut written = 0;
+    let keys = row_keys(store, None)?.collect::<crate::Result<Vec<_>>>()?;
+    for key in keys {
+        if store.check_and_mutate(&key, &exists, &set, &RowMutation::new())? {
+            written += 1;
         }
-        rows.push((key, RowMutation::new().set(family, qualifier, value)));
     }
-    Ok(store.apply_statement(&rows)? as u64)
+    Ok(written)
 }
 
 /// `__widesql_rows('<table id>')`: the table with its raw row key as
@@ -230,7 +223,7 @@ impl Session {
         &self,
         target: &TableWithJoins,
         statement: &str,
-    ) -> crate::Result<(Table, String)> {
+    ) -> crate::Result<(Table, Ident)> {
         if !target.joins.is_empty() {
             return Err(Error::Sql(format!(
                 "{statement} does not take a JOIN in its target table; {}",
@@ -246,8 +239,13 @@ impl Session {
         };
         let table = self.open_table(name)?;
         let alias = match alias {
-            Some(a) => a.name.to_string(),
-            None => name.0.last().map(|p| p.to_string()).unwrap_or_default(),
+            Some(a) => a.name.clone(),
+            None => name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .cloned()
+                .ok_or_else(|| Error::Sql(format!("'{name}' is not a plain table name")))?,
         };
         Ok((table, alias))
     }
@@ -266,26 +264,46 @@ impl Session {
     }
 
     /// Runs `SELECT columns FROM <rows of table> AS alias [, others] [WHERE
-    /// selection]` to its end.
+    /// selection]` to its end. The statement's own expressions are put into
+    /// the query as syntax trees, never printed and parsed again.
     async fn select_rows(
         &self,
         table: &Table,
-        alias: &str,
-        columns: &str,
+        alias: &Ident,
+        columns: Vec<SelectItem>,
         others: &[TableWithJoins],
         selection: Option<&SqlExpr>,
     ) -> crate::Result<Vec<RecordBatch>> {
-        let mut sql = format!(
-            "SELECT {columns} FROM {ROWS_FUNCTION}('{}') AS {alias}",
-            table.id()
-        );
-        for other in others {
-            sql.push_str(&format!(", {other}"));
-        }
-        if let Some(selection) = selection {
-            sql.push_str(&format!(" WHERE {selection}"));
-        }
-        Ok(self.context().sql(&sql).await?.collect().await?)
+        let template = format!("SELECT 1 FROM {ROWS_FUNCTION}('{}') AS {alias}", table.id());
+        let mut query = match self.parse(&template)?.pop_front() {
+            Some(DfStatement::Statement(statement)) => match *statement {
+                Statement::Query(query) => query,
+                _ => return Err(Error::Sql("the row query did not parse as a query".into())),
+            },
+            _ => return Err(Error::Sql("the row query did not parse".into())),
+        };
+        let SetExpr::Select(select) = query.body.as_mut() else {
+            return Err(Error::Sql("the row query did not parse as a SELECT".into()));
+        };
+        select.projection = columns;
+        select.from.extend(others.iter().cloned());
+        select.selection = selection.cloned();
+        let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
+        let plan = self.context().state().statement_to_plan(statement).await?;
+        Ok(self
+            .context()
+            .execute_logical_plan(plan)
+            .await?
+            .collect()
+            .await?)
+    }
+
+    /// `alias._rowid`.
+    fn rowid_of(alias: &Ident) -> SelectItem {
+        SelectItem::UnnamedExpr(SqlExpr::CompoundIdentifier(vec![
+            alias.clone(),
+            Ident::new(ROWID_COLUMN),
+        ]))
     }
 
     /// `DELETE FROM t [USING …] [WHERE …]`; returns how many rows went.
@@ -321,7 +339,7 @@ impl Session {
             .select_rows(
                 &table,
                 &alias,
-                &format!("{alias}.{ROWID_COLUMN}"),
+                vec![Self::rowid_of(&alias)],
                 using,
                 delete.selection.as_ref(),
             )
@@ -352,7 +370,7 @@ impl Session {
         let (table, alias) = self.dml_target(&update.table, "UPDATE")?;
         let view = self.writable_view(&table)?;
         let qualified = view.store().layout.name.clone();
-        let mut select = vec![format!("{alias}.{ROWID_COLUMN}")];
+        let mut select = vec![Self::rowid_of(&alias)];
         let mut columns = Vec::new();
         for assignment in &update.assignments {
             let AssignmentTarget::ColumnName(target) = &assignment.target else {
@@ -381,11 +399,10 @@ impl Session {
                 )));
             }
             columns.push(index);
-            select.push(format!(
-                "({}) AS \"__v{}\"",
-                assignment.value,
-                columns.len()
-            ));
+            select.push(SelectItem::ExprWithAlias {
+                expr: assignment.value.clone(),
+                alias: Ident::with_quote('"', format!("__v{}", columns.len())),
+            });
         }
         let from = match &update.from {
             Some(UpdateTableFromKind::BeforeSet(t) | UpdateTableFromKind::AfterSet(t)) => {
@@ -394,13 +411,7 @@ impl Session {
             None => &[],
         };
         let batches = self
-            .select_rows(
-                &table,
-                &alias,
-                &select.join(", "),
-                from,
-                update.selection.as_ref(),
-            )
+            .select_rows(&table, &alias, select, from, update.selection.as_ref())
             .await?;
         let writer = RowWriter::new(
             view.store().clone(),

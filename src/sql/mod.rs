@@ -206,7 +206,7 @@ impl Session {
     /// Parses statements with the session's dialect
     /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
     /// does. A script is parsed whole, before any of it runs.
-    fn parse(&self, sql: &str) -> Result<std::collections::VecDeque<DfStatement>> {
+    pub(crate) fn parse(&self, sql: &str) -> Result<std::collections::VecDeque<DfStatement>> {
         // Read the settings without cloning the session state.
         let (dialect_name, recursion_limit) = {
             let state = self.ctx.state_ref();

@@ -50,6 +50,8 @@ pub enum Source {
         qualifier: Vec<u8>,
         /// Its type.
         value_type: ValueType,
+        /// What a row without a cell reads as (see `ColumnSpec::missing`).
+        missing: Option<Vec<u8>>,
     },
     /// Every undeclared qualifier of a family, as a map.
     Map {
@@ -147,6 +149,7 @@ impl Shape {
                     family: family.id,
                     qualifier: c.name.as_bytes().to_vec(),
                     value_type: c.value_type,
+                    missing: c.missing.clone(),
                 });
             }
             if let Some(value_type) = family.qualifier_type {
@@ -458,8 +461,16 @@ impl BatchBuilder {
                         None => Err("has too few key parts".to_string()),
                     }
                 }
-                (Source::Column { value_type, .. }, ColumnBuilder::Plain(b)) => {
-                    values::append_cell(b.as_mut(), *value_type, plain[out].first().copied())
+                (
+                    Source::Column {
+                        value_type,
+                        missing,
+                        ..
+                    },
+                    ColumnBuilder::Plain(b),
+                ) => {
+                    let value = plain[out].first().copied().or(missing.as_deref());
+                    values::append_cell(b.as_mut(), *value_type, value)
                 }
                 (Source::Column { value_type, .. }, ColumnBuilder::List(b)) => {
                     append_versions(b, *value_type, &plain[out])

@@ -141,7 +141,7 @@ impl WideTable {
             None => Filter::all().with_latest_versions(1),
         };
         if let Some(at) = self.as_of {
-            latest = latest.with_time_range(0..at.saturating_add(1));
+            latest = latest.with_as_of(at);
         }
         if groups.is_empty() {
             // Key columns only: one cell of any family finds the row.

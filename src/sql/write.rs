@@ -114,6 +114,19 @@ impl RowWriter {
         }
     }
 
+    /// Deletes a column or family: a delete marker at server time, so that
+    /// `as_of` still shows the old value. At an explicit write timestamp
+    /// (a backfill) a marker could not be ordered against writes at that
+    /// same time, so the versions are removed instead.
+    fn delete_scope(&self, m: RowMutation, scope: DeleteScope) -> RowMutation {
+        match (self.settings.timestamp, scope) {
+            (None, scope) => m.mark_deleted(scope, None),
+            (Some(_), DeleteScope::Column(family, qualifier)) => m.delete_column(family, qualifier),
+            (Some(_), DeleteScope::Family(family)) => m.delete_family(family),
+            (Some(_), DeleteScope::Row) => m.delete_row(),
+        }
+    }
+
     fn not_null(&self, column: &str) -> DataFusionError {
         DataFusionError::Execution(format!(
             "column '{column}' of table '{}' is NOT NULL: it cannot be set to NULL",
@@ -147,16 +160,16 @@ impl RowWriter {
             } => match values::encode_cell(array, row).map_err(bad)? {
                 Some(value) => Ok(self.set(m, self.family_name(*family)?, qualifier, value)),
                 None if !field.is_nullable() => Err(self.not_null(name)),
-                None if null_deletes => Ok(m.mark_deleted(
-                    DeleteScope::Column(self.family_name(*family)?, qualifier.clone()),
-                    None,
-                )),
+                None if null_deletes => {
+                    let family = self.family_name(*family)?;
+                    Ok(self.delete_scope(m, DeleteScope::Column(family, qualifier.clone())))
+                }
                 None => Ok(m),
             },
             Source::Map { family, .. } => {
                 let family = self.family_name(*family)?;
                 if null_deletes {
-                    m = m.mark_deleted(DeleteScope::Family(family.clone()), None);
+                    m = self.delete_scope(m, DeleteScope::Family(family.clone()));
                 }
                 if array.is_null(row) {
                     return Ok(m);
@@ -184,6 +197,14 @@ impl RowWriter {
     /// table's. Each non-NULL column gets a new version; a NULL writes
     /// nothing, so INSERT of an existing key updates the columns it gives.
     pub fn insert(&self, batch: &RecordBatch) -> Result<RowChanges> {
+        if batch.num_columns() != self.shape.sources.len() {
+            return exec_err!(
+                "table '{}' has {} columns but the rows to insert have {}",
+                self.store.layout.name,
+                self.shape.sources.len(),
+                batch.num_columns()
+            );
+        }
         let columns = (0..self.shape.sources.len())
             .map(|c| self.column_as(batch, c, c))
             .collect::<Result<Vec<_>>>()?;
@@ -250,10 +271,14 @@ impl RowWriter {
             for (i, &c) in columns.iter().enumerate() {
                 m = self.write_value(m, c, &new_values[i], row, true)?;
             }
-            let deletes = m
-                .mutations
-                .iter()
-                .any(|x| matches!(x, Mutation::MarkDeleted { .. }));
+            let deletes = m.mutations.iter().any(|x| {
+                matches!(
+                    x,
+                    Mutation::MarkDeleted { .. }
+                        | Mutation::DeleteColumn { .. }
+                        | Mutation::DeleteFamily { .. }
+                )
+            });
             if deletes {
                 m = self.with_marker(m);
             }

@@ -199,6 +199,10 @@ pub struct Filter {
     pub cells_per_row_offset: usize,
     /// Return at most this many cells of each row. Default: all.
     pub cells_per_row_limit: Option<usize>,
+    /// Read the table as it was at this time (µs): only versions written at
+    /// or before it, and only the delete markers written at or before it.
+    /// Default: now.
+    pub as_of: Option<i64>,
 }
 
 impl Filter {
@@ -216,6 +220,18 @@ impl Filter {
     /// Only these qualifiers.
     pub fn with_qualifiers(mut self, qualifiers: QualifierFilter) -> Self {
         self.qualifiers = qualifiers;
+        self
+    }
+
+    /// The table as it was at `micros`: versions and delete markers written
+    /// at or before it (see [`Filter::as_of`]).
+    pub fn with_as_of(mut self, micros: i64) -> Self {
+        let end = micros.saturating_add(1);
+        self.time_range = Some(match self.time_range.take() {
+            Some(r) => r.start..r.end.min(end),
+            None => i64::MIN..end,
+        });
+        self.as_of = Some(micros);
         self
     }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::keys::CellKey;
 use crate::storage::WriteBatch;
-use crate::table::layout::{Hidden, Layout, MARK_FAMILY};
+use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
 use crate::table::TableStore;
 
@@ -171,6 +171,18 @@ impl TableStore {
                     continue; // deleted meanwhile: nothing to keep alive
                 }
                 batch.delete(tree, key.clone());
+                // A row deleted by a marker stays deleted.
+                let cell = CellKey::decode(key, self.layout.prefix.len())?;
+                let mut marks = Marks::default();
+                let marks_prefix = CellKey::family_prefix(&self.layout.prefix, row, MARK_FAMILY);
+                for entry in tree.scan_prefix(&marks_prefix, false) {
+                    let (k, _) = entry?;
+                    let mark = CellKey::decode(&k, self.layout.prefix.len())?;
+                    marks.add(&mark.qualifier, mark.timestamp, None);
+                }
+                if marks.covers(cell.family, &cell.qualifier, cell.timestamp) {
+                    continue;
+                }
                 if let Some(marker) = marker {
                     let marker_key =
                         CellKey::encode(&self.layout.prefix, row, marker.id, b"", *ts)?;

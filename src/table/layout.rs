@@ -155,16 +155,16 @@ impl FamilyLayout {
         ts: i64,
         now: i64,
     ) -> Hidden {
-        if self
+        // GC first: an expired version of a dropped column is just expired
+        // (it must not keep its row alive).
+        if self.hidden_before.is_some_and(|floor| ts < floor) || !gc_visible(gc, index, ts, now) {
+            Hidden::ByGc
+        } else if self
             .dropped
             .iter()
             .any(|(q, at)| q.as_slice() == qualifier && ts <= *at)
         {
             Hidden::Dropped
-        } else if self.hidden_before.is_some_and(|floor| ts < floor)
-            || !gc_visible(gc, index, ts, now)
-        {
-            Hidden::ByGc
         } else {
             Hidden::No
         }
@@ -260,7 +260,7 @@ impl Layout {
             .flat_map(|f| {
                 f.columns
                     .iter()
-                    .filter(|c| !c.nullable)
+                    .filter(|c| !c.nullable && c.missing.is_none())
                     .map(|c| (f.id, c.name.as_bytes().to_vec()))
             })
             .collect();

@@ -87,13 +87,22 @@ impl<'a> Selector<'a> {
         }
     }
 
+    fn in_time_range(&self, ts: i64) -> bool {
+        self.filter
+            .time_range
+            .as_ref()
+            .is_none_or(|r| r.contains(&ts))
+    }
+
     /// Whether the cell is returned; `deleted`: a delete marker hides it
     /// (it still counts as a stored version for GC).
     pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8], deleted: bool) -> bool {
         let Some(family) = self.layout.family_by_id(key.family) else {
             // A dropped family whose cells are not purged yet: hidden, but
-            // the row stays (see `virtual_marker`).
-            self.dropped_seen = self.dropped_seen.max(Some(key.timestamp));
+            // the row stays (see `virtual_marker`) unless it was deleted.
+            if !deleted && self.in_time_range(key.timestamp) {
+                self.dropped_seen = self.dropped_seen.max(Some(key.timestamp));
+            }
             return false;
         };
         if self.family != Some(key.family) || self.qualifier != *key.qualifier {
@@ -116,7 +125,7 @@ impl<'a> Selector<'a> {
             Hidden::No => {}
             Hidden::ByGc => return false,
             Hidden::Dropped => {
-                if family_wanted {
+                if family_wanted && self.in_time_range(key.timestamp) {
                     self.dropped_seen = self.dropped_seen.max(Some(key.timestamp));
                 }
                 return false;
@@ -139,10 +148,10 @@ impl<'a> Selector<'a> {
     }
 }
 
-/// The time from which a read no longer sees delete markers: the end of its
-/// time range (a read of the past ignores later deletes).
+/// The time from which a read no longer sees delete markers: a read of the
+/// past ignores later deletes.
 fn marks_until(filter: &Filter) -> Option<i64> {
-    filter.time_range.as_ref().map(|r| r.end)
+    filter.as_of.map(|at| at.saturating_add(1))
 }
 
 /// A key range `[lo, hi)` of a tree.

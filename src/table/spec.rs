@@ -129,6 +129,12 @@ pub struct ColumnSpec {
     /// Default: none (NULL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+    /// The encoded value a row without a cell for this column reads as:
+    /// the constant DEFAULT of a NOT NULL column added to a table that had
+    /// rows (as PostgreSQL's "missing value"), so no row is ever NULL in
+    /// it and no backfill is needed. Default: none (NULL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<u8>>,
 }
 
 fn default_true() -> bool {
@@ -143,6 +149,7 @@ impl ColumnSpec {
             value_type,
             nullable: true,
             default: None,
+            missing: None,
         }
     }
 

@@ -15,7 +15,7 @@ use crate::storage::WriteBatch;
 use crate::table::filter::Filter;
 use crate::table::layout::FamilyLayout;
 use crate::table::layout::Hidden;
-use crate::table::layout::{mark_qualifier, MARK_FAMILY};
+use crate::table::layout::{mark_qualifier, Marks, MARK_FAMILY};
 use crate::table::mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 use crate::table::{Cell, Row, TableError, TableStore};
 
@@ -271,25 +271,28 @@ impl TableStore {
                             )
                         }
                     };
-                    // At a server timestamp the marker also hides versions
-                    // written with explicit later timestamps: it goes just
-                    // after the newest version it covers.
+                    // A marker hides versions older than it. At a server
+                    // timestamp, versions written with explicit later
+                    // timestamps (future-dated) are removed outright, so that
+                    // the delete is complete and later writes stay visible.
                     let ts = match timestamp {
                         Some(ts) => *ts,
                         None => {
-                            let mut newest = server_ts;
                             for &g in &groups {
-                                for entry in
-                                    self.layout.groups[g].tree.scan_prefix(&scope_prefix, false)
-                                {
+                                let tree = &self.layout.groups[g].tree;
+                                for entry in tree.scan_prefix(&scope_prefix, false) {
                                     let (k, _) = entry?;
                                     let cell = CellKey::decode(&k, prefix.len())?;
-                                    if cell.family != MARK_FAMILY {
-                                        newest = newest.max(cell.timestamp.saturating_add(1));
+                                    if cell.family != MARK_FAMILY && cell.timestamp >= server_ts {
+                                        plan.deletes.insert(k.to_vec(), g);
                                     }
                                 }
                             }
-                            newest
+                            plan.puts.retain(|k, _| {
+                                !(k.starts_with(&scope_prefix)
+                                    && key_timestamp(k).is_ok_and(|t| t >= server_ts))
+                            });
+                            server_ts
                         }
                     };
                     let cell = CellKey::encode(prefix, key, MARK_FAMILY, &qualifier, ts)?;
@@ -313,34 +316,58 @@ impl TableStore {
         Ok(())
     }
 
-    /// Refuses a planned row that keeps cells but lacks a NOT NULL column.
+    /// Refuses a planned row that keeps visible cells but lacks a NOT NULL
+    /// column. Cells count when they survive the plan and no delete marker
+    /// (stored or planned) hides them.
     fn check_not_null(&self, key: &[u8], plan: &RowPlan) -> Result<()> {
         if self.layout.not_null.is_empty() {
             return Ok(());
         }
         let prefix = &self.layout.prefix;
-        let survives = |k: &[u8]| !plan.deletes.contains_key(k);
-        let has_column = |family: u16, qualifier: &[u8]| -> Result<bool> {
-            let column = CellKey::column_prefix(prefix, key, family, qualifier);
-            if plan.puts.keys().any(|k| k.starts_with(&column)) {
-                return Ok(true);
+        let mut marks = Marks::default();
+        let marks_prefix = CellKey::family_prefix(prefix, key, MARK_FAMILY);
+        for group in &self.layout.groups {
+            for entry in group.tree.scan_prefix(&marks_prefix, false) {
+                let (k, _) = entry?;
+                if !plan.deletes.contains_key(k.as_ref()) {
+                    let cell = CellKey::decode(&k, prefix.len())?;
+                    marks.add(&cell.qualifier, cell.timestamp, None);
+                }
             }
-            let Some(layout) = self.layout.family_by_id(family) else {
-                return Ok(true);
-            };
-            for entry in self.layout.groups[layout.group]
-                .tree
-                .scan_prefix(&column, false)
-            {
-                if survives(&entry?.0) {
+        }
+        for (_, k) in &plan.marks {
+            let cell = CellKey::decode(k, prefix.len())?;
+            marks.add(&cell.qualifier, cell.timestamp, None);
+        }
+        let visible = |k: &[u8]| -> Result<bool> {
+            let cell = CellKey::decode(k, prefix.len())?;
+            Ok(cell.family != MARK_FAMILY
+                && !marks.covers(cell.family, &cell.qualifier, cell.timestamp))
+        };
+        // Whether any planned or surviving stored cell under `scope` is visible.
+        let any_visible = |scope: &[u8], groups: &[usize]| -> Result<bool> {
+            for k in plan.puts.keys().filter(|k| k.starts_with(scope)) {
+                if visible(k)? {
                     return Ok(true);
+                }
+            }
+            for &g in groups {
+                for entry in self.layout.groups[g].tree.scan_prefix(scope, false) {
+                    let (k, _) = entry?;
+                    if !plan.deletes.contains_key(k.as_ref()) && visible(&k)? {
+                        return Ok(true);
+                    }
                 }
             }
             Ok(false)
         };
         let mut missing = None;
         for (family, qualifier) in &self.layout.not_null {
-            if !has_column(*family, qualifier)? {
+            let Some(layout) = self.layout.family_by_id(*family) else {
+                continue;
+            };
+            let column = CellKey::column_prefix(prefix, key, *family, qualifier);
+            if !any_visible(&column, &[layout.group])? {
                 missing = Some(qualifier);
                 break;
             }
@@ -348,21 +375,9 @@ impl TableStore {
         let Some(missing) = missing else {
             return Ok(());
         };
-        // A row left without any cell is a deleted row: that is allowed.
-        let row = CellKey::row_prefix(prefix, key);
-        let mut keeps_cells = !plan.puts.is_empty();
-        for group in &self.layout.groups {
-            if keeps_cells {
-                break;
-            }
-            for entry in group.tree.scan_prefix(&row, false) {
-                if survives(&entry?.0) {
-                    keeps_cells = true;
-                    break;
-                }
-            }
-        }
-        if !keeps_cells {
+        // A row left without any visible cell is a deleted row: allowed.
+        let all_groups: Vec<usize> = (0..self.layout.groups.len()).collect();
+        if !any_visible(&CellKey::row_prefix(prefix, key), &all_groups)? {
             return Ok(());
         }
         Err(self
