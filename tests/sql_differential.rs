@@ -64,6 +64,12 @@ const KNOWN_BUG_INSERT_SELECT_STORES_UNCONVERTED_VALUES: bool = true;
 /// While set, CREATE OR REPLACE reads another table.
 const KNOWN_BUG_CREATE_OR_REPLACE_FROM_ITSELF_DROPS_TABLE: bool = true;
 
+/// sql_tests/regress_insert_select_partial_write.slt: an INSERT … SELECT
+/// that fails keeps the rows of the batches written before the failing one
+/// (which batch fails first depends on timing). While set, INSERT … SELECT
+/// statements that must fail are skipped.
+const KNOWN_BUG_FAILED_INSERT_SELECT_KEEPS_EARLIER_BATCHES: bool = true;
+
 // A DataFusion bug, avoided the same way (no regression file: it is not
 // widesql's).
 
@@ -669,9 +675,7 @@ impl Generator {
                 let b = self.expr(class, scope, d);
                 a.zip(&b, |a, b| format!("coalesce({a}, {b})"))
             }
-            2 if scope.subqueries && class != Class::Bool => {
-                self.scalar_subquery(class, scope, None)
-            }
+            2 if scope.subqueries && class != Class::Bool => self.scalar_subquery(class, None),
             _ => match class {
                 Class::Int => self.int_composite(scope, d),
                 Class::Float => self.float_composite(scope, d),
@@ -811,12 +815,11 @@ impl Generator {
 
     /// `(SELECT max(q.c) FROM other q [WHERE …])`, or a count; `other` is
     /// any table when None.
-    fn scalar_subquery(&mut self, class: Class, scope: &Scope, other: Option<TableModel>) -> Sql {
+    fn scalar_subquery(&mut self, class: Class, other: Option<TableModel>) -> Sql {
         let other = other.unwrap_or_else(|| self.other_table());
         let alias = "q";
         // Uncorrelated: DataFusion plans a correlated scalar subquery only
         // when the correlation is an equality.
-        let _ = scope;
         let inner = Scope {
             alias,
             table: &other,
@@ -1123,7 +1126,7 @@ impl Generator {
                     };
                     if !others.is_empty() && self.rng.chance(15) {
                         let other = others[self.rng.below(others.len())].clone();
-                        self.scalar_subquery(c.ty.class(), &scope, Some(other))
+                        self.scalar_subquery(c.ty.class(), Some(other))
                     } else {
                         self.expr(c.ty.class(), &scope, 3)
                     }
@@ -1823,6 +1826,12 @@ fn judge(statement: &Statement, model: &Model, sqlite: &Sqlite) -> Result<Verdic
         && matches!(verdict, Verdict::Fail(_))
     {
         verdict = Verdict::Skip("known bug: UPDATE out of range writes NULL".into());
+    }
+    if statement.kind == Kind::InsertSelect
+        && KNOWN_BUG_FAILED_INSERT_SELECT_KEEPS_EARLIER_BATCHES
+        && matches!(verdict, Verdict::Fail(_))
+    {
+        verdict = Verdict::Skip("known bug: a failed INSERT … SELECT keeps rows".into());
     }
     if let Effect::DropColumn(table, _) = &statement.effect {
         if KNOWN_BUG_DROP_COLUMN_LOSES_ALL_NULL_ROWS && has_all_null_row(&after, sqlite, table) {
