@@ -39,17 +39,17 @@ const DEFAULT_STATEMENTS: usize = 3000;
 /// sql_tests/regress_update_out_of_range.slt: an UPDATE whose new value does
 /// not fit the column (overflow, uncastable text, invalid date) writes NULL
 /// instead of failing. While set, such UPDATEs are skipped.
-const KNOWN_BUG_UPDATE_OUT_OF_RANGE_WRITES_NULL: bool = true;
+const KNOWN_BUG_UPDATE_OUT_OF_RANGE_WRITES_NULL: bool = false;
 
 /// sql_tests/regress_drop_column_all_null_rows.slt: DROP COLUMN makes rows
 /// vanish whose remaining columns are all NULL. While set, a DROP COLUMN
 /// that leaves such a row is skipped.
-const KNOWN_BUG_DROP_COLUMN_LOSES_ALL_NULL_ROWS: bool = true;
+const KNOWN_BUG_DROP_COLUMN_LOSES_ALL_NULL_ROWS: bool = false;
 
 /// sql_tests/regress_dml_double_minus.slt: UPDATE and DELETE render their
 /// expressions back to text, and `- -1` comes out as `--1`, a comment.
 /// While set, a unary minus is always followed by a parenthesis.
-const KNOWN_BUG_DML_DOUBLE_MINUS_BECOMES_COMMENT: bool = true;
+const KNOWN_BUG_DML_DOUBLE_MINUS_BECOMES_COMMENT: bool = false;
 
 /// sql_tests/regress_insert_select_unconverted_values.slt: INSERT … SELECT
 /// stores a value in the type DataFusion hands over, not the column's, when
@@ -57,18 +57,18 @@ const KNOWN_BUG_DML_DOUBLE_MINUS_BECOMES_COMMENT: bool = true;
 /// END`): a REAL or SMALLINT UNSIGNED column then holds 8 bytes and the
 /// table can no longer be read, and a TINYINT takes 140625 without error.
 /// While set, INSERT … SELECT casts its numeric values to the column type.
-const KNOWN_BUG_INSERT_SELECT_STORES_UNCONVERTED_VALUES: bool = true;
+const KNOWN_BUG_INSERT_SELECT_STORES_UNCONVERTED_VALUES: bool = false;
 
 /// sql_tests/regress_create_or_replace_from_itself.slt: `CREATE OR REPLACE
 /// TABLE t AS SELECT … FROM t` fails with a storage error and t is gone.
 /// While set, CREATE OR REPLACE reads another table.
-const KNOWN_BUG_CREATE_OR_REPLACE_FROM_ITSELF_DROPS_TABLE: bool = true;
+const KNOWN_BUG_CREATE_OR_REPLACE_FROM_ITSELF_DROPS_TABLE: bool = false;
 
 /// sql_tests/regress_insert_select_partial_write.slt: an INSERT … SELECT
 /// that fails keeps the rows of the batches written before the failing one
 /// (which batch fails first depends on timing). While set, INSERT … SELECT
 /// statements that must fail are skipped.
-const KNOWN_BUG_FAILED_INSERT_SELECT_KEEPS_EARLIER_BATCHES: bool = true;
+const KNOWN_BUG_FAILED_INSERT_SELECT_KEEPS_EARLIER_BATCHES: bool = false;
 
 // A DataFusion bug, avoided the same way (no regression file: it is not
 // widesql's).
