@@ -31,47 +31,10 @@ const STATEMENTS_PER_SEED: usize = 150;
 const DEFAULT_STATEMENTS: usize = 3000;
 
 // ---------------------------------------------------------------------------
-// Known widesql bugs. Each flag skips exactly the statements that hit the
-// bug, so the rest of the run stays useful; each bug has a regression file
-// in sql_tests/. Set a flag to false once its bug is fixed.
+// Known bugs of the reference engines
 // ---------------------------------------------------------------------------
 
-/// sql_tests/regress_update_out_of_range.slt: an UPDATE whose new value does
-/// not fit the column (overflow, uncastable text, invalid date) writes NULL
-/// instead of failing. While set, such UPDATEs are skipped.
-const KNOWN_BUG_UPDATE_OUT_OF_RANGE_WRITES_NULL: bool = false;
-
-/// sql_tests/regress_drop_column_all_null_rows.slt: DROP COLUMN makes rows
-/// vanish whose remaining columns are all NULL. While set, a DROP COLUMN
-/// that leaves such a row is skipped.
-const KNOWN_BUG_DROP_COLUMN_LOSES_ALL_NULL_ROWS: bool = false;
-
-/// sql_tests/regress_dml_double_minus.slt: UPDATE and DELETE render their
-/// expressions back to text, and `- -1` comes out as `--1`, a comment.
-/// While set, a unary minus is always followed by a parenthesis.
-const KNOWN_BUG_DML_DOUBLE_MINUS_BECOMES_COMMENT: bool = false;
-
-/// sql_tests/regress_insert_select_unconverted_values.slt: INSERT … SELECT
-/// stores a value in the type DataFusion hands over, not the column's, when
-/// the plan leaves it unconverted (`CASE WHEN … THEN real_col ELSE 2.5
-/// END`): a REAL or SMALLINT UNSIGNED column then holds 8 bytes and the
-/// table can no longer be read, and a TINYINT takes 140625 without error.
-/// While set, INSERT … SELECT casts its numeric values to the column type.
-const KNOWN_BUG_INSERT_SELECT_STORES_UNCONVERTED_VALUES: bool = false;
-
-/// sql_tests/regress_create_or_replace_from_itself.slt: `CREATE OR REPLACE
-/// TABLE t AS SELECT … FROM t` fails with a storage error and t is gone.
-/// While set, CREATE OR REPLACE reads another table.
-const KNOWN_BUG_CREATE_OR_REPLACE_FROM_ITSELF_DROPS_TABLE: bool = false;
-
-/// sql_tests/regress_insert_select_partial_write.slt: an INSERT … SELECT
-/// that fails keeps the rows of the batches written before the failing one
-/// (which batch fails first depends on timing). While set, INSERT … SELECT
-/// statements that must fail are skipped.
-const KNOWN_BUG_FAILED_INSERT_SELECT_KEEPS_EARLIER_BATCHES: bool = false;
-
-// A DataFusion bug, avoided the same way (no regression file: it is not
-// widesql's).
+// A DataFusion bug the generator steers around.
 
 /// Not widesql's: DataFusion 55 evaluates `x NOT IN (subquery)` combined
 /// with OR as if the subquery had no NULLs (plain in-memory DataFusion does
@@ -81,11 +44,7 @@ const DATAFUSION_BUG_NOT_IN_INSIDE_OR_IGNORES_NULLS: bool = true;
 
 /// `-x`, written so that no engine can read it as a comment.
 fn negate(x: &str) -> String {
-    if KNOWN_BUG_DML_DOUBLE_MINUS_BECOMES_COMMENT {
-        format!("(- ({x}))")
-    } else {
-        format!("(- {x})")
-    }
+    format!("(- {x})")
 }
 
 // ---------------------------------------------------------------------------
@@ -268,10 +227,6 @@ struct Model {
 }
 
 impl Model {
-    fn table(&self, name: &str) -> Option<&TableModel> {
-        self.tables.iter().find(|t| t.name == name)
-    }
-
     fn apply(&mut self, effect: &Effect) {
         match effect {
             Effect::None => {}
@@ -483,14 +438,7 @@ impl Generator {
                 self.create_table_as(&source, None)
             }
             93..=94 => {
-                let mut source = self.other_table();
-                if source.name == table.name && KNOWN_BUG_CREATE_OR_REPLACE_FROM_ITSELF_DROPS_TABLE
-                {
-                    match self.model.tables.iter().find(|t| t.name != table.name) {
-                        Some(other) => source = other.clone(),
-                        None => return self.insert_values(&table),
-                    }
-                }
+                let source = self.other_table();
                 self.create_table_as(&source, Some(&table.name))
             }
             95..=96 if tables > 2 => Statement {
@@ -849,6 +797,11 @@ impl Generator {
     /// A WHERE clause: constant, key ranges, subqueries or any boolean
     /// expression.
     fn predicate(&mut self, scope: &Scope) -> Sql {
+        self.predicate_part(scope, true)
+    }
+
+    /// A predicate that is the whole WHERE clause (`alone`) or a part of one.
+    fn predicate_part(&mut self, scope: &Scope, alone: bool) -> Sql {
         let roll = self.rng.below(100);
         let key = scope.table.keyed;
         let alias = scope.alias;
@@ -873,13 +826,13 @@ impl Generator {
                     _ => format!("{alias}.id >= {a} AND {alias}.id < {b}"),
                 })
             }
-            28..=39 if scope.subqueries => self.in_subquery(scope, true),
+            28..=39 if scope.subqueries => self.in_subquery(scope, alone),
             40..=51 if scope.subqueries => self.exists_subquery(scope),
             52..=59 => {
                 let a = if scope.subqueries && self.rng.chance(40) {
                     self.in_subquery(scope, false)
                 } else {
-                    self.predicate(scope)
+                    self.predicate_part(scope, false)
                 };
                 let b = self.bool_expr(scope, 2);
                 let op = *self.rng.pick(&["AND", "OR"]);
@@ -1018,21 +971,7 @@ impl Generator {
         }
         for c in chosen {
             names.push(c.name.clone());
-            let value = self.row_expr(c.ty.class(), &scope);
-            let numeric = matches!(c.ty.class(), Class::Int | Class::Float);
-            values.push(
-                if numeric && KNOWN_BUG_INSERT_SELECT_STORES_UNCONVERTED_VALUES {
-                    // Both engines' CAST keep the value; a value out of range
-                    // still fails in widesql and the domain check.
-                    let ty = c.ty;
-                    Sql {
-                        widesql: format!("CAST({} AS {})", value.widesql, ty.widesql()),
-                        sqlite: format!("CAST({} AS {})", value.sqlite, ty.sqlite()),
-                    }
-                } else {
-                    value
-                },
-            );
+            values.push(self.row_expr(c.ty.class(), &scope));
         }
         let filter = if self.rng.chance(80) {
             let subqueries_scope = Scope {
@@ -1248,17 +1187,11 @@ impl Generator {
             outer: None,
             subqueries: true,
         };
-        let mut filter = if self.rng.chance(70) {
+        let filter = if self.rng.chance(70) {
             self.predicate(&scope).map(|p| format!(" WHERE {p}"))
         } else {
             Sql::same("")
         };
-        if replace.is_some()
-            && KNOWN_BUG_CREATE_OR_REPLACE_FROM_ITSELF_DROPS_TABLE
-            && filter.widesql.contains(&format!("FROM {name} AS"))
-        {
-            filter = Sql::same("");
-        }
         let list = columns
             .iter()
             .map(|c| format!("src.{}", c.name))
@@ -1783,17 +1716,6 @@ fn annotate(verdict: Verdict, place: &str) -> Verdict {
     }
 }
 
-/// Whether some row of `table` has no non-NULL value outside its key.
-fn has_all_null_row(model: &Model, sqlite: &Sqlite, table: &str) -> bool {
-    let (Some(t), Ok(data)) = (model.table(table), sqlite.table(table)) else {
-        return false;
-    };
-    let skip = usize::from(t.keyed);
-    data.rows
-        .iter()
-        .any(|row| row.iter().skip(skip).all(|v| matches!(v, Value::Null)))
-}
-
 /// Runs `statement` on SQLite in a transaction and decides what widesql
 /// must do; commits only what widesql must also do.
 fn judge(statement: &Statement, model: &Model, sqlite: &Sqlite) -> Result<Verdict, String> {
@@ -1811,7 +1733,7 @@ fn judge(statement: &Statement, model: &Model, sqlite: &Sqlite) -> Result<Verdic
     };
     let mut after = model.clone();
     after.apply(&statement.effect);
-    let mut verdict = match check_tables(&after, sqlite) {
+    let verdict = match check_tables(&after, sqlite) {
         // DataFusion folds constant expressions while planning, so an
         // INSERT … SELECT of a constant that does not fit fails even when
         // no row matches.
@@ -1821,23 +1743,6 @@ fn judge(statement: &Statement, model: &Model, sqlite: &Sqlite) -> Result<Verdic
         Ok(()) => Verdict::Succeed(count),
         Err(v) => v,
     };
-    if statement.kind == Kind::Update
-        && KNOWN_BUG_UPDATE_OUT_OF_RANGE_WRITES_NULL
-        && matches!(verdict, Verdict::Fail(_))
-    {
-        verdict = Verdict::Skip("known bug: UPDATE out of range writes NULL".into());
-    }
-    if statement.kind == Kind::InsertSelect
-        && KNOWN_BUG_FAILED_INSERT_SELECT_KEEPS_EARLIER_BATCHES
-        && matches!(verdict, Verdict::Fail(_))
-    {
-        verdict = Verdict::Skip("known bug: a failed INSERT … SELECT keeps rows".into());
-    }
-    if let Effect::DropColumn(table, _) = &statement.effect {
-        if KNOWN_BUG_DROP_COLUMN_LOSES_ALL_NULL_ROWS && has_all_null_row(&after, sqlite, table) {
-            verdict = Verdict::Skip("known bug: DROP COLUMN loses all-NULL rows".into());
-        }
-    }
     sqlite.batch(match verdict {
         Verdict::Succeed(_) => "COMMIT",
         _ => "ROLLBACK",

@@ -14,6 +14,14 @@ fn db(dir: &std::path::Path) -> widesql::Result<Db> {
     Db::open_with(dir, DbOptions::new().with_compaction_interval(None))
 }
 
+/// Table `t` with family `f` that keeps one version per column.
+fn keeping_one_version(db: &Db) -> widesql::Result<widesql::Table> {
+    db.default_dataset()?.create_table(
+        "t",
+        TableSpec::new().with_family(FamilySpec::new("f").with_max_versions(1)),
+    )
+}
+
 /// Rows with hidden versions ahead of `zz…` keys, so a compaction pass is
 /// long enough for DDL to happen during it.
 fn fill_with_hidden_versions(t: &widesql::Table, rows: usize) -> widesql::Result<()> {
@@ -32,10 +40,7 @@ fn fill_with_hidden_versions(t: &widesql::Table, rows: usize) -> widesql::Result
 fn compaction_keeps_cells_of_a_family_added_during_the_pass() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = db(dir.path())?;
-    let t = db.default_dataset()?.create_table(
-        "t",
-        TableSpec::new().with_family(FamilySpec::new("f").with_max_versions(1)),
-    )?;
+    let t = keeping_one_version(&db)?;
     for round in 0..12 {
         fill_with_hidden_versions(&t, 3000)?;
         let compactor = {
@@ -60,10 +65,7 @@ fn compaction_keeps_cells_of_a_family_added_during_the_pass() -> TestResult {
 fn loosening_max_versions_under_writes_resurrects_nothing() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = db(dir.path())?;
-    let t = db.default_dataset()?.create_table(
-        "t",
-        TableSpec::new().with_family(FamilySpec::new("f").with_max_versions(1)),
-    )?;
+    let t = keeping_one_version(&db)?;
     // Other rows make the switch's compaction take a while.
     fill_with_hidden_versions(&t, 20_000)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -28,17 +28,24 @@ pub struct KeySet {
     intervals: Vec<Interval>,
 }
 
-fn lower_le(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> bool {
-    // Whether lower bound a starts at or before lower bound b.
+/// The order of lower bounds: unbounded first, then by key, and at the same
+/// key an inclusive bound before an exclusive one. A total order, as
+/// sorting requires.
+fn lower_cmp(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> std::cmp::Ordering {
+    let exclusive = |bound: &Bound<Vec<u8>>| matches!(bound, Bound::Excluded(_));
     match (a, b) {
-        (Bound::Unbounded, _) => true,
-        (_, Bound::Unbounded) => false,
-        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => {
-            x <= y
+        (Bound::Unbounded, Bound::Unbounded) => std::cmp::Ordering::Equal,
+        (Bound::Unbounded, _) => std::cmp::Ordering::Less,
+        (_, Bound::Unbounded) => std::cmp::Ordering::Greater,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            x.cmp(y).then(exclusive(a).cmp(&exclusive(b)))
         }
-        (Bound::Included(x), Bound::Excluded(y)) => x <= y,
-        (Bound::Excluded(x), Bound::Included(y)) => x < y,
     }
+}
+
+/// Whether lower bound a starts at or before lower bound b.
+fn lower_le(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> bool {
+    lower_cmp(a, b) != std::cmp::Ordering::Greater
 }
 
 fn upper_le(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> bool {
@@ -91,15 +98,10 @@ impl KeySet {
         }
     }
 
-    fn from_intervals(mut intervals: Vec<Interval>) -> Self {
+    /// The keys in any of `intervals`, as sorted, disjoint intervals.
+    pub fn from_intervals(mut intervals: Vec<Interval>) -> Self {
         intervals.retain(|i| !is_empty(i));
-        intervals.sort_by(|a, b| {
-            if lower_le(&a.0, &b.0) {
-                std::cmp::Ordering::Less
-            } else {
-                std::cmp::Ordering::Greater
-            }
-        });
+        intervals.sort_by(|a, b| lower_cmp(&a.0, &b.0));
         let mut merged: Vec<Interval> = Vec::with_capacity(intervals.len());
         for i in intervals {
             match merged.last_mut() {
