@@ -27,7 +27,7 @@
 //! `"ab"` holds whatever follows.
 //!
 //! A cell of a wide-column table is stored under
-//! `row ‖ family id ‖ qualifier ‖ timestamp`, see [`CellKey`].
+//! `row ‖ family id ‖ qualifier ‖ timestamp`, see [`CellKey`](crate::keys::CellKey).
 //!
 //! The format version is persisted by the storage layer and checked on open.
 

@@ -11,7 +11,7 @@
 //! (anything else); an empty result is "statement complete"; a multi-line
 //! last cell (an `EXPLAIN` plan) becomes numbered rows.
 //!
-//! The same runner drives plain in-memory DataFusion ([`Backend::Memory`]),
+//! The same runner drives plain in-memory DataFusion ([`Backend::Memory`](crate::slt::Backend::Memory)),
 //! the baseline widesql's pass counts are compared with.
 
 use std::collections::BTreeSet;

@@ -1,11 +1,11 @@
 //! The storage layer: the only module that calls sled.
 //!
 //! It offers a narrow key-value interface — named trees with `get`, ordered
-//! `range` scans in both directions, atomic [`WriteBatch`]es that may span
+//! `range` scans in both directions, atomic [`WriteBatch`](crate::storage::WriteBatch)es that may span
 //! several trees, and `flush` — so that a distributed KV store could replace
 //! sled without touching the layers above.
 //!
-//! Every tree counts the keys its scans and reads visit ([`Tree::keys_read`]):
+//! Every tree counts the keys its scans and reads visit ([`Tree::keys_read`](crate::storage::Tree::keys_read)):
 //! tests use the counters to prove that a scan touched only what it had to.
 //!
 //! The default tree holds a few meta keys: the format version (checked on

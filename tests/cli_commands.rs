@@ -2,6 +2,11 @@
 //! non-zero exit, the shell reading statements from standard input, and the
 //! demo.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test harness: a failed expectation is the test failing"
+)]
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -2,6 +2,11 @@
 //! file:line, expected and actual, ends with `N passed, N failed` and exits
 //! non-zero on failure; `--complete` writes expected results.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test harness: a failed expectation is the test failing"
+)]
+
 use std::process::{Command, Output};
 
 fn widesql(args: &[&std::ffi::OsStr]) -> Output {

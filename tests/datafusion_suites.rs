@@ -11,6 +11,11 @@
 //! `WIDESQL_WRITE_COUNTS=1 cargo test --test datafusion_suites` rewrites
 //! `suites/datafusion/pass_counts.md`, the per-file table of pass counts.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test harness: a failed expectation is the test failing"
+)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -2,6 +2,11 @@
 //! order equals tuple order, for strings full of 0x00 / 0xFF and timestamps
 //! whose bytes contain 0x00.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test harness: a failed expectation is the test failing"
+)]
+
 use std::cmp::Ordering;
 
 use proptest::prelude::*;

@@ -1,6 +1,11 @@
 //! Runs every sqllogictest file under `sql_tests/` as its own test, each in
 //! a new temporary database.
 
+#![allow(
+    clippy::expect_used,
+    reason = "a test harness: a failed expectation is the test failing"
+)]
+
 use std::path::Path;
 
 use libtest_mimic::{Arguments, Failed, Trial};

@@ -1,5 +1,5 @@
 //! The catalog: projects → datasets → tables, stored as rows of the system
-//! tables ([`system`]) and mirrored in memory for lookups.
+//! tables ([`system`](crate::catalog::system)) and mirrored in memory for lookups.
 //!
 //! Every change is validated in full, then written as one atomic storage
 //! batch, then applied to the in-memory state, all while the DDL lock is

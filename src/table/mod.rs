@@ -1,8 +1,8 @@
 //! The table layer: wide-column cells on top of storage — row mutations,
 //! reads with filters, garbage collection and compaction.
 //!
-//! A [`TableStore`] pairs a table's resolved [`layout::Layout`] with the
-//! database [`Engine`]; the public handle [`crate::Table`] builds one per
+//! A [`TableStore`](crate::table::TableStore) pairs a table's resolved layout with the
+//! database [`Engine`](crate::table::Engine); the public handle [`crate::Table`] builds one per
 //! call from the catalog's current layout.
 
 mod cell;
