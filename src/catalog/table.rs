@@ -189,9 +189,10 @@ impl Catalog {
         match result {
             Ok((id, replaced)) => {
                 // The new table is committed: only the old one's trees go
-                // now (if that fails, the next open removes them).
+                // now. If that fails the statement has still succeeded; the
+                // next open removes trees that no table owns.
                 if let Some(old) = replaced {
-                    self.drop_table_trees(&[old])?;
+                    let _ = self.drop_table_trees(&[old]);
                 }
                 Ok(id)
             }

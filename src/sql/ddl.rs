@@ -666,9 +666,18 @@ impl Session {
         let name = field.name().clone();
         let qualified = table.qualified_name()?;
         let spec = table.spec()?;
-        let exists = spec
-            .family(&name)
-            .is_some_and(|f| f.qualifier_type.is_some())
+        crate::catalog::names::check_name(crate::catalog::ObjectKind::Column, &name)?;
+        let is_key = match &spec.key {
+            crate::table::spec::RowKeySpec::Key { .. } => name == KEY_COLUMN,
+            crate::table::spec::RowKeySpec::Columns(columns) => {
+                columns.iter().any(|c| c.name == name)
+            }
+            crate::table::spec::RowKeySpec::Generated => false,
+        };
+        let exists = is_key
+            || spec
+                .family(&name)
+                .is_some_and(|f| f.qualifier_type.is_some())
             || spec.families.iter().any(|f| f.column(&name).is_some());
         if exists {
             if if_not_exists {
@@ -738,12 +747,18 @@ impl Session {
         // Existing rows: a NOT NULL column reads its DEFAULT where a row has
         // no cell (no backfill can then leave a NULL behind); a nullable one
         // gets the value written into every row before it becomes visible.
-        if let (true, Some(value)) = (has_rows, &fill) {
-            if field.is_nullable() {
-                crate::sql::dml::fill_column(&store, &family, &name, value)?;
-            } else if let Some(column) = new_family.columns.first_mut() {
-                column.missing = Some(value.clone());
+        match (&fill, field.is_nullable()) {
+            // Set even on an empty table: a row inserted before the column
+            // is visible must not read NULL.
+            (Some(value), false) => {
+                if let Some(column) = new_family.columns.first_mut() {
+                    column.missing = Some(value.clone());
+                }
             }
+            (Some(value), true) if has_rows => {
+                crate::sql::dml::fill_column(&store, &family, &name, value)?;
+            }
+            _ => {}
         }
         self.db().catalog().alter_table(table.id(), |spec| {
             let mut spec = spec.clone();
@@ -811,39 +826,34 @@ impl Session {
         })
     }
 
-    /// Before family `family` goes: if it is alone in its locality group,
-    /// that group's tree goes with it, so every row with a cell in it gets a
-    /// row marker first (rows whose only cells were there must not vanish).
+    /// Before family `family` goes, every row with a visible cell in it gets
+    /// a row marker, so that rows whose only cells were there do not vanish.
+    /// Each row is checked and marked atomically, so a row deleted meanwhile
+    /// stays deleted, and expired cells keep no row.
     fn keep_rows_of_family(
         &self,
         table: &crate::db::Table,
         spec: &TableSpec,
         family: &str,
     ) -> Result<()> {
-        let Some(dropped) = spec.family(family) else {
-            return Ok(());
-        };
-        let alone = !spec
-            .families
-            .iter()
-            .any(|f| f.name != family && f.locality_group == dropped.locality_group);
-        let marker = spec.families.iter().find(|f| f.qualifier_type.is_none());
-        let (true, Some(marker)) = (alone, marker) else {
+        let Some(marker) = spec.families.iter().find(|f| f.qualifier_type.is_none()) else {
             return Ok(());
         };
         let store = table.store()?;
-        let filter = crate::table::Filter::all()
+        let visible = crate::table::Filter::all()
             .with_families([family])
             .with_cells_per_row_limit(1);
-        let mut rows = Vec::new();
-        for row in store.scan(
-            &crate::table::RowSet::all(),
-            crate::table::ReadOptions::new().with_filter(filter),
-        ) {
-            let mutation = crate::table::RowMutation::new().set(marker.name.clone(), b"", b"");
-            rows.push((row?.key, mutation));
+        let keys = store
+            .scan(
+                &crate::table::RowSet::all(),
+                crate::table::ReadOptions::new().with_filter(visible.clone()),
+            )
+            .map(|row| row.map(|row| row.key))
+            .collect::<Result<Vec<_>>>()?;
+        let mark = crate::table::RowMutation::new().set(marker.name.clone(), b"", b"");
+        for key in keys {
+            store.check_and_mutate(&key, &visible, &mark, &crate::table::RowMutation::new())?;
         }
-        store.apply_statement(&rows)?;
         Ok(())
     }
 

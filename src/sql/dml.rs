@@ -345,7 +345,12 @@ impl Session {
             )
             .await?;
         // USING may match a row more than once; it is deleted once.
-        let mut rows: RowChanges = batches.iter().flat_map(RowWriter::delete).collect();
+        let writer = RowWriter::new(
+            view.store().clone(),
+            Arc::clone(view.shape()),
+            self.write_settings(),
+        );
+        let mut rows: RowChanges = batches.iter().flat_map(|b| writer.delete(b)).collect();
         if !using.is_empty() {
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             rows.dedup_by(|a, b| a.0 == b.0);

@@ -121,7 +121,11 @@ impl RowWriter {
     fn delete_scope(&self, m: RowMutation, scope: DeleteScope) -> RowMutation {
         match (self.settings.timestamp, scope) {
             (None, scope) => m.mark_deleted(scope, None),
-            (Some(_), DeleteScope::Column(family, qualifier)) => m.delete_column(family, qualifier),
+            // Versions up to the write time go; newer ones stay, as a write
+            // at that time would not override them either.
+            (Some(ts), DeleteScope::Column(family, qualifier)) => {
+                m.delete_column_versions(family, qualifier, i64::MIN..ts.saturating_add(1))
+            }
             (Some(_), DeleteScope::Family(family)) => m.delete_family(family),
             (Some(_), DeleteScope::Row) => m.delete_row(),
         }
@@ -288,13 +292,18 @@ impl RowWriter {
     }
 
     /// DELETE: the rows whose raw keys are the first column of `batch`.
-    pub fn delete(batch: &RecordBatch) -> RowChanges {
+    pub fn delete(&self, batch: &RecordBatch) -> RowChanges {
         batch
             .column(0)
             .as_binary::<i32>()
             .iter()
             .flatten()
-            .map(|k| (k.to_vec(), Self::delete_row()))
+            .map(|k| {
+                (
+                    k.to_vec(),
+                    self.delete_scope(RowMutation::new(), DeleteScope::Row),
+                )
+            })
             .collect()
     }
 

@@ -100,7 +100,7 @@ impl TableStore {
                 }
                 index += 1;
                 let hidden = match self.layout.family_by_id(cell.family) {
-                    None => Hidden::Dropped,
+                    None => Hidden::ByGc,
                     Some(family) => {
                         let gc = match override_policy {
                             Some((id, policy)) if id == cell.family => policy,

@@ -98,11 +98,9 @@ impl<'a> Selector<'a> {
     /// (it still counts as a stored version for GC).
     pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8], deleted: bool) -> bool {
         let Some(family) = self.layout.family_by_id(key.family) else {
-            // A dropped family whose cells are not purged yet: hidden, but
-            // the row stays (see `virtual_marker`) unless it was deleted.
-            if !deleted && self.in_time_range(key.timestamp) {
-                self.dropped_seen = self.dropped_seen.max(Some(key.timestamp));
-            }
+            // A dropped family whose cells are not purged yet: hidden. Its
+            // policy went with it, so its cells keep no row alive; dropping
+            // a family gives its visible rows a marker first.
             return false;
         };
         if self.family != Some(key.family) || self.qualifier != *key.qualifier {
