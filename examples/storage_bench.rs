@@ -40,12 +40,12 @@ fn cells(i: usize) -> Vec<(&'static str, String, Vec<u8>)> {
     cells
 }
 
-fn main() -> widesql::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rows: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
-    let dir = tempfile::tempdir().map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    let dir = tempfile::tempdir()?;
     let cache = 256 * 1024 * 1024;
 
     // widesql
@@ -84,14 +84,9 @@ fn main() -> widesql::Result<()> {
     let sled_db = sled::Config::new()
         .path(dir.path().join("sled"))
         .cache_capacity(cache)
-        .open()
-        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
-    let small = sled_db
-        .open_tree("small")
-        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
-    let blobs = sled_db
-        .open_tree("blobs")
-        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+        .open()?;
+    let small = sled_db.open_tree("small")?;
+    let blobs = sled_db.open_tree("blobs")?;
     let start = Instant::now();
     for chunk in (0..rows).collect::<Vec<_>>().chunks(1000) {
         let (mut bs, mut bb) = (sled::Batch::default(), sled::Batch::default());
@@ -105,16 +100,10 @@ fn main() -> widesql::Result<()> {
                 }
             }
         }
-        small
-            .apply_batch(bs)
-            .map_err(|e| widesql::Error::Sql(e.to_string()))?;
-        blobs
-            .apply_batch(bb)
-            .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+        small.apply_batch(bs)?;
+        blobs.apply_batch(bb)?;
     }
-    sled_db
-        .flush()
-        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
+    sled_db.flush()?;
     let sled_load = start.elapsed().as_secs_f64();
 
     println!("bulk load of {rows} rows ({ncells} cells):");
@@ -182,10 +171,7 @@ fn main() -> widesql::Result<()> {
     println!(
         "on disk: widesql {} MiB, raw sled {} MiB",
         db.size_on_disk()? >> 20,
-        sled_db
-            .size_on_disk()
-            .map_err(|e| widesql::Error::Sql(e.to_string()))?
-            >> 20
+        sled_db.size_on_disk()? >> 20
     );
     Ok(())
 }
@@ -195,7 +181,7 @@ async fn time_sql(
     session: &widesql::Session,
     sql: &str,
     n: usize,
-) -> widesql::Result<(f64, usize)> {
+) -> Result<(f64, usize), Box<dyn std::error::Error>> {
     let mut rows = 0;
     let start = Instant::now();
     for _ in 0..n {
@@ -205,8 +191,8 @@ async fn time_sql(
     Ok((start.elapsed().as_secs_f64() / n as f64, rows))
 }
 
-fn sql_figures(db: &Db, rows: usize) -> widesql::Result<()> {
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| widesql::Error::Sql(e.to_string()))?;
+fn sql_figures(db: &Db, rows: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Runtime::new()?;
     let session = db.session();
     runtime.block_on(async {
         let (floor, _) = time_sql(&session, "SELECT 1", 200).await?;

@@ -154,7 +154,10 @@ impl Db {
                     // reads hide what it could not remove.
                     let _ = Db { inner }.compact();
                 })
-                .map_err(|e| crate::Error::Sql(format!("cannot start compaction: {e}")))?;
+                .map_err(|source| crate::Error::Thread {
+                    what: "compaction",
+                    source,
+                })?;
         }
         open.retain(|_, weak| weak.strong_count() > 0);
         open.insert(key, Arc::downgrade(&inner));

@@ -23,9 +23,23 @@ pub enum Error {
     /// A key read from disk could not be decoded.
     #[error(transparent)]
     Key(#[from] KeyError),
-    /// A SQL statement failed to plan or run.
+    /// widesql refused a SQL statement; the message says why.
     #[error("{0}")]
     Sql(String),
+    /// DataFusion failed to parse, plan or run a statement.
+    #[error(transparent)]
+    DataFusion(Box<datafusion::error::DataFusionError>),
+    /// Arrow failed to convert or compute values.
+    #[error(transparent)]
+    Arrow(#[from] datafusion::arrow::error::ArrowError),
+    /// A background thread could not be started.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// What the thread was for.
+        what: &'static str,
+        /// What the system said.
+        source: std::io::Error,
+    },
 }
 
 /// The category of an [`Error`], for callers that branch on it.
@@ -61,7 +75,8 @@ impl Error {
             Error::Storage(_) => ErrorKind::Storage,
             Error::Key(KeyError::TimestampRange(_)) => ErrorKind::InvalidArgument,
             Error::Key(_) => ErrorKind::Corruption,
-            Error::Sql(_) => ErrorKind::Sql,
+            Error::Sql(_) | Error::DataFusion(_) | Error::Arrow(_) => ErrorKind::Sql,
+            Error::Thread { .. } => ErrorKind::Storage,
         }
     }
 }

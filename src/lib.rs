@@ -52,16 +52,10 @@ pub mod clock;
 pub mod db;
 /// The crate error.
 pub mod error;
-/// Query results as text: table, CSV, JSON.
-pub mod export;
 /// Typed project, dataset and table ids.
 pub mod ids;
 /// The key codec: order-preserving tuple encoding, the on-disk key format.
 pub mod keys;
-/// The interactive SQL shell.
-pub mod shell;
-/// sqllogictest: widesql as an engine, and a file runner.
-pub mod slt;
 /// SQL through DataFusion: catalog providers, scans, DDL and DML.
 pub mod sql;
 /// The storage layer: the only module that calls sled.

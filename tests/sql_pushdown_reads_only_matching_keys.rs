@@ -4,7 +4,7 @@
 
 use widesql::{Db, DbOptions};
 
-fn keys_read(db: &Db, group: &str) -> widesql::Result<u64> {
+fn keys_read(db: &Db, group: &str) -> Result<u64, Box<dyn std::error::Error>> {
     Ok(db
         .open_table("default", "public", "pages")?
         .keys_read_per_group()?
@@ -14,8 +14,8 @@ fn keys_read(db: &Db, group: &str) -> widesql::Result<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| widesql::Error::Sql(e.to_string()))?;
+async fn sql_pushdown_reads_only_matching_keys() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
     let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
     let session = db.session();
     session
@@ -34,7 +34,7 @@ async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
         let session = session.clone();
         async move {
             let batches = session.sql(sql).await?.collect().await?;
-            let text = widesql::slt::rows_as_text(&batches)?;
+            let text = widesql_slt::rows_as_text(&batches)?;
             Ok::<String, widesql::Error>(text.concat().join(" "))
         }
     };
@@ -93,7 +93,7 @@ async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
         .await?
         .collect()
         .await?;
-    let plan = widesql::slt::rows_as_text(&plan)?.concat().join(" ");
+    let plan = widesql_slt::rows_as_text(&plan)?.concat().join(" ");
     assert!(
         plan.contains("keys=all, groups=[default], partitions=4"),
         "{plan}"
@@ -104,7 +104,7 @@ async fn sql_pushdown_reads_only_matching_keys() -> widesql::Result<()> {
         .collect()
         .await?;
     assert_eq!(
-        widesql::slt::rows_as_text(&batches)?.concat().join(" "),
+        widesql_slt::rows_as_text(&batches)?.concat().join(" "),
         "100000 4999950000"
     );
 

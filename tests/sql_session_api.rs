@@ -8,8 +8,8 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use widesql::{Db, DbOptions, FamilySpec, RowMutation, TableSpec};
 
-fn text(batches: &[RecordBatch]) -> widesql::Result<String> {
-    Ok(widesql::slt::rows_as_text(batches)?
+fn text(batches: &[RecordBatch]) -> Result<String, Box<dyn std::error::Error>> {
+    Ok(widesql_slt::rows_as_text(batches)?
         .into_iter()
         .map(|r| r.join(" "))
         .collect::<Vec<_>>()
@@ -17,8 +17,9 @@ fn text(batches: &[RecordBatch]) -> widesql::Result<String> {
 }
 
 #[tokio::test]
-async fn sql_session_sees_new_tables_and_joins_registered_providers() -> widesql::Result<()> {
-    let dir = tempfile::tempdir().map_err(|e| widesql::Error::Sql(e.to_string()))?;
+async fn sql_session_sees_new_tables_and_joins_registered_providers(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
     let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
     let session = db.session();
 

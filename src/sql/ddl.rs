@@ -148,41 +148,32 @@ fn family_options(options: &[SqlOption]) -> Result<FamilyOptions> {
     Ok(out)
 }
 
-/// Parses `90`, `90s`, `15m`, `12h`, `7d`.
+/// Parses a TTL: `90` (seconds), or a duration as humantime reads it
+/// (`90s`, `15m`, `12h`, `7d`, `2w`, `1h 30m`).
 fn parse_ttl(text: &str) -> Result<Duration> {
     let text = text.trim();
-    let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((at, _)) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let n: u64 = number.parse().map_err(|_| {
-        sql_error(format!(
-            "ttl '{text}' is not a number with an optional unit s, m, h or d"
-        ))
-    })?;
-    let per_unit: u64 = match unit.trim() {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => {
-            return Err(sql_error(format!(
-                "ttl '{text}' has an unknown unit (use s, m, h or d)"
-            )))
-        }
-    };
     // The age is kept in microseconds as an i64: refuse what does not fit
     // rather than wrap around to a short TTL that would delete data.
     const MAX_SECONDS: u64 = (i64::MAX / 1_000_000) as u64;
-    let seconds = n
-        .checked_mul(per_unit)
-        .filter(|s| *s <= MAX_SECONDS)
-        .ok_or_else(|| {
-            sql_error(format!(
-                "ttl '{text}' is too long: the longest is {MAX_SECONDS}s (about 292,000 years)"
-            ))
-        })?;
-    Ok(Duration::from_secs(seconds))
+    let too_long = || {
+        sql_error(format!(
+            "ttl '{text}' is too long: the longest is {MAX_SECONDS}s (about 292,000 years)"
+        ))
+    };
+    let duration = if text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty() {
+        Duration::from_secs(text.parse().map_err(|_| too_long())?)
+    } else {
+        humantime::parse_duration(text).map_err(|e| match e {
+            humantime::DurationError::NumberOverflow => too_long(),
+            other => sql_error(format!(
+                "ttl '{text}' is not a number with a unit such as 90s, 15m, 12h or 7d ({other})"
+            )),
+        })?
+    };
+    if duration.as_secs() > MAX_SECONDS {
+        return Err(too_long());
+    }
+    Ok(duration)
 }
 
 /// Applies GC and locality settings to a family.

@@ -45,28 +45,23 @@ use ddl::name_parts;
 use sink::WideSink;
 use write::{RowWriter, WriteSettings};
 
-/// Turns a DataFusion error back into ours when it wraps one.
+/// Turns a DataFusion error back into ours when it wraps one (our errors
+/// cross DataFusion as `External`); any other stays DataFusion's, kept
+/// whole as the source.
 pub fn from_df(e: DataFusionError) -> Error {
     match e {
         DataFusionError::External(inner) => match inner.downcast::<Error>() {
             Ok(ours) => *ours,
-            Err(other) => Error::Sql(other.to_string()),
+            Err(other) => Error::DataFusion(Box::new(DataFusionError::External(other))),
         },
         DataFusionError::Context(_, inner) => from_df(*inner),
-        DataFusionError::Shared(shared) => Error::Sql(shared.to_string()),
-        other => Error::Sql(other.to_string()),
+        other => Error::DataFusion(Box::new(other)),
     }
 }
 
 impl From<DataFusionError> for Error {
     fn from(e: DataFusionError) -> Self {
         from_df(e)
-    }
-}
-
-impl From<datafusion::arrow::error::ArrowError> for Error {
-    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
-        Error::Sql(e.to_string())
     }
 }
 
@@ -221,7 +216,7 @@ impl Session {
             .with_recursion_limit(recursion_limit)
             .build()
             .and_then(|mut parser| parser.parse_statements())
-            .map_err(|e| Error::Sql(e.to_string()))
+            .map_err(from_df)
     }
 
     /// Runs one statement and returns its result as a DataFrame.

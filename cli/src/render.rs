@@ -1,14 +1,11 @@
 //! Writing query results out: the text formats the CLI prints (an aligned
 //! table, CSV with a header, a JSON array, newline-delimited JSON).
 
-use std::str::FromStr;
-
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::error::{Error, Result};
-
 /// A text format for query results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
     /// An aligned table with borders.
     #[default]
@@ -18,32 +15,17 @@ pub enum Format {
     /// One JSON array of objects.
     Json,
     /// One JSON object per line.
+    #[value(alias = "jsonl")]
     Ndjson,
 }
 
-impl FromStr for Format {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "table" => Format::Table,
-            "csv" => Format::Csv,
-            "json" => Format::Json,
-            "ndjson" | "jsonl" => Format::Ndjson,
-            other => {
-                return Err(Error::Sql(format!(
-                    "unknown format '{other}': use table, csv, json or ndjson"
-                )))
-            }
-        })
-    }
-}
-
 /// Renders batches in `format`.
-pub fn render(batches: &[RecordBatch], format: Format) -> Result<String> {
+pub fn render(batches: &[RecordBatch], format: Format) -> Result<String, ArrowError> {
     let mut out: Vec<u8> = Vec::new();
     match format {
-        Format::Table => return crate::sql::pretty(batches),
+        Format::Table => {
+            return Ok(datafusion::arrow::util::pretty::pretty_format_batches(batches)?.to_string())
+        }
         Format::Csv => {
             let mut writer = datafusion::arrow::csv::WriterBuilder::new()
                 .with_header(true)
@@ -67,5 +49,6 @@ pub fn render(batches: &[RecordBatch], format: Format) -> Result<String> {
             writer.finish()?;
         }
     }
-    String::from_utf8(out).map_err(|e| Error::Sql(e.to_string()))
+    // The arrow writers write UTF-8 only.
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }

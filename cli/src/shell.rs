@@ -6,13 +6,14 @@ use std::time::Instant;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
-use crate::export::{render, Format};
-use crate::sql::Session;
+use widesql::Session;
+
+use crate::error::CliError;
+use crate::render::{render, Format};
 
 /// Runs the shell until end of input or `.quit`.
-pub async fn run(session: &Session, format: Format) -> crate::Result<()> {
-    let mut editor = DefaultEditor::new()
-        .map_err(|e| crate::Error::Sql(format!("cannot start the shell: {e}")))?;
+pub async fn run(session: &Session, format: Format) -> Result<(), CliError> {
+    let mut editor = DefaultEditor::new().map_err(CliError::Terminal)?;
     let history = session.db().path().join(".widesql_history");
     let _ = editor.load_history(&history);
     println!(
@@ -33,7 +34,7 @@ pub async fn run(session: &Session, format: Format) -> crate::Result<()> {
                 continue;
             }
             Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(crate::Error::Sql(e.to_string())),
+            Err(e) => return Err(CliError::Terminal(e)),
         };
         if pending.is_empty() && matches!(line.trim(), ".quit" | ".exit" | "\\q") {
             break;

@@ -88,7 +88,12 @@ fn cli_errors_are_one_line_and_exit_non_zero() {
     assert!(!err.contains("panicked") && !err.contains("backtrace"));
     let out = widesql(dir.path(), &["sql", "--format", "xml", "SELECT 1"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown format 'xml'"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invalid value 'xml' for '--format"), "{err}");
+    assert!(
+        err.contains("possible values: table, csv, json, ndjson"),
+        "{err}"
+    );
     // A failing statement stops the script: the table after it is not made.
     let out = widesql(
         dir.path(),

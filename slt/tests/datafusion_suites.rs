@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use widesql::slt::{run_file_in_memory, run_file_isolated, FileReport, RunOptions};
 use widesql::SessionOptions;
+use widesql_slt::{run_file_in_memory, run_file_isolated, FileReport, RunOptions};
 
 /// The files run: every storage file of 55.2, then a broad query set.
 const FILES: &[&str] = &[
@@ -45,8 +45,9 @@ const FILES: &[&str] = &[
     "predicates.slt",
 ];
 
+/// The workspace root, where `suites/` lives.
 fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// The source folder of the datafusion-sqllogictest package.

@@ -76,7 +76,7 @@ fn cli_test_runs_directories_and_completes_files() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().last(), Some("4 passed, 0 failed"), "{text}");
     // The project's own suite passes through the CLI too.
-    let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql_tests");
+    let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql_tests");
     let out = widesql(&[os("test"), suite.as_os_str()]);
     assert!(
         out.status.success(),

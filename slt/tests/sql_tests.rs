@@ -12,8 +12,8 @@ use libtest_mimic::{Arguments, Failed, Trial};
 
 fn main() {
     let args = Arguments::from_args();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql_tests");
-    let files = widesql::slt::collect_files(&root).expect("sql_tests/ is readable");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql_tests");
+    let files = widesql_slt::collect_files(&root).expect("sql_tests/ is readable");
     let trials = files
         .into_iter()
         .map(|path| {
@@ -29,9 +29,9 @@ fn main() {
                     .build()
                     .map_err(|e| Failed::from(e.to_string()))?;
                 let report = runtime
-                    .block_on(widesql::slt::run_file_isolated(
+                    .block_on(widesql_slt::run_file_isolated(
                         &path,
-                        &widesql::slt::RunOptions::default(),
+                        &widesql_slt::RunOptions::default(),
                     ))
                     .map_err(|e| Failed::from(e.to_string()))?;
                 if report.failures.is_empty() {

@@ -1,0 +1,26 @@
+//! What a command can fail with; the message is what the user sees.
+
+use std::path::PathBuf;
+
+/// A command's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// widesql refused a statement or an operation.
+    #[error(transparent)]
+    Widesql(#[from] widesql::Error),
+    /// Running sqllogictest files failed (not a failing record).
+    #[error(transparent)]
+    Slt(#[from] widesql_slt::SltError),
+    /// A result could not be rendered.
+    #[error("cannot render the result: {0}")]
+    Render(#[from] datafusion::arrow::error::ArrowError),
+    /// The async runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The terminal could not be used for the shell.
+    #[error("cannot use the terminal: {0}")]
+    Terminal(#[source] rustyline::error::ReadlineError),
+    /// A path given on the command line does not exist.
+    #[error("'{}' does not exist", .0.display())]
+    NoSuchPath(PathBuf),
+}

@@ -1,0 +1,157 @@
+//! The `widesql` command line: parses arguments and calls the library.
+
+mod demo;
+mod error;
+mod render;
+mod shell;
+mod test_files;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use widesql::Db;
+
+use error::CliError;
+use render::{render, Format};
+use test_files::TestOptions;
+
+/// An embedded SQL engine over Bigtable-style wide-column tables in sled.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// The database directory (created if missing).
+    #[arg(long, global = true)]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs SQL statements in order and prints each result.
+    Sql {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// The statements, separated by ';'.
+        statements: String,
+    },
+    /// An interactive SQL shell.
+    Shell {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Runs sqllogictest files (.slt, .test) and directories, each file in a
+    /// new temporary database unless --db is given.
+    Test {
+        /// Rewrite the expected results with widesql's output.
+        #[arg(long)]
+        complete: bool,
+        /// Run on plain in-memory DataFusion instead (the baseline).
+        #[arg(long)]
+        memory: bool,
+        /// Do not check column types (for files written for other engines).
+        #[arg(long)]
+        loose_types: bool,
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Lists projects, datasets, tables and their column families.
+    Catalog,
+    /// Loads the Bigtable paper's webtable example and reads it back.
+    Demo,
+}
+
+/// The database directory when none is given.
+const DEFAULT_DB: &str = "widesql-data";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Test {
+            complete,
+            memory,
+            loose_types,
+            paths,
+        } => {
+            let options = TestOptions {
+                db: cli.db,
+                complete,
+                memory,
+                loose_types,
+            };
+            test_files::run(&paths, &options)
+        }
+        command => {
+            let db_dir = cli.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+            Db::open(&db_dir)
+                .map_err(CliError::from)
+                .and_then(|db| run_on(&db, command))
+                .map(|()| true)
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command that works on one database.
+fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Sql { format, statements } => run_sql(db, &statements, format),
+        Command::Shell { format } => runtime()?.block_on(shell::run(&db.session(), format)),
+        Command::Catalog => print_catalog(db),
+        Command::Demo => demo::run(db),
+        Command::Test { .. } => Ok(()),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)
+}
+
+/// Runs the statements in order and prints each result that has columns.
+fn run_sql(db: &Db, statements: &str, format: Format) -> Result<(), CliError> {
+    let session = db.session();
+    runtime()?.block_on(async {
+        for output in session.run(statements).await? {
+            if !output.schema.fields().is_empty() {
+                let text = render(&output.batches, format)?;
+                if text.ends_with('\n') {
+                    print!("{text}");
+                } else {
+                    println!("{text}");
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+fn print_catalog(db: &Db) -> Result<(), CliError> {
+    for project in db.projects()? {
+        for dataset in project.datasets()? {
+            for table in dataset.tables()? {
+                let spec = table.spec()?;
+                let families: Vec<String> = spec
+                    .families
+                    .iter()
+                    .map(|f| format!("{} [{}]", f.name, f.locality_group))
+                    .collect();
+                println!("{}  {}", table.qualified_name()?, families.join(", "));
+            }
+        }
+    }
+    Ok(())
+}
