@@ -131,13 +131,37 @@ impl Db {
             return Ok(Db { inner });
         }
         let storage = Storage::open(path, &options.storage)?;
+        let inner = Db::start(storage, key.clone(), &options)?;
+        open.retain(|_, weak| weak.strong_count() > 0);
+        open.insert(key, Arc::downgrade(&inner));
+        Ok(Db { inner })
+    }
+
+    /// Opens a database on another storage backend (the in-memory one that
+    /// injects faults, in widesql's tests). `name` stands for the path in
+    /// messages. Not registered: every call opens a new database.
+    #[doc(hidden)]
+    pub fn open_on_backend(
+        name: &str,
+        backend: Arc<dyn crate::storage::Backend>,
+        options: DbOptions,
+    ) -> Result<Db> {
+        let path = PathBuf::from(name);
+        let storage = Storage::with_backend(backend, &path)?;
+        Ok(Db {
+            inner: Db::start(storage, path, &options)?,
+        })
+    }
+
+    /// Opens the catalog over `storage` and starts background compaction.
+    fn start(storage: Storage, path: PathBuf, options: &DbOptions) -> Result<Arc<DbInner>> {
         let engine = Arc::new(Engine::new(storage)?);
         let catalog = Catalog::open(Arc::clone(&engine))?;
         let (stop, stopped) = mpsc::channel::<()>();
         let inner = Arc::new(DbInner {
             engine,
             catalog,
-            path: key.clone(),
+            path,
             _stop_compaction: options.compaction_interval.map(|_| stop),
         });
         if let Some(every) = options.compaction_interval {
@@ -159,9 +183,7 @@ impl Db {
                     source,
                 })?;
         }
-        open.retain(|_, weak| weak.strong_count() > 0);
-        open.insert(key, Arc::downgrade(&inner));
-        Ok(Db { inner })
+        Ok(inner)
     }
 
     /// The directory of this database.

@@ -82,13 +82,6 @@ pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&TERMINATOR);
 }
 
-/// Appends the escaped bytes *without* the terminator: the encoding shared by
-/// every byte string that starts with `prefix`.
-pub fn put_bytes_prefix(out: &mut Vec<u8>, prefix: &[u8]) {
-    put_bytes(out, prefix);
-    out.truncate(out.len() - TERMINATOR.len());
-}
-
 /// Appends a sign-flipped big-endian `i64`.
 pub fn put_i64(out: &mut Vec<u8>, value: i64) {
     out.extend_from_slice(&((value as u64) ^ (1 << 63)).to_be_bytes());
@@ -258,7 +251,7 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// One element of a [`Tuple`], used where the schema is data (composite
+/// One element of a tuple, used where the schema is data (composite
 /// primary keys) rather than code.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Element {

@@ -39,42 +39,64 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers, each depending only on those above it in this list:
+//! The public API is re-exported here; the modules are the crate's layers,
+//! each depending only on those before it: `keys` (the byte layout of every
+//! key) → `storage` (the only caller of sled, behind a backend trait) →
+//! `clock` (server timestamps) → `table` (cells, mutations, reads, GC) →
+//! `catalog` (projects, datasets, tables, system tables) → `db` (the
+//! handles) → `sql` (DataFusion).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 /// Projects, datasets, tables and the system tables.
-pub mod catalog;
+pub(crate) mod catalog;
 /// Server timestamps, strictly increasing across restarts.
-pub mod clock;
+pub(crate) mod clock;
 /// The embedded API: `Db` and its handles.
-pub mod db;
+pub(crate) mod db;
 /// The crate error.
-pub mod error;
+pub(crate) mod error;
 /// Typed project, dataset and table ids.
-pub mod ids;
+pub(crate) mod ids;
 /// The key codec: order-preserving tuple encoding, the on-disk key format.
-pub mod keys;
+pub(crate) mod keys;
 /// SQL through DataFusion: catalog providers, scans, DDL and DML.
-pub mod sql;
+pub(crate) mod sql;
 /// The storage layer: the only module that calls sled.
-pub mod storage;
+pub(crate) mod storage;
 /// Wide-column tables: cells, mutations, reads, GC.
-pub mod table;
+pub(crate) mod table;
 
-pub use catalog::{DropMode, ObjectKind};
+pub use catalog::{CatalogError, DropMode, ObjectKind};
+pub use clock::wall_micros;
 pub use db::{Dataset, Db, DbOptions, Project, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId};
+pub use keys::KeyError;
 pub use sql::{Session, SessionOptions, StatementOutput};
+pub use storage::{Bytes, StorageError};
 pub use table::spec::{
     ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType,
 };
 pub use table::{
     Cell, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions,
-    ResumeToken, Row, RowIter, RowMutation, RowRange, RowSet, ValueFilter, STATEMENT_ATOMIC_ROWS,
+    ResumeToken, Row, RowIter, RowMutation, RowRange, RowSet, TableError, ValueFilter,
+    MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
 };
+
+/// Internals for widesql's own tests and benchmarks: the key codec, the
+/// key-set algebra of pushdown, and the storage backends (the in-memory one
+/// injects faults). Not part of the supported API; it may change in any
+/// release.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::keys::{
+        decode_tuple, encode_tuple, prefix_successor, CellKey, Element, ElementKind, FORMAT_VERSION,
+    };
+    pub use crate::sql::pushdown::{Interval, KeySet};
+    pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 
 use proptest::prelude::*;
-use widesql::keys::{decode_tuple, encode_tuple, CellKey, Element, ElementKind};
+use widesql::internals::{decode_tuple, encode_tuple, CellKey, Element, ElementKind};
 
 /// Bytes drawn mostly from the troublesome values.
 fn tricky_bytes() -> impl Strategy<Value = Vec<u8>> {

@@ -756,6 +756,27 @@ impl Generator {
     }
 
     /// Another table to read in a subquery (possibly the same one).
+    /// `SELECT * FROM t WHERE <predicate>` over a random table, drawn from
+    /// `rng` so that the write statements of a seed stay the same whether
+    /// or not queries are checked.
+    fn query(&mut self, rng: &mut Rng) -> Option<String> {
+        if self.model.tables.is_empty() {
+            return None;
+        }
+        let saved = std::mem::replace(&mut self.rng, Rng(rng.next_u64()));
+        let table = self.other_table();
+        let scope = Scope {
+            alias: &table.name,
+            table: &table,
+            outer: None,
+            subqueries: true,
+        };
+        let predicate = self.predicate(&scope).widesql;
+        rng.next_u64();
+        self.rng = saved;
+        Some(format!("SELECT * FROM {} WHERE {predicate}", table.name))
+    }
+
     fn other_table(&mut self) -> TableModel {
         let tables = &self.model.tables;
         tables[self.rng.below(tables.len())].clone()
@@ -1427,36 +1448,44 @@ impl Widesql {
             .block_on(self.session.run(&format!("SELECT * FROM {name}")))
             .map_err(|e| e.to_string())?;
         let output = outputs.last().ok_or("no result")?;
-        let mut data = TableData {
-            columns: output
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.name().to_lowercase())
-                .collect(),
-            single_precision: output
-                .schema
-                .fields()
-                .iter()
-                .map(|f| f.data_type() == &DataType::Float32)
-                .collect(),
-            rows: Vec::new(),
-        };
-        for batch in &output.batches {
-            let columns = batch
-                .columns()
-                .iter()
-                .map(normalise_array)
-                .collect::<Result<Vec<_>, _>>()?;
-            for row in 0..batch.num_rows() {
-                data.rows
-                    .push(columns.iter().map(|c| c[row].clone()).collect());
-            }
-        }
-        data.sort();
-        Ok(data)
+        table_data(&output.schema, &output.batches)
     }
 
+    /// The result of a query as sorted rows.
+    fn query(&self, sql: &str) -> Result<TableData, String> {
+        let outputs = self
+            .runtime
+            .block_on(self.session.run(sql))
+            .map_err(|e| e.to_string())?;
+        let output = outputs.last().ok_or("no result")?;
+        table_data(&output.schema, &output.batches)
+    }
+
+    /// The same query on plain in-memory DataFusion, over copies of
+    /// widesql's tables: scans, key-range pushdown and locality groups must
+    /// not change a query's answer.
+    fn query_in_memory(&self, sql: &str, tables: &[String]) -> Result<TableData, String> {
+        self.runtime.block_on(async {
+            let ctx = datafusion::prelude::SessionContext::new();
+            for name in tables {
+                let frame = self
+                    .session
+                    .sql(&format!("SELECT * FROM {name}"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
+                let batches = frame.collect().await.map_err(|e| e.to_string())?;
+                let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])
+                    .map_err(|e| e.to_string())?;
+                ctx.register_table(name.as_str(), std::sync::Arc::new(table))
+                    .map_err(|e| e.to_string())?;
+            }
+            let frame = ctx.sql(sql).await.map_err(|e| e.to_string())?;
+            let schema = std::sync::Arc::new(frame.schema().as_arrow().clone());
+            let batches = frame.collect().await.map_err(|e| e.to_string())?;
+            table_data(&schema, &batches)
+        })
+    }
     fn table_names(&self) -> Result<Vec<String>, String> {
         let outputs = self
             .runtime
@@ -1475,6 +1504,39 @@ impl Widesql {
         }
         Ok(names)
     }
+}
+
+/// Batches as sorted rows of [`Value`]s.
+fn table_data(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+) -> Result<TableData, String> {
+    let mut data = TableData {
+        columns: schema
+            .fields()
+            .iter()
+            .map(|f| f.name().to_lowercase())
+            .collect(),
+        single_precision: schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type() == &DataType::Float32)
+            .collect(),
+        rows: Vec::new(),
+    };
+    for batch in batches {
+        let columns = batch
+            .columns()
+            .iter()
+            .map(normalise_array)
+            .collect::<Result<Vec<_>, _>>()?;
+        for row in 0..batch.num_rows() {
+            data.rows
+                .push(columns.iter().map(|c| c[row].clone()).collect());
+        }
+    }
+    data.sort();
+    Ok(data)
 }
 
 /// An Arrow column as [`Value`]s: integers and booleans as i64, floats as
@@ -1762,6 +1824,8 @@ struct SeedReport {
     expected_errors: usize,
     /// Statements not comparable (rolled back, not run on widesql).
     skipped: usize,
+    /// Queries compared with in-memory DataFusion.
+    queries: usize,
     divergence: Option<String>,
 }
 
@@ -1818,6 +1882,7 @@ fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
     let widesql = Widesql::open()?;
     let sqlite = Sqlite::open()?;
     let mut generator = Generator::new(seed);
+    let mut query_rng = Rng::new(seed ^ 0x5EED_0F9E_1234);
     let mut report = SeedReport::default();
     let mut log: Vec<(Statement, String)> = Vec::new();
     for index in 0..statements {
@@ -1865,6 +1930,13 @@ fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
             Some(p) => Some(p),
             None => compare_all(&generator.model, &widesql, &sqlite)?,
         };
+        let problem = match problem {
+            None if query_rng.chance(QUERY_PERCENT) => {
+                report.queries += 1;
+                check_query(&mut generator, &mut query_rng, &widesql)?
+            }
+            other => other,
+        };
         if let Some(problem) = problem {
             report.divergence = Some(format!(
                 "divergence at seed {seed}, statement {index}: {problem}\n\
@@ -1879,6 +1951,46 @@ fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
     Ok(report)
 }
 
+/// After this share of statements (percent), a random query runs on widesql
+/// and on in-memory DataFusion over the same rows.
+const QUERY_PERCENT: usize = 50;
+
+/// Runs a random query on widesql and on in-memory DataFusion; the
+/// difference, if any. Both may fail (a cast error, say), but not one.
+fn check_query(
+    generator: &mut Generator,
+    rng: &mut Rng,
+    widesql: &Widesql,
+) -> Result<Option<String>, String> {
+    let Some(sql) = generator.query(rng) else {
+        return Ok(None);
+    };
+    let tables: Vec<String> = generator
+        .model
+        .tables
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let wide = widesql.query(&sql);
+    let memory = widesql.query_in_memory(&sql, &tables);
+    Ok(match (wide, memory) {
+        (Ok(wide), Ok(memory)) => compare_tables(&wide, &memory).map(|difference| {
+            format!(
+                "query {sql}: {difference}\nwidesql:\n{}in-memory DataFusion:\n{}",
+                wide.render(),
+                memory.render()
+            )
+        }),
+        (Err(e), Ok(_)) => Some(format!(
+            "query {sql}: widesql failed, DataFusion did not: {e}"
+        )),
+        (Ok(_), Err(e)) => Some(format!(
+            "query {sql}: DataFusion failed, widesql did not: {e}"
+        )),
+        (Err(_), Err(_)) => None,
+    })
+}
+
 fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
@@ -1889,7 +2001,7 @@ fn widesql_matches_sqlite() {
     let total = env_number("WIDESQL_DIFF_STATEMENTS").map_or(DEFAULT_STATEMENTS, |n| n as usize);
     let first_seed = env_number("WIDESQL_DIFF_SEED").unwrap_or(1);
     let seeds = total.div_ceil(STATEMENTS_PER_SEED).max(1);
-    let (mut executed, mut expected_errors, mut skipped) = (0, 0, 0);
+    let (mut executed, mut expected_errors, mut skipped, mut queries) = (0, 0, 0, 0);
     let mut divergences = Vec::new();
     for seed in first_seed..first_seed + seeds as u64 {
         let report = match run_seed(seed, STATEMENTS_PER_SEED) {
@@ -1899,6 +2011,7 @@ fn widesql_matches_sqlite() {
         executed += report.executed;
         expected_errors += report.expected_errors;
         skipped += report.skipped;
+        queries += report.queries;
         if let Some(divergence) = report.divergence {
             eprintln!("{divergence}\n");
             divergences.push(seed);
@@ -1906,7 +2019,8 @@ fn widesql_matches_sqlite() {
     }
     println!(
         "differential: {executed} statements, {seeds} seeds, {} divergences \
-         ({expected_errors} expected errors, {skipped} skipped)",
+         ({expected_errors} expected errors, {skipped} skipped, {queries} queries \
+         compared with in-memory DataFusion)",
         divergences.len()
     );
     assert!(

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use proptest::prelude::*;
-use widesql::sql::pushdown::{Interval, KeySet};
+use widesql::internals::{Interval, KeySet};
 
 /// Every key of the model's universe: 0–2 bytes drawn from 0..4.
 fn universe() -> Vec<Vec<u8>> {

@@ -121,7 +121,7 @@ fn loosening_a_ttl_while_versions_expire_resurrects_nothing() -> TestResult {
     // would take a while; and one column whose versions expire one every
     // 100 µs over the next seconds.
     fill_with_hidden_versions(&t, 60_000)?;
-    let start = widesql::clock::wall_micros() - ttl_us;
+    let start = widesql::wall_micros() - ttl_us;
     let mut m = RowMutation::new();
     for i in 0..40_000 {
         m = m.set_at("f", "q", start + i * 100, "v");
@@ -129,7 +129,7 @@ fn loosening_a_ttl_while_versions_expire_resurrects_nothing() -> TestResult {
     t.mutate_row(b"hot", &m)?;
     std::thread::sleep(std::time::Duration::from_millis(300));
     t.set_gc_policy("f", GcPolicy::keep_all())?;
-    let returned = widesql::clock::wall_micros();
+    let returned = widesql::wall_micros();
     let row = t.read_row(b"hot", &Filter::all())?.ok_or("row")?;
     let oldest = row
         .cells
@@ -158,7 +158,7 @@ fn loosening_a_ttl_keeps_what_it_hid_hidden() -> TestResult {
         "t",
         TableSpec::new().with_family(FamilySpec::new("f").with_max_age(hour)),
     )?;
-    let now = widesql::clock::wall_micros();
+    let now = widesql::wall_micros();
     let hour_us = 3_600_000_000;
     t.mutate_row(
         b"r",

@@ -44,7 +44,7 @@ fn gc_ttl_hides_old_versions_immediately() -> TestResult {
     let t = db
         .default_dataset()?
         .create_table("t", TableSpec::new().with_family(family))?;
-    let now = widesql::clock::wall_micros();
+    let now = widesql::wall_micros();
     let two_hours_ago = now - 7_200_000_000;
     t.mutate_row(
         b"r",

@@ -46,7 +46,7 @@ fn versions_are_newest_first_and_server_timestamps_increase() -> TestResult {
         "strictly decreasing: {ts:?}"
     );
     assert_eq!(ts[3], 5);
-    let now = widesql::clock::wall_micros();
+    let now = widesql::wall_micros();
     assert!(
         (now - ts[0]).abs() < 60_000_000,
         "server timestamps are microseconds since 1970"

@@ -73,13 +73,6 @@ pub struct StagedTable {
     layout: Arc<Layout>,
 }
 
-impl StagedTable {
-    /// The staged table's layout, to build a store that writes into it.
-    pub fn layout(&self) -> &Arc<Layout> {
-        &self.layout
-    }
-}
-
 impl Catalog {
     /// Loads the catalog, bootstrapping the system tables and the default
     /// project and dataset in a new database, and removes trees no table

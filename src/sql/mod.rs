@@ -547,8 +547,3 @@ fn select_into(query: &mut Query) -> Option<&mut Select> {
         _ => None,
     }
 }
-
-/// Formats batches as the CLI and tests show them.
-pub fn pretty(batches: &[RecordBatch]) -> Result<String> {
-    Ok(datafusion::arrow::util::pretty::pretty_format_batches(batches)?.to_string())
-}

@@ -99,7 +99,7 @@ impl WideTable {
 
     /// The same table read as it was at `micros`: the newest version at or
     /// before that time of every column. Writes are refused.
-    pub fn as_of(self, micros: i64) -> WideTable {
+    pub fn at_time(self, micros: i64) -> WideTable {
         WideTable {
             as_of: Some(micros),
             ..self

@@ -117,7 +117,7 @@ impl TableFunctionImpl for AsOfFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
         let table = self.0.table_arg("as_of", args)?;
         let at = timestamp_arg("as_of", args.get(1))?;
-        Ok(Arc::new(table.as_of(at)))
+        Ok(Arc::new(table.at_time(at)))
     }
 }
 

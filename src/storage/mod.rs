@@ -1,9 +1,11 @@
-//! The storage layer: the only module that calls sled.
+//! The storage layer: the only module that calls a key-value store.
 //!
 //! It offers a narrow key-value interface — named trees with `get`, ordered
 //! `range` scans in both directions, atomic [`WriteBatch`](crate::storage::WriteBatch)es that may span
-//! several trees, and `flush` — so that a distributed KV store could replace
-//! sled without touching the layers above.
+//! several trees, and `flush` — over a [`Backend`]: sled by default
+//! ([`SledBackend`]), or the in-memory [`MemoryBackend`] that tests inject
+//! faults with. A distributed KV store would be one more backend; nothing
+//! above this module names sled.
 //!
 //! Every tree counts the keys its scans and reads visit ([`Tree::keys_read`](crate::storage::Tree::keys_read)):
 //! tests use the counters to prove that a scan touched only what it had to.
@@ -11,6 +13,11 @@
 //! The default tree holds a few meta keys: the format version (checked on
 //! open, see [`crate::keys::FORMAT_VERSION`]) and the timestamp lease of the
 //! [`crate::clock`].
+
+mod backend;
+mod bytes;
+mod memory;
+mod sled_backend;
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -20,8 +27,10 @@ use std::sync::{Arc, RwLock};
 
 use crate::keys::FORMAT_VERSION;
 
-/// The bytes of a key or value read from storage (cheap to clone).
-pub type Bytes = sled::IVec;
+pub use backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, Write};
+pub use bytes::Bytes;
+pub use memory::{Fault, MemoryBackend};
+pub use sled_backend::SledBackend;
 
 const META_FORMAT: &[u8] = b"widesql/format";
 
@@ -34,8 +43,8 @@ pub enum StorageError {
     Store {
         /// The database directory.
         path: String,
-        /// What sled reported.
-        source: sled::Error,
+        /// What the backend reported.
+        source: BackendError,
     },
     /// The database directory cannot be created.
     #[error("cannot create database directory '{path}': {source}")]
@@ -93,10 +102,10 @@ impl Default for StorageOptions {
     }
 }
 
-/// An open store: a sled database and its trees.
+/// An open store: a backend and the trees opened on it.
 #[derive(Debug)]
 pub struct Storage {
-    db: sled::Db,
+    backend: Arc<dyn Backend>,
     path: PathBuf,
     trees: RwLock<HashMap<Vec<u8>, Tree>>,
     /// Incremented after every applied batch; see [`Storage::write_epoch`].
@@ -106,36 +115,22 @@ pub struct Storage {
 /// One named tree: an ordered map of byte keys to byte values.
 #[derive(Debug, Clone)]
 pub struct Tree {
-    inner: sled::Tree,
+    inner: Arc<dyn BackendTree>,
     keys_read: Arc<AtomicU64>,
     path: Arc<str>,
 }
 
 impl Storage {
-    /// Opens (creating if needed) the store in `path`.
+    /// Opens (creating if needed) the sled store in `path`.
     pub fn open(path: &Path, options: &StorageOptions) -> Result<Storage, StorageError> {
-        let display = path.display().to_string();
-        let config = sled::Config::new()
-            .path(path)
-            .cache_capacity(options.cache_capacity)
-            .flush_every_ms(options.flush_every_ms)
-            .temporary(options.temporary);
-        let db = config.open().map_err(|source| match source {
-            sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::WouldBlock => {
-                StorageError::Locked {
-                    path: display.clone(),
-                }
-            }
-            sled::Error::Io(ref io) if io.to_string().contains("lock") => StorageError::Locked {
-                path: display.clone(),
-            },
-            source => StorageError::Store {
-                path: display.clone(),
-                source,
-            },
-        })?;
+        let backend = SledBackend::open(path, options)?;
+        Storage::with_backend(Arc::new(backend), path)
+    }
+
+    /// A store over `backend`; `path` names it in errors.
+    pub fn with_backend(backend: Arc<dyn Backend>, path: &Path) -> Result<Storage, StorageError> {
         let storage = Storage {
-            db,
+            backend,
             path: path.to_path_buf(),
             trees: RwLock::new(HashMap::new()),
             write_epoch: AtomicU64::new(0),
@@ -145,9 +140,13 @@ impl Storage {
     }
 
     fn check_format(&self) -> Result<(), StorageError> {
-        match self.db.get(META_FORMAT).map_err(|e| self.err(e))? {
+        match self
+            .backend
+            .meta_get(META_FORMAT)
+            .map_err(|e| self.err(e))?
+        {
             Some(bytes) => {
-                let found = <[u8; 4]>::try_from(bytes.as_ref())
+                let found = <[u8; 4]>::try_from(&bytes[..])
                     .map(u32::from_be_bytes)
                     .map_err(|_| StorageError::NotWidesql {
                         path: self.path_str(),
@@ -162,17 +161,15 @@ impl Storage {
                 }
             }
             None => {
-                let foreign = self.db.tree_names().len() > 1 || !self.db.is_empty();
-                if foreign {
+                if !self.backend.is_empty() {
                     return Err(StorageError::NotWidesql {
                         path: self.path_str(),
                         reason: "it has data but no format version".into(),
                     });
                 }
-                self.db
-                    .insert(META_FORMAT, &FORMAT_VERSION.to_be_bytes())
+                self.backend
+                    .meta_put_durable(META_FORMAT, &FORMAT_VERSION.to_be_bytes())
                     .map_err(|e| self.err(e))?;
-                self.db.flush().map_err(|e| self.err(e))?;
             }
         }
         Ok(())
@@ -182,7 +179,7 @@ impl Storage {
         self.path.display().to_string()
     }
 
-    fn err(&self, source: sled::Error) -> StorageError {
+    fn err(&self, source: BackendError) -> StorageError {
         StorageError::Store {
             path: self.path_str(),
             source,
@@ -204,7 +201,7 @@ impl Storage {
             return Ok(tree.clone());
         }
         let tree = Tree {
-            inner: self.db.open_tree(name).map_err(|e| self.err(e))?,
+            inner: self.backend.open_tree(name).map_err(|e| self.err(e))?,
             keys_read: Arc::new(AtomicU64::new(0)),
             path: Arc::from(self.path_str()),
         };
@@ -219,61 +216,38 @@ impl Storage {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
-        self.db.drop_tree(name).map_err(|e| self.err(e))
+        self.backend.drop_tree(name).map_err(|e| self.err(e))
     }
 
     /// The names of all trees (the default tree excluded).
     pub fn tree_names(&self) -> Vec<Vec<u8>> {
-        let default = self.db.name();
-        self.db
-            .tree_names()
-            .into_iter()
-            .filter(|name| *name != default)
-            .map(|name| name.to_vec())
-            .collect()
+        self.backend.tree_names()
     }
 
     /// Reads a meta value of the default tree.
     pub fn meta_get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        self.db.get(key).map_err(|e| self.err(e))
+        self.backend.meta_get(key).map_err(|e| self.err(e))
     }
 
     /// Writes a meta value of the default tree and waits until it is durable.
     pub fn meta_put_durable(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
-        self.db.insert(key, value).map_err(|e| self.err(e))?;
-        self.db.flush().map_err(|e| self.err(e))?;
-        Ok(())
+        self.backend
+            .meta_put_durable(key, value)
+            .map_err(|e| self.err(e))
     }
 
     /// Applies every write of `batch` atomically: after a crash either all of
     /// them or none are on disk, and no reader sees a part of them.
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        let result = match batch.trees.len() {
-            0 => return Ok(()),
-            1 => {
-                let mut trees = batch.trees;
-                let (tree, writes) = trees.remove(0);
-                tree.inner.apply_batch(writes).map_err(|e| self.err(e))
-            }
-            _ => {
-                let trees: Vec<sled::Tree> =
-                    batch.trees.iter().map(|(t, _)| t.inner.clone()).collect();
-                trees
-                    .as_slice()
-                    .transaction(|views| {
-                        for (view, (_, writes)) in views.iter().zip(&batch.trees) {
-                            view.apply_batch(writes)?;
-                        }
-                        Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
-                    })
-                    .map_err(|e| match e {
-                        sled::transaction::TransactionError::Storage(e) => self.err(e),
-                        sled::transaction::TransactionError::Abort(()) => {
-                            self.err(sled::Error::ReportableBug("aborted batch".into()))
-                        }
-                    })
-            }
-        };
+        if batch.trees.is_empty() {
+            return Ok(());
+        }
+        let writes: Vec<TreeWrites> = batch
+            .trees
+            .into_iter()
+            .map(|(tree, writes)| (tree.inner, writes))
+            .collect();
+        let result = self.backend.apply(&writes).map_err(|e| self.err(e));
         self.write_epoch.fetch_add(1, Ordering::SeqCst);
         result
     }
@@ -286,16 +260,14 @@ impl Storage {
 
     /// Waits until every applied write is durable on disk.
     pub fn flush(&self) -> Result<(), StorageError> {
-        self.db.flush().map(|_| ()).map_err(|e| self.err(e))
+        self.backend.flush().map_err(|e| self.err(e))
     }
 
     /// Bytes the store occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64, StorageError> {
-        self.db.size_on_disk().map_err(|e| self.err(e))
+        self.backend.size_on_disk().map_err(|e| self.err(e))
     }
 }
-
-use sled::Transactional;
 
 impl Tree {
     /// The value stored under `key`.
@@ -304,7 +276,7 @@ impl Tree {
         self.inner.get(key).map_err(|source| self.err(source))
     }
 
-    fn err(&self, source: sled::Error) -> StorageError {
+    fn err(&self, source: BackendError) -> StorageError {
         StorageError::Store {
             path: self.path.to_string(),
             source,
@@ -313,10 +285,8 @@ impl Tree {
 
     /// The entries with keys in `(lo, hi)`, in key order or reversed.
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> RangeIter {
-        let inner = self.inner.range::<Vec<u8>, _>((lo, hi));
         RangeIter {
-            inner,
-            reverse,
+            inner: self.inner.range(lo, hi, reverse),
             keys_read: Arc::clone(&self.keys_read),
             path: Arc::clone(&self.path),
         }
@@ -340,8 +310,7 @@ impl Tree {
 
 /// An ordered scan of one tree that counts the keys it visits.
 pub struct RangeIter {
-    inner: sled::Iter,
-    reverse: bool,
+    inner: BackendIter,
     keys_read: Arc<AtomicU64>,
     path: Arc<str>,
 }
@@ -350,11 +319,7 @@ impl Iterator for RangeIter {
     type Item = Result<(Bytes, Bytes), StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let item = if self.reverse {
-            self.inner.next_back()
-        } else {
-            self.inner.next()
-        };
+        let item = self.inner.next();
         if item.is_some() {
             self.keys_read.fetch_add(1, Ordering::Relaxed);
         }
@@ -371,7 +336,7 @@ impl Iterator for RangeIter {
 /// [`Storage::apply`].
 #[derive(Debug, Default)]
 pub struct WriteBatch {
-    trees: Vec<(Tree, sled::Batch)>,
+    trees: Vec<(Tree, Vec<Write>)>,
     len: usize,
 }
 
@@ -381,16 +346,16 @@ impl WriteBatch {
         Self::default()
     }
 
-    fn writes_for(&mut self, tree: &Tree) -> &mut sled::Batch {
+    /// The writes of `tree`. Tables have one to three locality groups, so
+    /// a linear search is cheaper than a map.
+    fn writes_for(&mut self, tree: &Tree) -> &mut Vec<Write> {
         self.len += 1;
-        let at = match self
-            .trees
-            .iter()
-            .position(|(t, _)| t.inner.name() == tree.inner.name())
-        {
+        let at = match self.trees.iter().position(|(t, _)| {
+            Arc::ptr_eq(&t.inner, &tree.inner) || t.inner.name() == tree.inner.name()
+        }) {
             Some(at) => at,
             None => {
-                self.trees.push((tree.clone(), sled::Batch::default()));
+                self.trees.push((tree.clone(), Vec::new()));
                 self.trees.len() - 1
             }
         };
@@ -399,12 +364,13 @@ impl WriteBatch {
 
     /// Sets `key` to `value` in `tree`.
     pub fn put(&mut self, tree: &Tree, key: impl Into<Bytes>, value: impl Into<Bytes>) {
-        self.writes_for(tree).insert(key.into(), value.into());
+        self.writes_for(tree)
+            .push(Write::Put(key.into(), value.into()));
     }
 
     /// Removes `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
-        self.writes_for(tree).remove(key.into());
+        self.writes_for(tree).push(Write::Delete(key.into()));
     }
 
     /// How many writes the batch holds.
