@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::DataFusionError;
+use datafusion::common::{DataFusionError, TableReference};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
@@ -412,38 +412,46 @@ impl Session {
     }
 
     async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
-        let plan = match self.ctx.state().statement_to_plan(statement).await {
+        let state = self.ctx.state();
+        // The statement's table references, as DataFusion resolves them
+        // (identifier normalisation, quoted names with dots, CTEs left out).
+        let references = state.resolve_table_references(&statement)?;
+        let plan = match state.statement_to_plan(statement).await {
             Ok(plan) => plan,
-            Err(e) => return Err(self.explain_missing_table(e)),
+            // A missing table is a planning error; other errors (a feature
+            // DataFusion lacks, say) come first and stay DataFusion's.
+            Err(e) if matches!(e.find_root(), DataFusionError::Plan(_)) => {
+                return Err(self
+                    .missing_table(&references)
+                    .unwrap_or_else(|| from_df(e)))
+            }
+            Err(e) => return Err(from_df(e)),
         };
         Ok(self.ctx.execute_logical_plan(plan).await?)
     }
 
-    /// DataFusion says "table 'p.d.t' not found"; say which part is missing.
-    fn explain_missing_table(&self, e: DataFusionError) -> Error {
-        let text = e.to_string();
-        let name = text
-            .split_once("table '")
-            .and_then(|(_, rest)| rest.split_once("' not found"))
-            .map(|(name, _)| name.to_string());
-        let Some(name) = name else {
-            return from_df(e);
-        };
-        let parts: Vec<&str> = name.split('.').collect();
-        let missing = match parts.as_slice() {
-            [project, dataset, table] => match self.db.open_project(project) {
-                Err(err) => err,
-                Ok(p) => match p.open_dataset(dataset) {
-                    Err(err) => err,
-                    Ok(d) => match d.open_table(table) {
-                        Err(err) => err,
-                        Ok(_) => return from_df(e),
-                    },
-                },
-            },
-            _ => return from_df(e),
-        };
-        missing
+    /// The first of `references` that no catalog of the session holds, as
+    /// widesql's error naming the part that is missing (`project 'p' does
+    /// not exist`, …); `None` when every table exists.
+    fn missing_table(&self, references: &[TableReference]) -> Option<Error> {
+        let state = self.ctx.state();
+        let defaults = &state.config_options().catalog;
+        references.iter().find_map(|reference| {
+            let table_function = matches!(reference, TableReference::Bare { table }
+                if state.table_functions().contains_key(table.as_ref()));
+            if table_function || self.ctx.table_exist(reference.clone()).unwrap_or(false) {
+                return None;
+            }
+            let name = reference
+                .clone()
+                .resolve(&defaults.default_catalog, &defaults.default_schema);
+            let missing = self
+                .db
+                .open_project(&name.catalog)
+                .and_then(|p| p.open_dataset(&name.schema))
+                .and_then(|d| d.open_table(&name.table));
+            missing.err()
+        })
     }
 
     /// `SET widesql.write_timestamp = '2024-01-01T00:00:00Z' | <micros> | DEFAULT`.
