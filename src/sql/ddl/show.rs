@@ -1,0 +1,136 @@
+//! `SHOW DATABASES | SCHEMAS | TABLES | COLUMNS` and `DESCRIBE`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::sql::sqlparser::ast::ObjectName;
+
+use crate::error::Result;
+use crate::sql::values::sql_type_name;
+use crate::sql::Session;
+
+impl Session {
+    /// `SHOW DATABASES`.
+    pub(crate) fn show_databases(&self) -> Result<RecordBatch> {
+        let names: Vec<String> = self
+            .db()
+            .projects()?
+            .iter()
+            .map(|p| p.name())
+            .collect::<Result<_>>()?;
+        one_column("database_name", names)
+    }
+
+    /// `SHOW SCHEMAS [FROM project]`.
+    pub(crate) fn show_schemas(&self, project: Option<&str>) -> Result<RecordBatch> {
+        let project = project.unwrap_or(&self.options().default_project);
+        let names: Vec<String> = self
+            .db()
+            .open_project(project)?
+            .datasets()?
+            .iter()
+            .map(|d| d.name())
+            .collect::<Result<_>>()?;
+        one_column("schema_name", names)
+    }
+
+    /// `SHOW TABLES [FROM [project.]dataset]`.
+    pub(crate) fn show_tables(&self, dataset: Option<&ObjectName>) -> Result<RecordBatch> {
+        let (project, dataset) = match dataset {
+            Some(name) => self.resolve_dataset_name(name)?,
+            None => (
+                self.options().default_project.clone(),
+                self.options().default_dataset.clone(),
+            ),
+        };
+        let names: Vec<String> = self
+            .db()
+            .open_project(&project)?
+            .open_dataset(&dataset)?
+            .tables()?
+            .iter()
+            .map(|t| t.name())
+            .collect::<Result<_>>()?;
+        one_column("table_name", names)
+    }
+
+    /// `DESCRIBE t` / `SHOW COLUMNS FROM t`: the SQL columns in order, with
+    /// their family, locality group and GC policy.
+    pub(crate) fn describe(&self, name: &ObjectName) -> Result<RecordBatch> {
+        let table = self.open_table(name)?;
+        let spec = table.spec()?;
+        let shape = crate::sql::shape::Shape::new(&spec, false);
+        let family_of = |id: u16| spec.families.iter().find(|f| f.id == id);
+        let mut rows: Vec<[Option<String>; 7]> = Vec::new();
+        for (field, source) in shape.schema.fields().iter().zip(&shape.sources) {
+            use crate::sql::shape::Source;
+            let (data_type, family) = match source {
+                Source::RowKey { utf8 } => {
+                    (if *utf8 { "VARCHAR" } else { "BYTEA" }.to_string(), None)
+                }
+                Source::KeyPart { value_type, .. } => (sql_type_name(*value_type), None),
+                Source::Column {
+                    family, value_type, ..
+                } => (sql_type_name(*value_type), family_of(*family)),
+                Source::Map { family, value_type } => (
+                    format!("MAP(VARCHAR, {})", sql_type_name(*value_type)),
+                    family_of(*family),
+                ),
+            };
+            let nullable = if field.is_nullable() { "YES" } else { "NO" };
+            rows.push(match family {
+                None => [
+                    Some(field.name().clone()),
+                    Some(data_type),
+                    Some(nullable.into()),
+                    Some("PRIMARY KEY".into()),
+                    None,
+                    None,
+                    None,
+                ],
+                Some(f) => [
+                    Some(field.name().clone()),
+                    Some(data_type),
+                    Some(nullable.into()),
+                    Some(f.name.clone()),
+                    Some(f.locality_group.clone()),
+                    f.gc.max_versions.map(|n| n.to_string()),
+                    f.gc.max_age_micros.map(|us| format!("{}s", us / 1_000_000)),
+                ],
+            });
+        }
+        let names = [
+            "column_name",
+            "data_type",
+            "is_nullable",
+            "family",
+            "locality_group",
+            "max_versions",
+            "ttl",
+        ];
+        let schema = Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(*n, DataType::Utf8, true))
+                .collect::<Vec<_>>(),
+        ));
+        let columns: Vec<ArrayRef> = (0..names.len())
+            .map(|i| {
+                Arc::new(StringArray::from(
+                    rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
+                )) as ArrayRef
+            })
+            .collect();
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+pub(super) fn one_column(name: &str, values: Vec<String>) -> Result<RecordBatch> {
+    let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
+    Ok(RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(values)) as ArrayRef],
+    )?)
+}
