@@ -1,0 +1,187 @@
+//! Which statements widesql runs itself (DDL, DELETE, UPDATE, `SET
+//! widesql.*`) and which go to DataFusion.
+
+use datafusion::common::DataFusionError;
+use datafusion::dataframe::DataFrame;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
+use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatementIn, Statement};
+use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
+
+use crate::error::{Error, Result};
+use crate::sql::ddl::name_parts;
+use crate::sql::{from_df, Session};
+
+impl Session {
+    /// Runs one parsed statement.
+    pub(super) async fn execute(&self, statement: DfStatement) -> Result<DataFrame> {
+        let DfStatement::Statement(inner) = statement else {
+            return self.datafusion(statement).await;
+        };
+        match *inner {
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                self.create_database(&db_name, if_not_exists)?;
+                self.done()
+            }
+            Statement::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                let name = match &schema_name {
+                    SchemaName::Simple(name) => name,
+                    other => {
+                        return Err(Error::Sql(format!(
+                            "CREATE SCHEMA {other} is not supported"
+                        )))
+                    }
+                };
+                self.create_schema(name, if_not_exists)?;
+                self.done()
+            }
+            Statement::CreateTable(create) => {
+                self.create_table(create).await?;
+                self.done()
+            }
+            // Rows are found by their key; secondary indexes are accepted
+            // and ignored, so scripts written for other engines run.
+            Statement::CreateIndex(index) => {
+                self.open_table(&index.table_name)?;
+                self.done()
+            }
+            Statement::Drop {
+                object_type: ObjectType::Index,
+                ..
+            } => self.done(),
+            // Views and tables registered on the context (external tables,
+            // providers) are DataFusion's to drop.
+            Statement::Drop {
+                object_type: ObjectType::View,
+                ..
+            } => self.datafusion(statement_back(*inner)).await,
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                ref names,
+                ..
+            } if !names.iter().all(|n| self.is_widesql_table_or_missing(n)) => {
+                self.datafusion(statement_back(*inner)).await
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => {
+                self.drop_objects(object_type, &names, if_exists, cascade)?;
+                self.done()
+            }
+            // SELECT … INTO t is CREATE TABLE t AS SELECT ….
+            Statement::Query(mut query) if has_into(&query) => {
+                let Some(into) = select_into(&mut query).and_then(|s| s.into.take()) else {
+                    return Err(Error::Sql("SELECT INTO lost its target".into()));
+                };
+                let create = CreateTableBuilder::new(into.name)
+                    .query(Some(query))
+                    .build();
+                self.create_table(create).await?;
+                self.done()
+            }
+            Statement::AlterTable(alter) => {
+                self.alter_table(&alter.name, alter.operations).await?;
+                self.done()
+            }
+            Statement::ShowDatabases { .. } => self.frame(self.show_databases()?),
+            Statement::ShowSchemas { show_options, .. } => {
+                let project = match &show_options.show_in {
+                    Some(ShowStatementIn {
+                        parent_name: Some(name),
+                        ..
+                    }) => Some(name_parts(name)?.join(".")),
+                    _ => None,
+                };
+                self.frame(self.show_schemas(project.as_deref())?)
+            }
+            Statement::ShowTables { show_options, .. } => {
+                let dataset = match &show_options.show_in {
+                    Some(ShowStatementIn {
+                        parent_name: Some(name),
+                        ..
+                    }) => Some(name.clone()),
+                    _ => None,
+                };
+                self.frame(self.show_tables(dataset.as_ref())?)
+            }
+            Statement::ShowColumns { show_options, .. } => match &show_options.show_in {
+                Some(ShowStatementIn {
+                    parent_name: Some(name),
+                    ..
+                }) => self.frame(self.describe(name)?),
+                _ => Err(Error::Sql("SHOW COLUMNS needs FROM <table>".into())),
+            },
+            Statement::ExplainTable { ref table_name, .. }
+                if !self.is_widesql_table_or_missing(table_name) =>
+            {
+                self.datafusion(statement_back(*inner)).await
+            }
+            Statement::ExplainTable { table_name, .. } => self.frame(self.describe(&table_name)?),
+            Statement::Delete(delete) => {
+                let n = self.delete(delete).await?;
+                self.count(n)
+            }
+            Statement::Update(update) => {
+                let n = self.update(update).await?;
+                self.count(n)
+            }
+            Statement::Set(Set::SingleAssignment {
+                variable, values, ..
+            }) if variable.to_string().to_lowercase().starts_with("widesql.") => {
+                self.set_widesql(&variable, &values)?;
+                self.done()
+            }
+            other => {
+                self.datafusion(DfStatement::Statement(Box::new(other)))
+                    .await
+            }
+        }
+    }
+
+    pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
+        let state = self.ctx.state();
+        // The statement's table references, as DataFusion resolves them
+        // (identifier normalisation, quoted names with dots, CTEs left out).
+        let references = state.resolve_table_references(&statement)?;
+        let plan = match state.statement_to_plan(statement).await {
+            Ok(plan) => plan,
+            // A missing table is a planning error; other errors (a feature
+            // DataFusion lacks, say) come first and stay DataFusion's.
+            Err(e) if matches!(e.find_root(), DataFusionError::Plan(_)) => {
+                return Err(self
+                    .missing_table(&references)
+                    .unwrap_or_else(|| from_df(e)))
+            }
+            Err(e) => return Err(from_df(e)),
+        };
+        Ok(self.ctx.execute_logical_plan(plan).await?)
+    }
+}
+
+pub(super) fn statement_back(statement: Statement) -> DfStatement {
+    DfStatement::Statement(Box::new(statement))
+}
+
+pub(super) fn has_into(query: &Query) -> bool {
+    matches!(query.body.as_ref(), SetExpr::Select(select) if select.into.is_some())
+}
+
+/// The SELECT of `query` if it has an INTO clause.
+pub(super) fn select_into(query: &mut Query) -> Option<&mut Select> {
+    match query.body.as_mut() {
+        SetExpr::Select(select) if select.into.is_some() => Some(select),
+        _ => None,
+    }
+}

@@ -1,0 +1,239 @@
+//! A SQL session: a DataFusion `SessionContext` over the widesql catalog,
+//! its options, and running statements and scripts.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionConfig;
+use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
+
+use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::sql::sink::WideSink;
+use crate::sql::write::{RowWriter, WriteSettings};
+use crate::sql::{catalog, dml, from_df, shape, versions};
+use crate::table::TableStore;
+
+/// The result of one statement of a script.
+#[derive(Debug, Clone)]
+pub struct StatementOutput {
+    /// The statement's text.
+    pub sql: String,
+    /// The result's schema.
+    pub schema: SchemaRef,
+    /// The result rows.
+    pub batches: Vec<RecordBatch>,
+}
+
+/// Settings of a [`Session`].
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The project unqualified names resolve in. Default: `default`.
+    pub default_project: String,
+    /// The dataset unqualified names resolve in. Default: `public`.
+    pub default_dataset: String,
+    /// DataFusion's target partitions. Default: the number of cores.
+    pub target_partitions: Option<usize>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            default_project: DEFAULT_PROJECT.to_string(),
+            default_dataset: DEFAULT_DATASET.to_string(),
+            target_partitions: None,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// `(project, dataset, table)` of a one- to three-part name.
+    pub fn resolve(&self, parts: &[String]) -> Option<(String, String, String)> {
+        Some(match parts {
+            [t] => (
+                self.default_project.clone(),
+                self.default_dataset.clone(),
+                t.clone(),
+            ),
+            [d, t] => (self.default_project.clone(), d.clone(), t.clone()),
+            [p, d, t] => (p.clone(), d.clone(), t.clone()),
+            _ => return None,
+        })
+    }
+}
+
+/// A SQL session over one database.
+#[derive(Clone)]
+pub struct Session {
+    pub(super) db: Db,
+    pub(super) ctx: SessionContext,
+    pub(super) options: SessionOptions,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("db", &self.db.path())
+            .finish()
+    }
+}
+
+impl Db {
+    /// A SQL session over this database.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = widesql::Db::open(dir.path())?;
+    /// let session = db.session();
+    /// session.run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1), ('b', 2)").await?;
+    /// let batches = session.sql("SELECT sum(n) AS total FROM t").await?.collect().await?;
+    /// assert_eq!(datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string().lines().nth(3), Some("| 3     |"));
+    /// # Ok(()) }
+    /// ```
+    pub fn session(&self) -> Session {
+        Session::new(self.clone())
+    }
+}
+
+impl Session {
+    /// A session whose catalog is `db`'s; plain names resolve in
+    /// `default.public`.
+    pub fn new(db: Db) -> Session {
+        Self::with_options(db, SessionOptions::default())
+    }
+
+    /// A session with other default names or partitions.
+    pub fn with_options(db: Db, options: SessionOptions) -> Session {
+        let mut config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema(&options.default_project, &options.default_dataset)
+            .with_create_default_catalog_and_schema(false)
+            .with_extension(Arc::new(WriteSettings::default()));
+        if let Some(n) = options.target_partitions {
+            config = config.with_target_partitions(n);
+        }
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())))
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        ctx.register_udtf(
+            dml::ROWS_FUNCTION,
+            Arc::new(dml::RowsFunction::new(db.clone())),
+        );
+        let functions = versions::VersionFunctions::new(db.clone(), options.clone());
+        ctx.register_udtf("cells", Arc::new(functions.cells()));
+        ctx.register_udtf("as_of", Arc::new(functions.as_of()));
+        ctx.register_udtf("history", Arc::new(functions.history()));
+        Session { db, ctx, options }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The session's settings.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// The DataFusion context: register Parquet or CSV files or your own
+    /// providers here to join them with widesql tables.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Parses statements with the session's dialect
+    /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
+    /// does. A script is parsed whole, before any of it runs.
+    pub(crate) fn parse(&self, sql: &str) -> Result<std::collections::VecDeque<DfStatement>> {
+        // Read the settings without cloning the session state.
+        let (dialect_name, recursion_limit) = {
+            let state = self.ctx.state_ref();
+            let state = state.read();
+            let options = &state.config().options().sql_parser;
+            (options.dialect, options.recursion_limit.get())
+        };
+        let dialect = dialect_from_str(dialect_name)
+            .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{dialect_name}'")))?;
+        DFParserBuilder::new(sql)
+            .with_dialect(dialect.as_ref())
+            .with_recursion_limit(recursion_limit)
+            .build()
+            .and_then(|mut parser| parser.parse_statements())
+            .map_err(from_df)
+    }
+
+    /// Runs one statement and returns its result as a DataFrame.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        let mut statements = self.parse(sql)?;
+        match (statements.pop_front(), statements.is_empty()) {
+            (Some(statement), true) => self.execute(statement).await,
+            (None, _) => Err(Error::Sql("no statement to run".into())),
+            (Some(_), false) => Err(Error::Sql(
+                "Session::sql runs one statement; use Session::run for scripts".into(),
+            )),
+        }
+    }
+
+    /// Runs every statement of a script in order and collects each result;
+    /// stops at the first error.
+    pub async fn run(&self, script: &str) -> Result<Vec<StatementOutput>> {
+        let statements = self.parse(script)?;
+        let mut outputs = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let sql = statement.to_string();
+            let frame = self.execute(statement).await?;
+            let schema = Arc::new(frame.schema().as_arrow().clone());
+            let batches = frame.collect().await?;
+            outputs.push(StatementOutput {
+                sql,
+                schema,
+                batches,
+            });
+        }
+        Ok(outputs)
+    }
+
+    pub(super) fn frame(&self, batch: RecordBatch) -> Result<DataFrame> {
+        Ok(self.ctx.read_batch(batch)?)
+    }
+
+    pub(super) fn done(&self) -> Result<DataFrame> {
+        Ok(self.ctx.read_empty()?)
+    }
+
+    pub(super) fn count(&self, n: u64) -> Result<DataFrame> {
+        self.frame(dml::count_batch(n)?)
+    }
+
+    /// The session's write settings (`SET widesql.write_timestamp`).
+    pub(crate) fn write_settings(&self) -> WriteSettings {
+        self.ctx
+            .state()
+            .config()
+            .get_extension::<WriteSettings>()
+            .map(|s| s.as_ref().clone())
+            .unwrap_or_default()
+    }
+
+    /// Runs `plan` to its end and writes its rows into `store` as one
+    /// statement.
+    pub(super) async fn insert_plan(&self, store: TableStore, plan: LogicalPlan) -> Result<u64> {
+        let shape = Arc::new(shape::Shape::new(&store.layout.spec, false));
+        let sink = WideSink::new(RowWriter::new(store, shape, self.write_settings()));
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        Ok(sink.write_stream(frame.execute_stream().await?).await?)
+    }
+}
