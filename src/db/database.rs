@@ -1,0 +1,274 @@
+//! [`Db`]: opening a database, its catalog, background compaction.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Weak};
+
+use super::{open_databases, Dataset, DbInner, DbOptions, Project, Table};
+use crate::catalog::{self, Catalog, DropMode, ObjectKind};
+use crate::error::Result;
+use crate::ids::{DatasetId, ProjectId, TableId};
+use crate::storage::Storage;
+use crate::table::Engine;
+
+/// An open widesql database: a sled directory with its catalog.
+///
+/// Cloning is cheap and shares the database. Opening the same directory
+/// again in the same process returns the instance already open.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub(super) inner: Arc<DbInner>,
+}
+
+impl Db {
+    /// Opens the database in `path`, creating the directory and an empty
+    /// database (system tables, project `default`, dataset `public`) if
+    /// needed.
+    ///
+    /// ```
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = widesql::Db::open(dir.path().join("db"))?;
+    /// assert!(db.project("default")?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        Self::open_with(path, DbOptions::default())
+    }
+
+    /// Opens the database in `path` with `options` (ignored when the
+    /// directory is already open in this process).
+    pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db> {
+        let path = path.as_ref();
+        std::fs::create_dir_all(path).map_err(|source| {
+            crate::storage::StorageError::CreateDir {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+        let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let mut open = open_databases().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(inner) = open.get(&key).and_then(Weak::upgrade) {
+            return Ok(Db { inner });
+        }
+        let storage = Storage::open(path, &options.storage)?;
+        let inner = Db::start(storage, key.clone(), &options)?;
+        open.retain(|_, weak| weak.strong_count() > 0);
+        open.insert(key, Arc::downgrade(&inner));
+        Ok(Db { inner })
+    }
+
+    /// Opens a database on another storage backend (the in-memory one that
+    /// injects faults, in widesql's tests). `name` stands for the path in
+    /// messages. Not registered: every call opens a new database.
+    #[doc(hidden)]
+    pub fn open_on_backend(
+        name: &str,
+        backend: Arc<dyn crate::storage::Backend>,
+        options: DbOptions,
+    ) -> Result<Db> {
+        let path = PathBuf::from(name);
+        let storage = Storage::with_backend(backend, &path)?;
+        Ok(Db {
+            inner: Db::start(storage, path, &options)?,
+        })
+    }
+
+    /// Opens the catalog over `storage` and starts background compaction.
+    pub(super) fn start(
+        storage: Storage,
+        path: PathBuf,
+        options: &DbOptions,
+    ) -> Result<Arc<DbInner>> {
+        let engine = Arc::new(Engine::new(storage)?);
+        let catalog = Catalog::open(Arc::clone(&engine))?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let inner = Arc::new(DbInner {
+            engine,
+            catalog,
+            path,
+            _stop_compaction: options.compaction_interval.map(|_| stop),
+        });
+        if let Some(every) = options.compaction_interval {
+            let weak = Arc::downgrade(&inner);
+            std::thread::Builder::new()
+                .name("widesql-compaction".into())
+                .spawn(move || loop {
+                    match stopped.recv_timeout(every) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
+                    let Some(inner) = weak.upgrade() else { return };
+                    // A failed background pass is retried at the next tick;
+                    // reads hide what it could not remove.
+                    let _ = Db { inner }.compact();
+                })
+                .map_err(|source| crate::Error::Thread {
+                    what: "compaction",
+                    source,
+                })?;
+        }
+        Ok(inner)
+    }
+
+    /// The directory of this database.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub(crate) fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// Waits until every write is durable on disk.
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.inner.engine.storage.flush()?)
+    }
+
+    /// The sled trees the database holds, for diagnostics: `catalog`, and
+    /// `t:<table id>:<locality group>` for every group of every table.
+    pub fn storage_trees(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .inner
+            .engine
+            .storage
+            .tree_names()
+            .iter()
+            .map(
+                |name| match crate::table::layout::parse_group_tree_name(name) {
+                    Some((id, group)) => format!("t:{id}:{group}"),
+                    None => String::from_utf8_lossy(name).into_owned(),
+                },
+            )
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Bytes the database occupies on disk.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        Ok(self.inner.engine.storage.size_on_disk()?)
+    }
+
+    /// Removes hidden versions and dropped families' cells from every table
+    /// now. Returns how many cells were removed.
+    pub fn compact(&self) -> Result<u64> {
+        let ids: Vec<TableId> = {
+            let state = self.catalog().read();
+            state
+                .projects()
+                .iter()
+                .flat_map(|p| state.datasets_of(p.id))
+                .flat_map(|d| state.tables_of(d.id))
+                .map(|t| t.id)
+                .collect()
+        };
+        let mut removed = 0;
+        for id in ids {
+            removed += self.catalog().compact_table(id)?;
+        }
+        Ok(removed)
+    }
+
+    /// Creates a project.
+    ///
+    /// ```
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = widesql::Db::open(dir.path())?;
+    /// let acme = db.create_project("acme")?;
+    /// assert_eq!(acme.name()?, "acme");
+    /// assert!(db.create_project("acme").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn create_project(&self, name: &str) -> Result<Project> {
+        let id = self.catalog().create_project(name)?;
+        Ok(self.project_handle(id))
+    }
+
+    pub(super) fn project_handle(&self, id: ProjectId) -> Project {
+        Project {
+            db: self.clone(),
+            id,
+        }
+    }
+
+    /// The project called `name`, if any.
+    pub fn project(&self, name: &str) -> Result<Option<Project>> {
+        let id = self.catalog().read().project_by_name(name).map(|p| p.id);
+        Ok(id.map(|id| self.project_handle(id)))
+    }
+
+    /// The project called `name`, or a `NotFound` error.
+    pub fn open_project(&self, name: &str) -> Result<Project> {
+        self.project(name)?
+            .ok_or_else(|| catalog::not_found(ObjectKind::Project, name))
+    }
+
+    /// Every project (the `_system` project included), by name.
+    pub fn projects(&self) -> Result<Vec<Project>> {
+        let ids: Vec<ProjectId> = self
+            .catalog()
+            .read()
+            .projects()
+            .iter()
+            .map(|p| p.id)
+            .collect();
+        Ok(ids.into_iter().map(|id| self.project_handle(id)).collect())
+    }
+
+    /// Drops the project called `name`; with [`DropMode::Cascade`] also its
+    /// datasets and tables, else it must be empty.
+    pub fn drop_project(&self, name: &str, mode: DropMode) -> Result<()> {
+        self.open_project(name)?.drop(mode)
+    }
+
+    /// Renames a project.
+    pub fn rename_project(&self, name: &str, new_name: &str) -> Result<()> {
+        self.open_project(name)?.rename(new_name)
+    }
+
+    /// The dataset that unqualified table names resolve in
+    /// (`default.public`).
+    pub fn default_dataset(&self) -> Result<Dataset> {
+        self.open_project(catalog::DEFAULT_PROJECT)?
+            .open_dataset(catalog::DEFAULT_DATASET)
+    }
+
+    /// The table `project.dataset.table`, or a `NotFound` error naming the
+    /// first missing part.
+    ///
+    /// ```
+    /// # use widesql::{Db, FamilySpec, TableSpec};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// db.create_project("acme")?
+    ///     .create_dataset("web")?
+    ///     .create_table("webtable", TableSpec::new().with_family(FamilySpec::new("anchor")))?;
+    /// let table = db.open_table("acme", "web", "webtable")?;
+    /// assert_eq!(table.qualified_name()?, "acme.web.webtable");
+    /// # Ok(()) }
+    /// ```
+    pub fn open_table(&self, project: &str, dataset: &str, table: &str) -> Result<Table> {
+        self.open_project(project)?
+            .open_dataset(dataset)?
+            .open_table(table)
+    }
+
+    /// A handle on the table with id `id`.
+    pub(crate) fn table_handle(&self, id: TableId) -> Table {
+        Table {
+            db: self.clone(),
+            id,
+        }
+    }
+
+    /// A handle on the dataset with id `id`.
+    pub(crate) fn dataset_handle(&self, id: DatasetId) -> Dataset {
+        Dataset {
+            db: self.clone(),
+            id,
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The embedded API: [`Db`] and the handles of its projects, datasets and
+//! tables.
+//!
+//! Handles hold ids, not names: a handle keeps working after its object was
+//! renamed, and answers `NotFound` after it was dropped.
+
+mod database;
+mod dataset;
+mod options;
+mod project;
+mod registry;
+mod table;
+
+pub use database::Db;
+pub use dataset::Dataset;
+pub use options::DbOptions;
+pub use project::Project;
+use registry::{open_databases, DbInner};
+pub use table::Table;

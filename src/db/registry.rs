@@ -1,0 +1,30 @@
+//! The databases open in this process, shared per directory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{self};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use crate::catalog::Catalog;
+use crate::table::Engine;
+
+pub(super) struct DbInner {
+    pub(super) engine: Arc<Engine>,
+    pub(super) catalog: Catalog,
+    pub(super) path: PathBuf,
+    /// Dropping it stops the background compaction thread.
+    pub(super) _stop_compaction: Option<mpsc::Sender<()>>,
+}
+
+impl std::fmt::Debug for DbInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("path", &self.path).finish()
+    }
+}
+
+/// Databases open in this process, so that opening a directory twice shares
+/// one instance (sled allows one opener per directory).
+pub(super) fn open_databases() -> &'static Mutex<HashMap<PathBuf, Weak<DbInner>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<DbInner>>>> = OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}

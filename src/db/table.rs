@@ -1,0 +1,246 @@
+//! [`Table`]: the handle of a wide-column table: reads, mutations, DDL.
+
+use super::{Dataset, Db};
+use crate::catalog::{self, DropMode, ObjectKind};
+use crate::error::Result;
+use crate::ids::TableId;
+use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
+use crate::table::{
+    Cell, Filter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row, RowIter, RowMutation, RowSet,
+    TableStore,
+};
+
+/// A wide-column table: rows of cells in column families.
+///
+/// ```
+/// # use widesql::{Db, FamilySpec, Filter, RowMutation, TableSpec};
+/// # fn main() -> widesql::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = Db::open(dir.path())?;
+/// let table = db.default_dataset()?.create_table(
+///     "webtable",
+///     TableSpec::new().with_family(FamilySpec::new("anchor")),
+/// )?;
+/// table.mutate_row(b"com.cnn.www", &RowMutation::new().set("anchor", "cnnsi.com", "CNN"))?;
+/// let row = table.read_row(b"com.cnn.www", &Filter::all())?.expect("row exists");
+/// assert_eq!(row.value("anchor", b"cnnsi.com"), Some(&b"CNN"[..]));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub(super) db: Db,
+    pub(super) id: TableId,
+}
+
+impl Table {
+    /// Its id.
+    pub fn id(&self) -> TableId {
+        self.id
+    }
+
+    pub(super) fn entry(&self) -> Result<catalog::TableEntry> {
+        self.db
+            .catalog()
+            .read()
+            .table(self.id)
+            .cloned()
+            .ok_or_else(|| catalog::not_found(ObjectKind::Table, self.id))
+    }
+
+    pub(crate) fn store(&self) -> Result<TableStore> {
+        self.db
+            .catalog()
+            .store(self.id)
+            .ok_or_else(|| catalog::not_found(ObjectKind::Table, self.id))
+    }
+
+    /// Its current name.
+    pub fn name(&self) -> Result<String> {
+        Ok(self.entry()?.name)
+    }
+
+    /// `project.dataset.table`.
+    pub fn qualified_name(&self) -> Result<String> {
+        Ok(self.store()?.layout.name.clone())
+    }
+
+    /// Its current spec (with family ids assigned).
+    pub fn spec(&self) -> Result<TableSpec> {
+        Ok(self.store()?.layout.spec.clone())
+    }
+
+    /// Its dataset.
+    pub fn dataset(&self) -> Result<Dataset> {
+        Ok(self.db.dataset_handle(self.entry()?.dataset))
+    }
+
+    /// Renames the table within its dataset; no data is moved.
+    pub fn rename(&self, new_name: &str) -> Result<()> {
+        let dataset = self.entry()?.dataset;
+        self.db.catalog().rename_table(self.id, dataset, new_name)
+    }
+
+    /// Drops the table and its data.
+    pub fn drop(&self) -> Result<()> {
+        self.db.catalog().drop_table(self.id)
+    }
+
+    /// Adds a column family.
+    pub fn add_family(&self, family: FamilySpec) -> Result<()> {
+        let name = self.qualified_name()?;
+        self.db
+            .catalog()
+            .alter_table(self.id, |spec| catalog::with_family(spec, family, &name))
+    }
+
+    /// Drops a column family; its cells are removed.
+    pub fn drop_family(&self, family: &str) -> Result<()> {
+        let name = self.qualified_name()?;
+        self.db
+            .catalog()
+            .alter_table(self.id, |spec| catalog::without_family(spec, family, &name))
+    }
+
+    /// Changes a family's GC policy. It applies to every read at once; when
+    /// it keeps more than before, versions hidden by the old policy do not
+    /// come back.
+    pub fn set_gc_policy(&self, family: &str, gc: GcPolicy) -> Result<()> {
+        let name = self.qualified_name()?;
+        self.db
+            .catalog()
+            .alter_table(self.id, |spec| catalog::with_gc(spec, family, gc, &name))
+    }
+
+    /// Applies a mutation to one row atomically.
+    pub fn mutate_row(&self, key: &[u8], mutation: &RowMutation) -> Result<()> {
+        self.store()?.mutate_row(key, mutation)
+    }
+
+    /// Applies many row mutations, each row atomic, 1000 rows per batch.
+    ///
+    /// ```
+    /// # use widesql::{Db, FamilySpec, RowMutation, RowSet, ReadOptions, TableSpec};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// # let table = db.default_dataset()?.create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?;
+    /// let rows = (0..2500).map(|i| (format!("row{i:05}"), RowMutation::new().set("f", "n", i.to_string())));
+    /// assert_eq!(table.bulk_mutate(rows)?, 2500);
+    /// assert_eq!(table.read_rows(&RowSet::prefix("row01"), ReadOptions::new())?.count(), 1000);
+    /// # Ok(()) }
+    /// ```
+    pub fn bulk_mutate<K, I>(&self, rows: I) -> Result<usize>
+    where
+        K: AsRef<[u8]>,
+        I: IntoIterator<Item = (K, RowMutation)>,
+    {
+        self.store()?.bulk_mutate(rows)
+    }
+
+    /// Reads one row; `None` when no cell passes the filter.
+    pub fn read_row(&self, key: &[u8], filter: &Filter) -> Result<Option<Row>> {
+        self.store()?.read_row(key, filter)
+    }
+
+    /// Reads rows: keys, ranges or prefixes, forward or reverse.
+    ///
+    /// ```
+    /// # use widesql::{Db, FamilySpec, RowMutation, RowSet, RowRange, ReadOptions, TableSpec};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// # let table = db.default_dataset()?.create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?;
+    /// for key in ["a", "b", "c", "d"] {
+    ///     table.mutate_row(key.as_bytes(), &RowMutation::new().set("f", "q", key))?;
+    /// }
+    /// let rows = RowSet::range(RowRange::new(b"b".to_vec()..=b"d".to_vec()));
+    /// let keys: Vec<Vec<u8>> = table
+    ///     .read_rows(&rows, ReadOptions::new().with_reverse(true).with_row_limit(2))?
+    ///     .map(|row| row.map(|r| r.key))
+    ///     .collect::<widesql::Result<_>>()?;
+    /// assert_eq!(keys, [b"d".to_vec(), b"c".to_vec()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn read_rows(&self, rows: &RowSet, options: ReadOptions) -> Result<RowIter> {
+        Ok(self.store()?.read_rows(rows, options))
+    }
+
+    /// Reads up to `page_size` cells of a row after `resume`; returns a
+    /// token when there may be more.
+    pub fn read_row_page(
+        &self,
+        key: &[u8],
+        filter: &Filter,
+        page_size: usize,
+        resume: Option<&ResumeToken>,
+    ) -> Result<(Vec<Cell>, Option<ResumeToken>)> {
+        self.store()?.read_row_page(key, filter, page_size, resume)
+    }
+
+    /// Atomically appends to or increments cells; returns the new cells.
+    ///
+    /// ```
+    /// # use widesql::{Db, FamilySpec, ReadModifyWriteRule, TableSpec};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// # let table = db.default_dataset()?.create_table("t", TableSpec::new().with_family(FamilySpec::new("stats")))?;
+    /// table.read_modify_write(b"page", &[ReadModifyWriteRule::increment("stats", "views", 5)])?;
+    /// let row = table.read_modify_write(b"page", &[ReadModifyWriteRule::increment("stats", "views", 2)])?;
+    /// assert_eq!(row.value("stats", b"views"), Some(&7i64.to_be_bytes()[..]));
+    /// # Ok(()) }
+    /// ```
+    pub fn read_modify_write(&self, key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
+        self.store()?.read_modify_write(key, rules)
+    }
+
+    /// Atomically applies `on_match` when `predicate` selects a cell of the
+    /// row, else `on_miss`; returns whether it matched.
+    ///
+    /// ```
+    /// # use widesql::{Db, FamilySpec, Filter, RowMutation, TableSpec, ValueFilter};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// # let table = db.default_dataset()?.create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?;
+    /// table.mutate_row(b"job", &RowMutation::new().set("f", "state", "queued"))?;
+    /// let queued = Filter::all().with_latest_versions(1).with_value(ValueFilter::Equals(b"queued".to_vec()));
+    /// let claim = RowMutation::new().set("f", "state", "running");
+    /// assert!(table.check_and_mutate(b"job", &queued, &claim, &RowMutation::new())?);
+    /// assert!(!table.check_and_mutate(b"job", &queued, &claim, &RowMutation::new())?);
+    /// # Ok(()) }
+    /// ```
+    pub fn check_and_mutate(
+        &self,
+        key: &[u8],
+        predicate: &Filter,
+        on_match: &RowMutation,
+        on_miss: &RowMutation,
+    ) -> Result<bool> {
+        self.store()?
+            .check_and_mutate(key, predicate, on_match, on_miss)
+    }
+
+    /// Removes hidden versions now; returns how many cells were removed.
+    pub fn compact(&self) -> Result<u64> {
+        self.entry()?;
+        self.db.catalog().compact_table(self.id)
+    }
+
+    /// Keys that reads of each locality group have visited since the
+    /// database was opened, by group name.
+    pub fn keys_read_per_group(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self.store()?.keys_read_per_group())
+    }
+}
+
+impl DropMode {
+    /// `Cascade` when `cascade`, else `Restrict`.
+    pub fn cascade_if(cascade: bool) -> Self {
+        if cascade {
+            DropMode::Cascade
+        } else {
+            DropMode::Restrict
+        }
+    }
+}
