@@ -9,7 +9,6 @@ use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatement
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
 use crate::error::{Error, Result};
-use crate::sql::ddl::name_parts;
 use crate::sql::{from_df, Session};
 
 impl Session {
@@ -101,7 +100,7 @@ impl Session {
                     Some(ShowStatementIn {
                         parent_name: Some(name),
                         ..
-                    }) => Some(name_parts(name)?.join(".")),
+                    }) => Some(self.name_parts(name)?.join(".")),
                     _ => None,
                 };
                 self.frame(self.show_schemas(project.as_deref())?)

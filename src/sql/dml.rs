@@ -41,7 +41,6 @@ use crate::catalog::ObjectKind;
 use crate::db::{Db, Table};
 use crate::error::Error;
 use crate::ids::TableId;
-use crate::sql::ddl::name_parts;
 use crate::sql::scan::{leaf_plan_methods, to_df};
 use crate::sql::shape::{Source, ROWID_COLUMN};
 use crate::sql::table::WideTable;
@@ -383,7 +382,7 @@ impl Session {
                     "UPDATE assigns one column at a time: SET a = …, b = …".into(),
                 ));
             };
-            let parts = name_parts(target)?;
+            let parts = self.name_parts(target)?;
             let name = parts.last().cloned().unwrap_or_default();
             let Ok(index) = view.shape().schema.index_of(&name) else {
                 return Err(Error::Sql(format!(

@@ -1,12 +1,15 @@
-//! Object names: statement table references resolved as DataFusion resolves
-//! them, and widesql's one-to-three-part names with the session defaults.
+//! Object names, all resolved one way: identifiers normalised by DataFusion's
+//! own normaliser (unquoted ones lower-cased unless the session turned
+//! `datafusion.sql_parser.enable_ident_normalization` off), statement table
+//! references resolved as DataFusion resolves them, and widesql's
+//! one-to-three-part names completed with the session defaults.
 
 use datafusion::common::TableReference;
-use datafusion::sql::sqlparser::ast::ObjectName;
+use datafusion::sql::planner::IdentNormalizer;
+use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
 
 use crate::db::Table;
 use crate::error::{Error, Result};
-use crate::sql::ddl::name_parts;
 use crate::sql::Session;
 
 impl Session {
@@ -48,7 +51,7 @@ impl Session {
 
     /// `(project, dataset)` of a one- or two-part dataset name.
     pub(super) fn resolve_dataset_name(&self, name: &ObjectName) -> Result<(String, String)> {
-        let parts = name_parts(name)?;
+        let parts = self.name_parts(name)?;
         match parts.as_slice() {
             [dataset] => Ok((self.options.default_project.clone(), dataset.clone())),
             [project, dataset] => Ok((project.clone(), dataset.clone())),
@@ -60,7 +63,7 @@ impl Session {
 
     /// `(project, dataset, table)` of a one- to three-part table name.
     pub(super) fn resolve_table_name(&self, name: &ObjectName) -> Result<(String, String, String)> {
-        let parts = name_parts(name)?;
+        let parts = self.name_parts(name)?;
         self.options
             .resolve(&parts)
             .ok_or_else(|| Error::Sql(format!("'{name}' is not a [[project.]dataset.]table name")))
@@ -70,4 +73,51 @@ impl Session {
         let (project, dataset, table) = self.resolve_table_name(name)?;
         self.db.open_table(&project, &dataset, &table)
     }
+}
+
+impl Session {
+    /// Whether unquoted identifiers are lower-cased (DataFusion's setting).
+    fn normalizes_identifiers(&self) -> bool {
+        self.ctx
+            .state_ref()
+            .read()
+            .config_options()
+            .sql_parser
+            .enable_ident_normalization
+    }
+
+    /// An identifier as DataFusion normalises it in this session.
+    pub(crate) fn normalize(&self, ident: &Ident) -> String {
+        IdentNormalizer::new(self.normalizes_identifiers()).normalize(ident.clone())
+    }
+
+    /// The parts of an object name, each normalised as DataFusion normalises
+    /// it in this session.
+    pub(crate) fn name_parts(&self, name: &ObjectName) -> Result<Vec<String>> {
+        let normalizer = IdentNormalizer::new(self.normalizes_identifiers());
+        name.0
+            .iter()
+            .map(|part| {
+                part.as_ident()
+                    .map(|ident| normalizer.normalize(ident.clone()))
+                    .ok_or_else(|| Error::Sql(format!("'{name}' is not a plain name")))
+            })
+            .collect()
+    }
+}
+
+/// The parts of a dotted name given as text (`'acme.web."Pages"'`), parsed
+/// as DataFusion parses a table name: quoted parts keep their case (and may
+/// hold dots), others are lower-cased.
+pub fn name_parts_of_text(name: &str) -> Vec<String> {
+    let reference = TableReference::parse_str(name);
+    [
+        reference.catalog(),
+        reference.schema(),
+        Some(reference.table()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(str::to_string)
+    .collect()
 }

@@ -24,7 +24,7 @@ use datafusion::logical_expr::{
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::db::Db;
-use crate::sql::ddl::name_parts_of_text;
+use crate::sql::names::name_parts_of_text;
 use crate::sql::pushdown::push;
 use crate::sql::scan::{to_df, MakeBuilder, ScanRequest, WideScanExec};
 use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};

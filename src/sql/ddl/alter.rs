@@ -10,7 +10,7 @@ use crate::sql::shape::KEY_COLUMN;
 use crate::sql::Session;
 
 use super::options::{apply_settings, family_options, spec_from_schema, FamilyOptions};
-use super::{name_parts, normalize, sql_error};
+use super::sql_error;
 use crate::table::spec::TableSpec;
 
 impl Session {
@@ -27,7 +27,7 @@ impl Session {
                     let new_name = match table_name {
                         RenameTableNameKind::To(n) | RenameTableNameKind::As(n) => n,
                     };
-                    let parts = name_parts(&new_name)?;
+                    let parts = self.name_parts(&new_name)?;
                     match parts.as_slice() {
                         [only] => table.rename(only)?,
                         _ => {
@@ -54,7 +54,7 @@ impl Session {
                     ..
                 } => {
                     for column in column_names {
-                        self.drop_column(&table, &normalize(&column), if_exists)?;
+                        self.drop_column(&table, &self.normalize(&column), if_exists)?;
                     }
                 }
                 AlterTableOperation::SetOptionsParens { options } => {

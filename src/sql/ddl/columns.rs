@@ -10,7 +10,7 @@ use crate::sql::values::value_type_of;
 use crate::sql::Session;
 
 use super::options::expr_text;
-use super::{normalize, sql_error};
+use super::sql_error;
 use crate::table::spec::ValueType;
 
 impl Session {
@@ -20,7 +20,7 @@ impl Session {
         column: &datafusion::sql::sqlparser::ast::ColumnDef,
     ) -> Result<Field> {
         if let SqlDataType::Map(key, value) = &column.data_type {
-            let name = normalize(&column.name);
+            let name = self.normalize(&column.name);
             let probe = |ty: &SqlDataType| {
                 let mut c = column.clone();
                 c.data_type = ty.clone();

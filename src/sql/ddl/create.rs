@@ -9,7 +9,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::options::{expr_text, family_options, spec_from_schema, FamilyOptions};
-use super::{name_parts, sql_error};
+use super::sql_error;
 use crate::catalog::{CatalogError, ObjectKind};
 use crate::error::{Error, Result};
 use crate::sql::Session;
@@ -17,7 +17,7 @@ use crate::sql::Session;
 impl Session {
     /// `CREATE DATABASE`: a project.
     pub(crate) fn create_database(&self, name: &ObjectName, if_not_exists: bool) -> Result<()> {
-        let parts = name_parts(name)?;
+        let parts = self.name_parts(name)?;
         let [project] = parts.as_slice() else {
             return Err(sql_error(format!(
                 "a database name has one part, '{name}' has {}",

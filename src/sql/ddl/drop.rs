@@ -2,7 +2,7 @@
 
 use datafusion::sql::sqlparser::ast::{ObjectName, ObjectType};
 
-use super::{name_parts, sql_error};
+use super::sql_error;
 use crate::catalog::DropMode;
 use crate::error::Result;
 use crate::sql::Session;
@@ -28,7 +28,7 @@ impl Session {
                         .and_then(|d| d.drop(mode))
                 }
                 ObjectType::Database => {
-                    let parts = name_parts(name)?;
+                    let parts = self.name_parts(name)?;
                     self.db().drop_project(&parts.join("."), mode)
                 }
                 other => return Err(sql_error(format!("DROP {other} is not supported"))),

@@ -18,13 +18,10 @@ mod alter;
 mod columns;
 mod create;
 mod drop;
-mod names;
 mod options;
 mod show;
 
 use crate::error::Error;
-
-pub use names::{name_parts, name_parts_of_text, normalize};
 
 /// The family that holds declared columns no option places elsewhere.
 pub const DEFAULT_FAMILY: &str = "cf";
