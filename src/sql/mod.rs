@@ -18,11 +18,9 @@ pub mod scan;
 mod session;
 mod settings;
 pub mod shape;
-pub mod sink;
 pub mod table;
 pub mod values;
 pub mod versions;
-pub mod write;
 
 pub use error::from_df;
 pub use session::{Session, SessionOptions, StatementOutput};

@@ -16,8 +16,8 @@ use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::sql::sink::WideSink;
-use crate::sql::write::{RowWriter, WriteSettings};
+use crate::sql::dml::sink::WideSink;
+use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::{catalog, dml, from_df, shape, versions};
 use crate::table::TableStore;
 

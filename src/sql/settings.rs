@@ -5,7 +5,7 @@ use std::sync::Arc;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ObjectName};
 
 use crate::error::{Error, Result};
-use crate::sql::write::WriteSettings;
+use crate::sql::dml::write::WriteSettings;
 use crate::sql::Session;
 
 impl Session {

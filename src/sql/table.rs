@@ -2,7 +2,7 @@
 //!
 //! Scans push row-key predicates down as key ranges, read only the locality
 //! groups of the projected columns, and stop early at a pushed LIMIT.
-//! INSERT writes new cell versions through [`crate::sql::sink::WideSink`].
+//! INSERT writes new cell versions through [`crate::sql::dml::sink::WideSink`].
 //! DELETE and UPDATE are run by widesql's statement runner
 //! ([`crate::sql::Session`]), which evaluates the WHERE clause with
 //! DataFusion and then mutates the matching rows; DataFusion's own DML path
@@ -24,11 +24,11 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use crate::db::Db;
 use crate::ids::TableId;
+use crate::sql::dml::sink::WideSink;
+use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::pushdown::{push, KeySet};
 use crate::sql::scan::{ScanRequest, WideScanExec};
 use crate::sql::shape::Shape;
-use crate::sql::sink::WideSink;
-use crate::sql::write::{RowWriter, WriteSettings};
 use crate::table::{Filter, TableStore};
 
 /// A widesql table seen by DataFusion.

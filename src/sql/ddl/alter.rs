@@ -166,7 +166,9 @@ impl Session {
                     .await?;
                 let value = batches
                     .first()
-                    .map(|b| crate::sql::write::strict_cast(b.column(0), field.data_type(), &name))
+                    .map(|b| {
+                        crate::sql::dml::write::strict_cast(b.column(0), field.data_type(), &name)
+                    })
                     .transpose()?
                     .map(|a| crate::sql::values::encode_cell(&a, 0))
                     .transpose()

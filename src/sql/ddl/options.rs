@@ -238,7 +238,7 @@ pub(super) fn spec_from_schema(
             .push(ColumnSpec::new(field.name(), vt).with_nullable(field.is_nullable()));
     }
     // Every SQL table has the family cf: it holds the row marker of rows
-    // whose every column is NULL (see `crate::sql::write`).
+    // whose every column is NULL (see `crate::sql::dml::write`).
     if !families.iter().any(|f| f.name == DEFAULT_FAMILY) {
         families.insert(0, FamilySpec::new(DEFAULT_FAMILY).with_qualifier_type(None));
     }

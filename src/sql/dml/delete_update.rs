@@ -3,7 +3,7 @@
 //! The WHERE clause is evaluated by DataFusion as a query over the table's
 //! internal `_rowid` view (joined with the tables of `DELETE … USING` or
 //! `UPDATE … FROM`), and the rows it returns are then changed through the
-//! one write path ([`crate::sql::write`]). The query runs to its end before
+//! one write path ([`crate::sql::dml::write`]). The query runs to its end before
 //! the first write, so the statement sees the table as of its start.
 //!
 //! Running the whole WHERE clause as a query is what makes folded or
@@ -41,10 +41,10 @@ use crate::catalog::ObjectKind;
 use crate::db::{Db, Table};
 use crate::error::Error;
 use crate::ids::TableId;
+use crate::sql::dml::write::{self, RowChanges, RowWriter};
 use crate::sql::scan::{leaf_plan_methods, to_df};
 use crate::sql::shape::{Source, ROWID_COLUMN};
 use crate::sql::table::WideTable;
-use crate::sql::write::{self, RowChanges, RowWriter};
 use crate::sql::Session;
 use crate::table::{Filter, ReadOptions, RowMutation, RowSet, TableStore};
 

@@ -1,6 +1,6 @@
 //! INSERT as a DataFusion data sink: the batches of the statement's input
 //! become row mutations through [`RowWriter`] and are applied as one
-//! statement once the input is exhausted (see [`crate::sql::write`]).
+//! statement once the input is exhausted (see [`crate::sql::dml::write`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
 
-use crate::sql::write::RowWriter;
+use crate::sql::dml::write::RowWriter;
 
 /// Writes INSERTed rows into a table.
 #[derive(Debug)]
