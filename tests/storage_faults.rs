@@ -17,21 +17,22 @@ fn open(backend: &MemoryBackend) -> widesql::Result<Db> {
     )
 }
 
-async fn count(session: &Session, table: &str) -> Result<i64, Box<dyn std::error::Error>> {
-    let batches = session
-        .sql(&format!("SELECT count(*) FROM {table}"))
-        .await?
-        .collect()
-        .await?;
-    let column = batches
+/// The one BIGINT a query returns.
+async fn int(session: &Session, sql: &str) -> Result<i64, Box<dyn std::error::Error>> {
+    let batches = session.sql(sql).await?.collect().await?;
+    let value = batches
         .first()
         .ok_or("no batch")?
         .column(0)
         .as_any()
         .downcast_ref::<datafusion::arrow::array::Int64Array>()
-        .ok_or("count is not an Int64")?
-        .clone();
-    Ok(column.value(0))
+        .ok_or("not a BIGINT")?
+        .value(0);
+    Ok(value)
+}
+
+async fn count(session: &Session, table: &str) -> Result<i64, Box<dyn std::error::Error>> {
+    int(session, &format!("SELECT count(*) FROM {table}")).await
 }
 
 fn tree_names(backend: &MemoryBackend) -> Vec<String> {
@@ -69,19 +70,7 @@ async fn a_failed_statement_batch_changes_nothing() -> TestResult {
     assert!(session.run("UPDATE t SET a = a + 1").await.is_err());
     backend.inject(Fault::FailBatch(backend.batches() + 1));
     assert!(session.run("DELETE FROM t WHERE id < 100").await.is_err());
-    let sum = session
-        .sql("SELECT CAST(sum(a) AS BIGINT) FROM t")
-        .await?
-        .collect()
-        .await?;
-    let sum = sum
-        .first()
-        .ok_or("no batch")?
-        .column(0)
-        .as_any()
-        .downcast_ref::<datafusion::arrow::array::Int64Array>()
-        .ok_or("sum is not an Int64")?
-        .value(0);
+    let sum = int(&session, "SELECT CAST(sum(a) AS BIGINT) FROM t").await?;
     assert_eq!(sum, 3 + (10..200).sum::<i64>());
     assert_eq!(count(&session, "t").await?, 192);
     Ok(())

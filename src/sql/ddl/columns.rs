@@ -1,9 +1,9 @@
 //! Column definitions planned by DataFusion: their Arrow type and DEFAULT.
 
 use datafusion::arrow::datatypes::Field;
-use datafusion::logical_expr::{DdlStatement, LogicalPlan};
+use datafusion::logical_expr::{CreateMemoryTable, DdlStatement, LogicalPlan};
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{DataType as SqlDataType, Statement};
+use datafusion::sql::sqlparser::ast::{CreateTable, DataType as SqlDataType, Statement};
 
 use crate::error::Result;
 use crate::sql::values::value_type_of;
@@ -63,6 +63,18 @@ impl Session {
             return Err(sql_error("the column probe did not parse as CREATE TABLE"));
         };
         create.columns = vec![column.clone()];
+        let plan = self.plan_create_table(create).await?;
+        let default = plan
+            .column_defaults
+            .first()
+            .map(|(_, expr)| expr_text(expr))
+            .transpose()?;
+        Ok((plan.input.schema().as_arrow().field(0).clone(), default))
+    }
+
+    /// A CREATE TABLE as DataFusion plans it: column types, constraints,
+    /// defaults and the query of CREATE TABLE AS.
+    pub(super) async fn plan_create_table(&self, create: CreateTable) -> Result<CreateMemoryTable> {
         let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
         let plan = self
             .context()
@@ -70,14 +82,9 @@ impl Session {
             .statement_to_plan(statement)
             .await
             .map_err(crate::sql::from_df)?;
-        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) = plan else {
-            return Err(sql_error("column definition did not plan"));
-        };
-        let default = plan
-            .column_defaults
-            .first()
-            .map(|(_, expr)| expr_text(expr))
-            .transpose()?;
-        Ok((plan.input.schema().as_arrow().field(0).clone(), default))
+        match plan {
+            LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) => Ok(plan),
+            _ => Err(sql_error("CREATE TABLE did not plan as a table")),
+        }
     }
 }

@@ -2,10 +2,9 @@
 
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::Constraint;
-use datafusion::logical_expr::{DdlStatement, LogicalPlan};
-use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{
-    CreateTable, CreateTableOptions, DataType as SqlDataType, ObjectName, Statement,
+    CreateTable, CreateTableOptions, DataType as SqlDataType, ObjectName,
 };
 
 use super::options::{expr_text, family_options, spec_from_schema, FamilyOptions};
@@ -78,16 +77,7 @@ impl Session {
             }
         }
         create.columns = kept;
-        let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
-        let plan = self
-            .context()
-            .state()
-            .statement_to_plan(statement)
-            .await
-            .map_err(crate::sql::from_df)?;
-        let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) = plan else {
-            return Err(sql_error("CREATE TABLE did not plan as a table"));
-        };
+        let plan = self.plan_create_table(create).await?;
         let mut fields: Vec<Field> = plan
             .input
             .schema()
