@@ -19,6 +19,7 @@ mod session;
 mod settings;
 pub mod shape;
 pub mod table;
+mod types;
 pub mod values;
 pub mod versions;
 

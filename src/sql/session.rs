@@ -18,7 +18,7 @@ use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
-use crate::sql::{catalog, dml, from_df, shape, versions};
+use crate::sql::{catalog, dml, from_df, shape, types, versions};
 use crate::table::TableStore;
 
 /// The result of one statement of a script.
@@ -124,6 +124,7 @@ impl Session {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            .with_type_planner(Arc::new(types::WidesqlTypes::default()))
             .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())))
             .build();
         let ctx = SessionContext::new_with_state(state);

@@ -79,12 +79,14 @@ pub struct Shape {
 /// The Arrow type of a `MAP(VARCHAR, value_type)` column, with the field
 /// names of DataFusion's map literals (`MAP {'k': v}`).
 pub fn map_type(value_type: ValueType) -> DataType {
-    map_of(values::map_value_type(value_type))
+    map_of(DataType::Utf8, values::map_value_type(value_type))
 }
 
-fn map_of(value: DataType) -> DataType {
+/// Arrow's map of `key` to `value`, with the field names Arrow's own map
+/// builder uses.
+pub(crate) fn map_of(key: DataType, value: DataType) -> DataType {
     let entries = Fields::from(vec![
-        Field::new("key", DataType::Utf8, false),
+        Field::new("key", key, false),
         Field::new("value", value, true),
     ]);
     DataType::Map(
@@ -199,7 +201,7 @@ impl Shape {
                 }
                 Source::Map { value_type, .. } => Field::new(
                     f.name(),
-                    map_of(list_of(values::map_value_type(*value_type))),
+                    map_of(DataType::Utf8, list_of(values::map_value_type(*value_type))),
                     true,
                 ),
                 _ => f.as_ref().clone(),

@@ -1,9 +1,7 @@
 //! `ALTER TABLE`: rename, ADD / DROP COLUMN, and family options.
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, DataType as SqlDataType, ObjectName, RenameTableNameKind,
-};
+use datafusion::sql::sqlparser::ast::{AlterTableOperation, ObjectName, RenameTableNameKind};
 
 use crate::error::Result;
 use crate::sql::shape::KEY_COLUMN;
@@ -104,10 +102,7 @@ impl Session {
         column_def: &datafusion::sql::sqlparser::ast::ColumnDef,
         if_not_exists: bool,
     ) -> Result<()> {
-        let (field, default) = match column_def.data_type {
-            SqlDataType::Map(..) => (self.column_type(column_def).await?, None),
-            _ => self.plan_column(column_def).await?,
-        };
+        let (field, default) = self.plan_column(column_def).await?;
         let name = field.name().clone();
         let qualified = table.qualified_name()?;
         let spec = table.spec()?;

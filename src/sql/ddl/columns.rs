@@ -3,48 +3,16 @@
 use datafusion::arrow::datatypes::Field;
 use datafusion::logical_expr::{CreateMemoryTable, DdlStatement, LogicalPlan};
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{CreateTable, DataType as SqlDataType, Statement};
+use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
+use datafusion::sql::sqlparser::ast::{CreateTable, Ident, ObjectName, Statement};
 
 use crate::error::Result;
-use crate::sql::values::value_type_of;
 use crate::sql::Session;
 
 use super::options::expr_text;
 use super::sql_error;
-use crate::table::spec::ValueType;
 
 impl Session {
-    /// The Arrow type DataFusion gives a column definition.
-    pub(super) async fn column_type(
-        &self,
-        column: &datafusion::sql::sqlparser::ast::ColumnDef,
-    ) -> Result<Field> {
-        if let SqlDataType::Map(key, value) = &column.data_type {
-            let name = self.normalize(&column.name);
-            let probe = |ty: &SqlDataType| {
-                let mut c = column.clone();
-                c.data_type = ty.clone();
-                c.options.clear();
-                c
-            };
-            let key = Box::pin(self.column_type(&probe(key))).await?;
-            let value = Box::pin(self.column_type(&probe(value))).await?;
-            let value = match (
-                value_type_of(key.data_type()),
-                value_type_of(value.data_type()),
-            ) {
-                (Some(ValueType::Utf8), Some(v)) => v,
-                _ => {
-                    return Err(sql_error(format!(
-                        "map column '{name}' must be MAP(VARCHAR, T) with T a scalar type"
-                    )))
-                }
-            };
-            return Ok(Field::new(name, crate::sql::shape::map_type(value), true));
-        }
-        Ok(self.plan_column(column).await?.0)
-    }
-
     /// The Arrow field and the DEFAULT (as SQL DataFusion wrote it back) of
     /// a column definition, planned as the only column of a table. The
     /// definition goes into the statement as a syntax tree, never printed
@@ -53,16 +21,9 @@ impl Session {
         &self,
         column: &datafusion::sql::sqlparser::ast::ColumnDef,
     ) -> Result<(Field, Option<String>)> {
-        let template = self
-            .parse("CREATE TABLE __widesql_probe (x INT)")?
-            .pop_front();
-        let Some(DfStatement::Statement(statement)) = template else {
-            return Err(sql_error("the column probe did not parse"));
-        };
-        let Statement::CreateTable(mut create) = *statement else {
-            return Err(sql_error("the column probe did not parse as CREATE TABLE"));
-        };
-        create.columns = vec![column.clone()];
+        let create = CreateTableBuilder::new(ObjectName::from(vec![Ident::new("column")]))
+            .columns(vec![column.clone()])
+            .build();
         let plan = self.plan_create_table(create).await?;
         let default = plan
             .column_defaults

@@ -1,11 +1,8 @@
 //! `CREATE DATABASE`, `CREATE SCHEMA`, `CREATE [OR REPLACE] TABLE [AS]`.
 
-use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::Constraint;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::sql::sqlparser::ast::{
-    CreateTable, CreateTableOptions, DataType as SqlDataType, ObjectName,
-};
+use datafusion::sql::sqlparser::ast::{CreateTable, CreateTableOptions, ObjectName};
 
 use super::options::{expr_text, family_options, spec_from_schema, FamilyOptions};
 use super::sql_error;
@@ -65,28 +62,9 @@ impl Session {
             | CreateTableOptions::Plain(o) => family_options(&o)?,
             CreateTableOptions::TableProperties(o) => family_options(&o)?,
         };
-        // DataFusion cannot plan MAP column types: take them out, plan the
-        // rest, and put them back with their value type resolved.
-        let mut maps: Vec<(usize, Field)> = Vec::new();
-        let mut kept = Vec::with_capacity(create.columns.len());
-        for (position, column) in std::mem::take(&mut create.columns).into_iter().enumerate() {
-            if matches!(column.data_type, SqlDataType::Map(..)) {
-                maps.push((position, self.column_type(&column).await?));
-            } else {
-                kept.push(column);
-            }
-        }
-        create.columns = kept;
         let plan = self.plan_create_table(create).await?;
-        let mut fields: Vec<Field> = plan
-            .input
-            .schema()
-            .as_arrow()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let mut primary_key: Vec<usize> = plan
+        let schema = plan.input.schema().as_arrow().clone();
+        let primary_key: Vec<usize> = plan
             .constraints
             .iter()
             .find_map(|c| match c {
@@ -94,14 +72,6 @@ impl Session {
                 _ => None,
             })
             .unwrap_or_default();
-        for (position, field) in maps {
-            let at = position.min(fields.len());
-            for k in primary_key.iter_mut().filter(|k| **k >= at) {
-                *k += 1;
-            }
-            fields.insert(at, field);
-        }
-        let schema = Schema::new(fields);
         let mut spec = spec_from_schema(&schema, &primary_key, &options)?;
         for (column, expr) in &plan.column_defaults {
             let sql = expr_text(expr)?;
