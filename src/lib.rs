@@ -92,7 +92,8 @@ pub use table::{
 #[doc(hidden)]
 pub mod internals {
     pub use crate::keys::{
-        decode_tuple, encode_tuple, prefix_successor, CellKey, Element, ElementKind, FORMAT_VERSION,
+        decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
+        FORMAT_VERSION,
     };
     pub use crate::sql::pushdown::{Interval, KeySet};
     pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};

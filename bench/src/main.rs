@@ -1,0 +1,83 @@
+//! widesql side by side with raw sled, SQLite, GlueSQL 0.20 and
+//! DataFusion's `MemTable`, all loading and reading the same generated
+//! webtable pages in one process.
+//!
+//! `cargo run --release -p widesql-bench -- [--quick] [--rows N] [--only W1,W3]`
+//!
+//! Each workload prints a Markdown table (the median of the repetitions)
+//! and its peak memory; the end prints `ratio NAME VALUE` lines with the
+//! targets they are measured against. Nothing here asserts a time: a
+//! missed target is a printed fact. Results of the systems are compared
+//! with each other, and a disagreement stops the run.
+
+mod data;
+mod report;
+mod systems;
+mod workloads;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+
+/// The benchmark's result type.
+pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Command-line options.
+#[derive(Parser, Debug)]
+#[command(
+    name = "widesql-bench",
+    about = "widesql next to raw sled, SQLite, GlueSQL and DataFusion"
+)]
+struct Args {
+    /// A small run (3,000 rows) that finishes within a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Rows of the main data set (W3 also loads ten times as many).
+    #[arg(long)]
+    rows: Option<usize>,
+    /// Repetitions of each measurement (the median is printed).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Only these workloads, e.g. `--only W2,W5` (W1 always loads).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Where the databases go (a temporary folder by default).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+fn main() -> Res<()> {
+    let args = Args::parse();
+    let root = match &args.dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            tempfile::tempdir_in(dir)?
+        }
+        None => tempfile::tempdir()?,
+    };
+    let rows = args
+        .rows
+        .unwrap_or(if args.quick { 3_000 } else { 100_000 });
+    let config = workloads::Config {
+        rows,
+        reps: args.reps.unwrap_or(5).max(1),
+        points: if args.quick { 300 } else { 2_000 },
+        ranges: if args.quick { 20 } else { 50 },
+        versions: 10_000,
+        concurrent_secs: if args.quick { 1.0 } else { 5.0 },
+        durable_statements: if args.quick { 50 } else { 300 },
+        cache_bytes: 256 << 20,
+        root: root.path().to_path_buf(),
+        runtime: Arc::new(tokio::runtime::Runtime::new()?),
+        only: args.only.iter().map(|w| w.to_uppercase()).collect(),
+    };
+    println!(
+        "# widesql-bench: {} rows (W3 also {}), median of {} runs\n\n{}",
+        config.rows,
+        config.rows * 10,
+        config.reps,
+        workloads::machine()
+    );
+    workloads::run(&config)
+}

@@ -1,0 +1,325 @@
+//! widesql, through the embedded API and through SQL, on one table shape:
+//! the webtable with `contents` in the locality group `blobs` (or, for W4's
+//! comparison, in the default group).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::datasource::MemTable;
+use widesql::{Db, DbOptions, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, Table};
+
+use super::datafusion_mem::{language_counts, page_batches, row_count, single_i64};
+use super::System;
+use crate::data::Page;
+use crate::Res;
+
+/// The table's DDL; `{groups}` is the WITH clause.
+fn create_table(name: &str, own_group: bool) -> String {
+    let groups = if own_group {
+        "WITH ('page.columns' = 'contents', 'page.locality_group' = 'blobs')"
+    } else {
+        "WITH ('page.columns' = 'contents')"
+    };
+    format!(
+        "CREATE TABLE {name} (_key VARCHAR PRIMARY KEY, language VARCHAR, checksum BYTEA, \
+         rank BIGINT, contents VARCHAR, anchor MAP(VARCHAR, VARCHAR)) {groups}"
+    )
+}
+
+/// Opens a database in `path` with background compaction off (it would
+/// run during some measurements and not others).
+pub fn open_db(path: &Path, cache_bytes: u64) -> Res<Db> {
+    Ok(Db::open_with(
+        path,
+        DbOptions::new()
+            .with_cache_capacity(cache_bytes)
+            .with_compaction_interval(None),
+    )?)
+}
+
+/// A widesql database with the benchmark table, used through SQL.
+pub struct WidesqlSql {
+    db: Db,
+    session: widesql::Session,
+    runtime: Arc<tokio::runtime::Runtime>,
+    table: String,
+    how: Load,
+}
+
+/// How [`WidesqlSql`] loads pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// `INSERT … VALUES` statements of 100 rows.
+    InsertValues,
+    /// `INSERT INTO t SELECT * FROM` an Arrow table registered with the
+    /// session: the import path.
+    InsertSelect,
+}
+
+impl WidesqlSql {
+    /// A database in `path` with an empty table `table`.
+    pub fn open(
+        path: &Path,
+        cache_bytes: u64,
+        runtime: Arc<tokio::runtime::Runtime>,
+        table: &str,
+        own_group: bool,
+        how: Load,
+    ) -> Res<Self> {
+        let db = open_db(path, cache_bytes)?;
+        let session = db.session();
+        let this = WidesqlSql {
+            db,
+            session,
+            runtime,
+            table: table.to_string(),
+            how,
+        };
+        this.query(&create_table(table, own_group))?;
+        Ok(this)
+    }
+
+    /// SQL over the table `table` of an open database (loads with
+    /// `INSERT … VALUES`).
+    pub fn on(db: Db, runtime: Arc<tokio::runtime::Runtime>, table: &str) -> Self {
+        WidesqlSql {
+            session: db.session(),
+            db,
+            runtime,
+            table: table.to_string(),
+            how: Load::InsertValues,
+        }
+    }
+
+    /// Runs one statement to the end; its batches.
+    pub fn query(&self, sql: &str) -> Res<Vec<RecordBatch>> {
+        self.runtime
+            .block_on(async { Ok(self.session.sql(sql).await?.collect().await?) })
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `INSERT INTO table VALUES …` of `pages`.
+pub fn insert_sql(table: &str, pages: &[Page]) -> String {
+    let rows: Vec<String> = pages.iter().map(values_row).collect();
+    format!("INSERT INTO {table} VALUES {}", rows.join(", "))
+}
+
+/// One page as a row of `INSERT … VALUES`.
+fn values_row(p: &Page) -> String {
+    let anchors: Vec<String> = p
+        .anchors
+        .iter()
+        .map(|(from, text)| format!("'{from}': '{text}'"))
+        .collect();
+    format!(
+        "('{}', '{}', X'{}', {}, '{}', MAP {{{}}})",
+        p.key,
+        p.language,
+        hex(&p.checksum),
+        p.rank,
+        p.contents,
+        anchors.join(", ")
+    )
+}
+
+impl System for WidesqlSql {
+    fn name(&self) -> String {
+        match self.how {
+            Load::InsertValues => "widesql SQL".into(),
+            Load::InsertSelect => "widesql SQL (INSERT … SELECT)".into(),
+        }
+    }
+
+    fn load(&mut self, pages: &[Page]) -> Res<()> {
+        match self.how {
+            Load::InsertValues => {
+                for chunk in pages.chunks(100) {
+                    self.query(&insert_sql(&self.table, chunk))?;
+                }
+            }
+            Load::InsertSelect => {
+                let (schema, batches) = page_batches(pages)?;
+                let source = MemTable::try_new(schema, vec![batches])?;
+                self.session
+                    .context()
+                    .register_table("bench_source", Arc::new(source))?;
+                let loaded = self.query(&format!(
+                    "INSERT INTO {} SELECT * FROM bench_source",
+                    self.table
+                ));
+                self.session.context().deregister_table("bench_source")?;
+                loaded?;
+            }
+        }
+        self.db.flush()?;
+        Ok(())
+    }
+
+    fn point(&mut self, key: &str) -> Res<bool> {
+        let rows = self.query(&format!(
+            "SELECT * FROM {} WHERE _key = '{key}'",
+            self.table
+        ))?;
+        Ok(row_count(&rows) == 1)
+    }
+
+    fn range(&mut self, prefix: &str) -> Res<usize> {
+        let (start, end) = super::prefix_bounds(prefix);
+        let rows = self.query(&format!(
+            "SELECT _key, language FROM {} WHERE _key >= '{start}' AND _key < '{end}'",
+            self.table
+        ))?;
+        Ok(row_count(&rows))
+    }
+
+    fn per_language(&mut self) -> Res<Vec<(String, i64)>> {
+        language_counts(&self.query(&format!(
+            "SELECT language, count(*) FROM {} GROUP BY language",
+            self.table
+        ))?)
+    }
+
+    fn sum_rank(&mut self) -> Res<i64> {
+        single_i64(&self.query(&format!("SELECT sum(rank) FROM {}", self.table))?)
+    }
+
+    fn bytes_on_disk(&self) -> Res<Option<u64>> {
+        Ok(Some(self.db.size_on_disk()?))
+    }
+}
+
+/// The same table written and read through the embedded API.
+pub struct WidesqlEmbedded {
+    db: Db,
+    table: Table,
+}
+
+impl WidesqlEmbedded {
+    /// A database in `path` with an empty table `pages`, created by SQL so
+    /// that it has exactly the SQL table's layout.
+    pub fn open(path: &Path, cache_bytes: u64, runtime: Arc<tokio::runtime::Runtime>) -> Res<Self> {
+        let sql = WidesqlSql::open(
+            path,
+            cache_bytes,
+            runtime,
+            "pages",
+            true,
+            Load::InsertValues,
+        )?;
+        let db = sql.db().clone();
+        let table = db.open_table("default", "public", "pages")?;
+        Ok(WidesqlEmbedded { db, table })
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// Reads one column of every row: `(row key, value)`.
+    fn column(&self, name: &str) -> Res<Vec<Vec<u8>>> {
+        let filter = Filter::all()
+            .with_families(["cf"])
+            .with_qualifiers(QualifierFilter::Exact([name.as_bytes().to_vec()].into()))
+            .with_latest_versions(1);
+        let mut out = Vec::new();
+        for row in self
+            .table
+            .read_rows(&RowSet::all(), ReadOptions::new().with_filter(filter))?
+        {
+            if let Some(cell) = row?.cells.pop() {
+                out.push(cell.value);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A page as a row mutation, in the cells the SQL table declares.
+pub fn page_mutation(p: &Page) -> RowMutation {
+    let mut m = RowMutation::new()
+        .set("cf", "language", p.language)
+        .set("cf", "checksum", p.checksum)
+        .set("cf", "rank", p.rank.to_be_bytes())
+        .set("page", "contents", &p.contents);
+    for (from, text) in &p.anchors {
+        m = m.set("anchor", from, text);
+    }
+    m
+}
+
+impl System for WidesqlEmbedded {
+    fn name(&self) -> String {
+        "widesql embedded".into()
+    }
+
+    fn load(&mut self, pages: &[Page]) -> Res<()> {
+        self.table
+            .bulk_mutate(pages.iter().map(|p| (p.key.as_bytes(), page_mutation(p))))?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    fn point(&mut self, key: &str) -> Res<bool> {
+        Ok(self
+            .table
+            .read_row(key.as_bytes(), &Filter::all().with_latest_versions(1))?
+            .is_some())
+    }
+
+    fn range(&mut self, prefix: &str) -> Res<usize> {
+        let filter = Filter::all()
+            .with_families(["cf"])
+            .with_qualifiers(QualifierFilter::Exact([b"language".to_vec()].into()))
+            .with_latest_versions(1);
+        let rows = self.table.read_rows(
+            &RowSet::prefix(prefix),
+            ReadOptions::new().with_filter(filter),
+        )?;
+        let mut n = 0;
+        for row in rows {
+            row?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn per_language(&mut self) -> Res<Vec<(String, i64)>> {
+        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+        for value in self.column("language")? {
+            *counts
+                .entry(String::from_utf8_lossy(&value).into_owned())
+                .or_default() += 1;
+        }
+        Ok(counts.into_iter().collect())
+    }
+
+    fn sum_rank(&mut self) -> Res<i64> {
+        let mut sum = 0i64;
+        for value in self.column("rank")? {
+            let bytes: [u8; 8] = value.as_slice().try_into()?;
+            sum += i64::from_be_bytes(bytes);
+        }
+        Ok(sum)
+    }
+
+    fn bytes_on_disk(&self) -> Res<Option<u64>> {
+        Ok(Some(self.db.size_on_disk()?))
+    }
+}

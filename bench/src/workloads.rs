@@ -1,0 +1,943 @@
+//! The workloads W1–W8, each measuring every system that can run it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sled::Transactional;
+use widesql::{Filter, RowMutation};
+
+use crate::data::{self, Page, Rng};
+use crate::report::{duration, median_secs, rate, reset_peak_rss, times, MdTable, Ratios, Target};
+use crate::systems::datafusion_mem::DataFusionMem;
+use crate::systems::gluesql::GlueSql;
+use crate::systems::raw_sled::{cell_key, RawSled};
+use crate::systems::sqlite::{open_connection, Sqlite};
+use crate::systems::widesql::{Load, WidesqlEmbedded, WidesqlSql};
+use crate::systems::System;
+use crate::Res;
+
+/// What a run measures and where.
+pub struct Config {
+    /// Rows of the main data set.
+    pub rows: usize,
+    /// Repetitions per figure.
+    pub reps: usize,
+    /// Point reads per repetition (W2).
+    pub points: usize,
+    /// Range reads per repetition (W3).
+    pub ranges: usize,
+    /// Versions of the one cell of W6.
+    pub versions: usize,
+    /// Seconds each system runs in W7.
+    pub concurrent_secs: f64,
+    /// Statements per durability setting (W8).
+    pub durable_statements: usize,
+    /// The page cache every store gets.
+    pub cache_bytes: u64,
+    /// The folder of all databases.
+    pub root: PathBuf,
+    /// The runtime SQL runs on.
+    pub runtime: Arc<tokio::runtime::Runtime>,
+    /// Workloads to run (empty: all).
+    pub only: Vec<String>,
+}
+
+impl Config {
+    fn wants(&self, workload: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|w| w == workload)
+    }
+
+    /// A fresh folder for one store.
+    fn fresh(&self, name: &str) -> Res<PathBuf> {
+        let path = self.root.join(name);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)?;
+        }
+        Ok(path)
+    }
+}
+
+/// The machine and versions, for the results file.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!(
+        "machine: {cpus} cores, {model}; sled 0.34, SQLite {} (rusqlite), GlueSQL 0.20.0, DataFusion 55.2.0",
+        rusqlite::version()
+    )
+}
+
+/// The stores W1 loaded, read by the later workloads.
+struct Stores {
+    sled: RawSled,
+    sqlite: Sqlite,
+    glue: GlueSql,
+    mem: DataFusionMem,
+    embedded: WidesqlEmbedded,
+    sql: WidesqlSql,
+}
+
+impl Stores {
+    /// Every system, in the order the tables list them; widesql last.
+    fn all(&mut self) -> [&mut dyn System; 6] {
+        [
+            &mut self.sled,
+            &mut self.sqlite,
+            &mut self.glue,
+            &mut self.mem,
+            &mut self.embedded,
+            &mut self.sql,
+        ]
+    }
+}
+
+/// Runs the workloads the configuration names.
+pub fn run(config: &Config) -> Res<()> {
+    let pages = data::pages(config.rows);
+    let mut ratios = Ratios::default();
+    reset_peak_rss();
+    let mut stores = w1_load(config, &pages, &mut ratios)?;
+    if config.wants("W2") {
+        reset_peak_rss();
+        w2_point(config, &mut stores, &mut ratios)?;
+    }
+    if config.wants("W3") {
+        reset_peak_rss();
+        w3_range(config, &mut stores, &mut ratios)?;
+    }
+    if config.wants("W4") {
+        reset_peak_rss();
+        w4_groups(config, &pages, &mut stores, &mut ratios)?;
+    }
+    if config.wants("W5") {
+        reset_peak_rss();
+        w5_scan(config, &mut stores, &mut ratios)?;
+    }
+    if config.wants("W6") {
+        reset_peak_rss();
+        w6_versions(config)?;
+    }
+    if config.wants("W7") {
+        reset_peak_rss();
+        w7_concurrent(config, &stores)?;
+    }
+    if config.wants("W8") {
+        reset_peak_rss();
+        w8_durability(config)?;
+    }
+    ratios.print();
+    Ok(())
+}
+
+/// A load's median time and the store's size.
+struct Loaded<S> {
+    store: S,
+    secs: f64,
+    bytes: Option<u64>,
+}
+
+/// Loads `pages` into a fresh store `config.reps` times; keeps the last.
+fn load_reps<S: System>(
+    config: &Config,
+    pages: &[Page],
+    name: &str,
+    mut open: impl FnMut(&Path) -> Res<S>,
+) -> Res<Loaded<S>> {
+    let mut last = None;
+    let mut secs = Vec::new();
+    for rep in 0..config.reps {
+        // The previous store closes before the next one starts.
+        drop(last.take());
+        let path = config.fresh(&format!("{name}-{rep}"))?;
+        let mut store = open(&path)?;
+        let start = Instant::now();
+        store.load(pages)?;
+        secs.push(start.elapsed().as_secs_f64());
+        last = Some((store, path));
+        if rep > 0 {
+            let _ = std::fs::remove_dir_all(config.root.join(format!("{name}-{}", rep - 1)));
+        }
+    }
+    let (store, _) = last.ok_or("no repetition ran")?;
+    let bytes = store.bytes_on_disk()?;
+    Ok(Loaded {
+        store,
+        secs: crate::report::median(secs),
+        bytes,
+    })
+}
+
+fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> {
+    let logical: usize = pages.iter().map(Page::logical_bytes).sum();
+    let (cache, rt) = (config.cache_bytes, &config.runtime);
+    let sled = load_reps(config, pages, "sled", |p| RawSled::open(p, cache))?;
+    let sqlite = load_reps(config, pages, "sqlite", Sqlite::open)?;
+    let glue = load_reps(config, pages, "glue", GlueSql::open)?;
+    let mem = load_reps(config, pages, "mem", |_| Ok(DataFusionMem::new(rt.clone())))?;
+    let embedded = load_reps(config, pages, "widesql-embedded", |p| {
+        WidesqlEmbedded::open(p, cache, rt.clone())
+    })?;
+    let insert = load_reps(config, pages, "widesql-insert", |p| {
+        WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertValues)
+    })?;
+    let import = load_reps(config, pages, "widesql-import", |p| {
+        WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertSelect)
+    })?;
+    let mut table = MdTable::new(
+        format!(
+            "W1 bulk load of {} pages ({} MB of values)",
+            pages.len(),
+            logical >> 20
+        ),
+        &[
+            "system",
+            "rows/s",
+            "MB/s",
+            "bytes on disk",
+            "÷ logical bytes",
+            "rows/s vs widesql embedded",
+        ],
+    );
+    let base = embedded.secs;
+    let mut line = |name: String, secs: f64, bytes: Option<u64>| {
+        table.row(vec![
+            name,
+            rate(pages.len() as f64 / secs),
+            format!("{:.1}", logical as f64 / secs / 1e6),
+            bytes.map_or("in memory".into(), |b| format!("{} MB", b >> 20)),
+            bytes.map_or("—".into(), |b| {
+                format!("{:.2}", b as f64 / logical as f64)
+            }),
+            times(base / secs),
+        ]);
+    };
+    line(sled.store.name(), sled.secs, sled.bytes);
+    line(sqlite.store.name(), sqlite.secs, sqlite.bytes);
+    line(glue.store.name(), glue.secs, glue.bytes);
+    line(mem.store.name(), mem.secs, mem.bytes);
+    line(embedded.store.name(), embedded.secs, embedded.bytes);
+    line(insert.store.name(), insert.secs, insert.bytes);
+    line(import.store.name(), import.secs, import.bytes);
+    table.print();
+    ratios.add(
+        "w1.load_embedded_vs_sqlite",
+        sqlite.secs / embedded.secs,
+        Some(Target::AtLeast(1.0)),
+    );
+    ratios.add(
+        "w1.load_sql_insert_vs_sqlite",
+        sqlite.secs / insert.secs,
+        Some(Target::AtLeast(0.7)),
+    );
+    ratios.add(
+        "w1.load_sql_import_vs_sqlite",
+        sqlite.secs / import.secs,
+        Some(Target::AtLeast(0.7)),
+    );
+    if let (Some(ours), Some(theirs)) = (embedded.bytes, sqlite.bytes) {
+        ratios.add(
+            "w1.disk_vs_sqlite",
+            ours as f64 / theirs as f64,
+            Some(Target::AtMost(1.2)),
+        );
+    }
+    drop((insert, import));
+    let sql = WidesqlSql::on(embedded.store.db().clone(), rt.clone(), "pages");
+    Ok(Stores {
+        sled: sled.store,
+        sqlite: sqlite.store,
+        glue: glue.store,
+        mem: mem.store,
+        embedded: embedded.store,
+        sql,
+    })
+}
+
+/// Random keys of loaded pages, the same for every system.
+fn random_keys(rows: usize, n: usize, seed: u64) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| data::page_key(rng.below(rows))).collect()
+}
+
+fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
+    let keys = random_keys(config.rows, config.points, 2);
+    let mut table = MdTable::new(
+        format!(
+            "W2 point read of a whole page ({} random keys per run)",
+            keys.len()
+        ),
+        &["system", "µs per read", "vs widesql embedded"],
+    );
+    let mut figures = Vec::new();
+    for system in stores.all() {
+        let secs = median_secs(config.reps, || {
+            for key in &keys {
+                if !system.point(key)? {
+                    return Err(format!("{} did not find {key}", system.name()).into());
+                }
+            }
+            Ok(())
+        })? / keys.len() as f64;
+        figures.push((system.name(), secs));
+    }
+    let floor = median_secs(config.reps, || {
+        for _ in &keys {
+            stores.sql.query("SELECT 1")?;
+        }
+        Ok(())
+    })? / keys.len() as f64;
+    figures.push(("widesql SQL `SELECT 1` (the floor)".into(), floor));
+    let base = figures[4].1;
+    for (name, secs) in &figures {
+        table.row(vec![name.clone(), duration(*secs), times(secs / base)]);
+    }
+    table.print();
+    let sqlite = figures[1].1;
+    ratios.add(
+        "w2.point_embedded_vs_sqlite",
+        figures[4].1 / sqlite,
+        Some(Target::AtMost(1.0)),
+    );
+    ratios.add(
+        "w2.point_sql_vs_sqlite",
+        figures[5].1 / sqlite,
+        Some(Target::AtMost(2.0)),
+    );
+    ratios.add("w2.sql_floor_vs_sqlite", floor / sqlite, None);
+    Ok(())
+}
+
+/// Median seconds of one range read over `ranges` domains, checking that
+/// each holds a full domain.
+fn time_ranges(config: &Config, system: &mut dyn System, rows: usize) -> Res<f64> {
+    let domains = (rows / data::PAGES_PER_DOMAIN).max(1);
+    let mut rng = Rng::new(3);
+    let prefixes: Vec<String> = (0..config.ranges)
+        .map(|_| data::domain_prefix(rng.below(domains)))
+        .collect();
+    let expected = data::PAGES_PER_DOMAIN.min(rows);
+    Ok(median_secs(config.reps, || {
+        for prefix in &prefixes {
+            let n = system.range(prefix)?;
+            if n != expected {
+                return Err(format!(
+                    "{} found {n} pages under {prefix}, not {expected}",
+                    system.name()
+                )
+                .into());
+            }
+        }
+        Ok(())
+    })? / prefixes.len() as f64)
+}
+
+fn w3_range(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
+    let big_rows = config.rows * 10;
+    let (cache, rt) = (config.cache_bytes, &config.runtime);
+    let mut at_n = Vec::new();
+    for system in stores.all() {
+        at_n.push((system.name(), time_ranges(config, system, config.rows)?));
+    }
+    // Ten times the rows, loaded once per system in slices (the pages of a
+    // large run do not fit in memory at once).
+    let mut sled = RawSled::open(&config.fresh("w3-sled")?, cache)?;
+    let mut sqlite = Sqlite::open(&config.fresh("w3-sqlite")?)?;
+    let mut glue = GlueSql::open(&config.fresh("w3-glue")?)?;
+    let mut mem = DataFusionMem::new(rt.clone());
+    let mut embedded = WidesqlEmbedded::open(&config.fresh("w3-widesql")?, cache, rt.clone())?;
+    for start in (0..big_rows).step_by(50_000) {
+        let slice: Vec<Page> = (start..(start + 50_000).min(big_rows))
+            .map(data::page)
+            .collect();
+        let systems: [&mut dyn System; 5] =
+            [&mut sled, &mut sqlite, &mut glue, &mut mem, &mut embedded];
+        for system in systems {
+            system.load(&slice)?;
+        }
+    }
+    let sql = WidesqlSql::on(embedded.db().clone(), rt.clone(), "pages");
+    let mut big = Stores {
+        sled,
+        sqlite,
+        glue,
+        mem,
+        embedded,
+        sql,
+    };
+    let mut table = MdTable::new(
+        format!(
+            "W3 range read of one domain (~100 pages, key and language) at {} and {big_rows} rows",
+            config.rows
+        ),
+        &[
+            "system",
+            &format!("at {}", config.rows),
+            &format!("at {big_rows}"),
+            "growth",
+            "vs widesql SQL at N",
+        ],
+    );
+    let mut at_10n = Vec::new();
+    for system in big.all() {
+        at_10n.push(time_ranges(config, system, big_rows)?);
+    }
+    let base = at_n[5].1;
+    for ((name, n), ten) in at_n.iter().zip(&at_10n) {
+        table.row(vec![
+            name.clone(),
+            duration(*n),
+            duration(*ten),
+            times(ten / n),
+            times(n / base),
+        ]);
+    }
+    table.print();
+    let sqlite = at_n[1].1;
+    ratios.add(
+        "w3.range_embedded_vs_sqlite",
+        at_n[4].1 / sqlite,
+        Some(Target::AtMost(1.0)),
+    );
+    ratios.add(
+        "w3.range_sql_vs_sqlite",
+        at_n[5].1 / sqlite,
+        Some(Target::AtMost(1.0)),
+    );
+    ratios.add(
+        "w3.range_sql_growth_10x",
+        at_10n[5] / at_n[5].1,
+        Some(Target::AtMost(1.3)),
+    );
+    ratios.add(
+        "w3.glue_vs_sql",
+        at_n[2].1 / at_n[5].1,
+        Some(Target::AtLeast(50.0)),
+    );
+    Ok(())
+}
+
+fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
+    let (cache, rt) = (config.cache_bytes, &config.runtime);
+    // The same pages with `contents` in the default group.
+    let mut one_group = WidesqlSql::open(
+        &config.fresh("w4-one-group")?,
+        cache,
+        rt.clone(),
+        "pages",
+        false,
+        Load::InsertValues,
+    )?;
+    let table_handle = one_group.db().open_table("default", "public", "pages")?;
+    table_handle.bulk_mutate(
+        pages
+            .iter()
+            .map(|p| (p.key.as_bytes(), crate::systems::widesql::page_mutation(p))),
+    )?;
+    one_group.db().flush()?;
+    let mut table = MdTable::new(
+        "W4 pages per language (GROUP BY) over the whole table",
+        &["system", "time", "vs widesql SQL"],
+    );
+    let mut figures = Vec::new();
+    let mut expected = None;
+    let mut all: Vec<&mut dyn System> = stores.all().into_iter().collect();
+    all.push(&mut one_group);
+    for system in all {
+        let mut counts = Vec::new();
+        let secs = median_secs(config.reps, || {
+            counts = system.per_language()?;
+            Ok(())
+        })?;
+        match &expected {
+            None => expected = Some(counts),
+            Some(e) if *e != counts => {
+                return Err(format!("{} counts {counts:?}, others {e:?}", system.name()).into())
+            }
+            Some(_) => {}
+        }
+        figures.push((system.name(), secs));
+    }
+    figures[6].0 = "widesql SQL, contents in the default group".into();
+    let base = figures[5].1;
+    for (name, secs) in &figures {
+        table.row(vec![name.clone(), duration(*secs), times(secs / base)]);
+    }
+    table.print();
+    ratios.add(
+        "w4.one_group_vs_groups",
+        figures[6].1 / figures[5].1,
+        Some(Target::AtLeast(5.0)),
+    );
+    ratios.add(
+        "w4.groups_vs_sqlite",
+        figures[5].1 / figures[1].1,
+        Some(Target::AtMost(1.0)),
+    );
+    Ok(())
+}
+
+fn w5_scan(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
+    let mut table = MdTable::new(
+        "W5 full scan: sum of a BIGINT column",
+        &["system", "time", "rows/s", "vs widesql SQL"],
+    );
+    let mut figures = Vec::new();
+    let mut expected = None;
+    for system in stores.all() {
+        let mut sum = 0;
+        let secs = median_secs(config.reps, || {
+            sum = system.sum_rank()?;
+            Ok(())
+        })?;
+        match expected {
+            None => expected = Some(sum),
+            Some(e) if e != sum => {
+                return Err(format!("{} sums {sum}, others {e}", system.name()).into())
+            }
+            Some(_) => {}
+        }
+        figures.push((system.name(), secs));
+    }
+    let base = figures[5].1;
+    for (name, secs) in &figures {
+        table.row(vec![
+            name.clone(),
+            duration(*secs),
+            rate(config.rows as f64 / secs),
+            times(secs / base),
+        ]);
+    }
+    table.print();
+    ratios.add(
+        "w5.sql_vs_raw_sled",
+        figures[0].1 / figures[5].1,
+        Some(Target::AtLeast(0.5)),
+    );
+    ratios.add(
+        "w5.embedded_vs_raw_sled",
+        figures[0].1 / figures[4].1,
+        Some(Target::AtLeast(0.5)),
+    );
+    Ok(())
+}
+
+/// Runs `read` `reps` times and checks that it returned `expected` values.
+fn versions_read(
+    reps: usize,
+    expected: usize,
+    what: &str,
+    mut read: impl FnMut() -> Res<usize>,
+) -> Res<String> {
+    let secs = median_secs(reps, || {
+        let n = read()?;
+        if n == expected {
+            Ok(())
+        } else {
+            Err(format!("{what}: {n} versions, not {expected}").into())
+        }
+    })?;
+    Ok(duration(secs))
+}
+
+fn w6_versions(config: &Config) -> Res<()> {
+    let n = config.versions;
+    let (cache, rt) = (config.cache_bytes, &config.runtime);
+    let reps = config.reps;
+    let mut table = MdTable::new(
+        format!("W6 one cell with {n} versions"),
+        &["system", "latest", "latest 10", "all versions"],
+    );
+    // widesql
+    let sql = WidesqlSql::open(
+        &config.fresh("w6-widesql")?,
+        cache,
+        rt.clone(),
+        "pages",
+        true,
+        Load::InsertValues,
+    )?;
+    sql.query("CREATE TABLE versions (_key VARCHAR PRIMARY KEY, v BIGINT) WITH ('cf.max_versions' = '1000000')")?;
+    let versions = sql.db().open_table("default", "public", "versions")?;
+    versions.bulk_mutate((0..n).map(|i| {
+        (
+            "k",
+            RowMutation::new().set_at("cf", "v", i as i64 + 1, (i as i64).to_be_bytes()),
+        )
+    }))?;
+    sql.db().flush()?;
+    let cells = |filter: Filter| -> Res<usize> {
+        Ok(versions
+            .read_row(b"k", &filter)?
+            .map_or(0, |r| r.cells.len()))
+    };
+    table.row(vec![
+        "widesql embedded".into(),
+        versions_read(reps, 1, "embedded latest", || {
+            cells(Filter::all().with_latest_versions(1))
+        })?,
+        versions_read(reps, 10, "embedded latest 10", || {
+            cells(Filter::all().with_latest_versions(10))
+        })?,
+        versions_read(reps, n, "embedded history", || cells(Filter::all()))?,
+    ]);
+    let rows =
+        |q: &str| -> Res<usize> { Ok(crate::systems::datafusion_mem::row_count(&sql.query(q)?)) };
+    table.row(vec![
+        "widesql SQL".into(),
+        versions_read(reps, 1, "SQL latest", || rows("SELECT v FROM versions WHERE _key = 'k'"))?,
+        versions_read(reps, 10, "SQL latest 10", || {
+            rows("SELECT value FROM cells('versions') WHERE _key = 'k' ORDER BY _timestamp DESC LIMIT 10")
+        })?,
+        versions_read(reps, n, "SQL history", || rows("SELECT value FROM cells('versions') WHERE _key = 'k'"))?,
+    ]);
+    // raw sled: the same keys, newest first.
+    let sled = RawSled::open(&config.fresh("w6-sled")?, cache)?;
+    let tree = sled.db().open_tree("versions")?;
+    let mut batch = sled::Batch::default();
+    for i in 0..n {
+        batch.insert(
+            widesql::internals::CellKey::encode(&[], b"k", 0, b"v", i as i64 + 1)?,
+            &(i as i64).to_be_bytes()[..],
+        );
+    }
+    tree.apply_batch(batch)?;
+    let mut prefix = Vec::new();
+    widesql::internals::put_bytes(&mut prefix, b"k");
+    let scan = |take: usize| -> Res<usize> {
+        let mut n = 0;
+        for item in tree.scan_prefix(&prefix).take(take) {
+            item?;
+            n += 1;
+        }
+        Ok(n)
+    };
+    table.row(vec![
+        "raw sled".into(),
+        versions_read(reps, 1, "sled latest", || scan(1))?,
+        versions_read(reps, 10, "sled latest 10", || scan(10))?,
+        versions_read(reps, n, "sled history", || scan(usize::MAX))?,
+    ]);
+    // SQLite: (key, ts) primary key.
+    let sqlite = Sqlite::open(&config.fresh("w6-sqlite")?)?;
+    let conn = sqlite.conn();
+    conn.execute_batch("CREATE TABLE versions (key TEXT, ts INTEGER, value INTEGER, PRIMARY KEY (key, ts)) WITHOUT ROWID")?;
+    conn.execute_batch("BEGIN")?;
+    {
+        let mut insert = conn.prepare("INSERT INTO versions VALUES ('k', ?1, ?2)")?;
+        for i in 0..n {
+            insert.execute(rusqlite::params![i as i64 + 1, i as i64])?;
+        }
+    }
+    conn.execute_batch("COMMIT")?;
+    let query = |limit: i64| -> Res<usize> {
+        let mut statement = conn.prepare_cached(
+            "SELECT value FROM versions WHERE key = 'k' ORDER BY ts DESC LIMIT ?1",
+        )?;
+        let mut rows = statement.query([limit])?;
+        let mut n = 0;
+        while rows.next()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    };
+    table.row(vec![
+        "SQLite".into(),
+        versions_read(reps, 1, "SQLite latest", || query(1))?,
+        versions_read(reps, 10, "SQLite latest 10", || query(10))?,
+        versions_read(reps, n, "SQLite history", || query(-1))?,
+    ]);
+    table.print();
+    Ok(())
+}
+
+/// Ops and errors of 2 writers and 2 readers over `secs` seconds.
+fn concurrently(
+    secs: f64,
+    write: impl Fn(usize) -> Res<()> + Sync,
+    read: impl Fn(usize) -> Res<()> + Sync,
+) -> (u64, u64, u64) {
+    let stop = AtomicBool::new(false);
+    let (writes, reads, errors) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (stop, writes, reads, errors) = (&stop, &writes, &reads, &errors);
+            let (write, read) = (&write, &read);
+            s.spawn(move || {
+                let mut rng = Rng::new(70 + t);
+                while !stop.load(Ordering::Relaxed) {
+                    let i = rng.below(usize::MAX >> 1);
+                    let (result, counter) = if t < 2 {
+                        (write(i), writes)
+                    } else {
+                        (read(i), reads)
+                    };
+                    match result {
+                        Ok(()) => counter.fetch_add(1, Ordering::Relaxed),
+                        Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+    });
+    (writes.into_inner(), reads.into_inner(), errors.into_inner())
+}
+
+fn w7_concurrent(config: &Config, stores: &Stores) -> Res<()> {
+    let rows = config.rows;
+    let secs = config.concurrent_secs;
+    let mut table = MdTable::new(
+        format!("W7 two writers (a page's language and contents) and two readers (a whole page) for {secs} s"),
+        &["system", "writes/s", "reads/s", "errors"],
+    );
+    let mut line = |name: &str, (w, r, e): (u64, u64, u64)| {
+        table.row(vec![
+            name.into(),
+            rate(w as f64 / secs),
+            rate(r as f64 / secs),
+            e.to_string(),
+        ]);
+    };
+    let widesql_table = stores.embedded.table().clone();
+    line(
+        "widesql embedded",
+        concurrently(
+            secs,
+            |i| {
+                let key = data::page_key(i % rows);
+                let m = RowMutation::new().set("cf", "language", "XX").set(
+                    "page",
+                    "contents",
+                    key.as_bytes(),
+                );
+                Ok(widesql_table.mutate_row(key.as_bytes(), &m)?)
+            },
+            |i| {
+                let row = widesql_table.read_row(
+                    data::page_key(i % rows).as_bytes(),
+                    &Filter::all().with_latest_versions(1),
+                )?;
+                row.map(|_| ()).ok_or_else(|| "missing row".into())
+            },
+        ),
+    );
+    let (small, blobs) = (
+        stores.sled.db().open_tree("small")?,
+        stores.sled.db().open_tree("blobs")?,
+    );
+    line(
+        "raw sled",
+        concurrently(
+            secs,
+            |i| {
+                let key = data::page_key(i % rows);
+                let (mut a, mut b) = (sled::Batch::default(), sled::Batch::default());
+                a.insert(cell_key(&key, 0, b"language")?, &b"XX"[..]);
+                b.insert(cell_key(&key, 2, b"contents")?, key.as_bytes());
+                // Two trees: a transaction keeps them atomic, as widesql does.
+                (&small, &blobs)
+                    .transaction(|(s, t)| {
+                        s.apply_batch(&a)?;
+                        t.apply_batch(&b)?;
+                        Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+                    })
+                    .map_err(|e| format!("{e:?}"))?;
+                Ok(())
+            },
+            |i| {
+                let mut prefix = Vec::new();
+                widesql::internals::put_bytes(&mut prefix, data::page_key(i % rows).as_bytes());
+                let n = small.scan_prefix(&prefix).count() + blobs.scan_prefix(&prefix).count();
+                if n > 0 {
+                    Ok(())
+                } else {
+                    Err("missing row".into())
+                }
+            },
+        ),
+    );
+    let path = stores.sqlite.path().to_path_buf();
+    let connections: Vec<std::sync::Mutex<rusqlite::Connection>> = (0..4)
+        .map(|_| open_connection(&path).map(std::sync::Mutex::new))
+        .collect::<Res<_>>()?;
+    line(
+        "SQLite (a connection per thread)",
+        concurrently(
+            secs,
+            |i| {
+                let conn = connections[i % 2].lock().map_err(|_| "poisoned")?;
+                let key = data::page_key(i % rows);
+                conn.execute(
+                    "UPDATE pages SET language = 'XX', contents = ?1 WHERE key = ?1",
+                    [&key],
+                )?;
+                Ok(())
+            },
+            |i| {
+                let conn = connections[2 + i % 2].lock().map_err(|_| "poisoned")?;
+                let key = data::page_key(i % rows);
+                let n: i64 =
+                    conn.query_row("SELECT count(*) FROM pages WHERE key = ?1", [&key], |r| {
+                        r.get(0)
+                    })?;
+                if n == 1 {
+                    Ok(())
+                } else {
+                    Err("missing row".into())
+                }
+            },
+        ),
+    );
+    table.print();
+    Ok(())
+}
+
+fn w8_durability(config: &Config) -> Res<()> {
+    let n = config.durable_statements;
+    let (cache, rt) = (config.cache_bytes, &config.runtime);
+    let pages = data::pages(n * 100);
+    let mut table = MdTable::new(
+        format!("W8 what durability costs ({n} writes each)"),
+        &[
+            "system",
+            "write",
+            "flushed by",
+            "µs per write",
+            "µs per row",
+        ],
+    );
+    let per = |secs: f64, count: usize| format!("{:.1}", secs / count as f64 * 1e6);
+    // widesql: one-row SQL statements, then 100-row statements.
+    let sql = WidesqlSql::open(
+        &config.fresh("w8-widesql")?,
+        cache,
+        rt.clone(),
+        "pages",
+        true,
+        Load::InsertValues,
+    )?;
+    let db = sql.db().clone();
+    let one_row = |i: usize| crate::systems::widesql::insert_sql("pages", &pages[i..i + 1]);
+    let hundred =
+        |i: usize| crate::systems::widesql::insert_sql("pages", &pages[i * 100..i * 100 + 100]);
+    for (flush, label) in [
+        (false, "background (sled, ≤ 500 ms)"),
+        (true, "flush after each"),
+    ] {
+        let offset = if flush { n } else { 0 };
+        let start = Instant::now();
+        for i in 0..n {
+            sql.query(&one_row(offset + i))?;
+            if flush {
+                db.flush()?;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        table.row(vec![
+            "widesql SQL".into(),
+            "INSERT of 1 row".into(),
+            label.into(),
+            per(secs, n),
+            per(secs, n),
+        ]);
+    }
+    let batches = (n / 10).max(1);
+    let start = Instant::now();
+    for i in 0..batches {
+        sql.query(&hundred(20 + i))?;
+        db.flush()?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    table.row(vec![
+        "widesql SQL".into(),
+        "INSERT of 100 rows".into(),
+        "flush after each".into(),
+        per(secs, batches),
+        per(secs, batches * 100),
+    ]);
+    let table_handle = db.open_table("default", "public", "pages")?;
+    for (flush, label) in [
+        (false, "background (sled, ≤ 500 ms)"),
+        (true, "flush after each"),
+    ] {
+        let start = Instant::now();
+        for p in &pages[..n] {
+            table_handle.mutate_row(
+                format!("w8/{}", p.key).as_bytes(),
+                &crate::systems::widesql::page_mutation(p),
+            )?;
+            if flush {
+                db.flush()?;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        table.row(vec![
+            "widesql embedded".into(),
+            "mutate_row".into(),
+            label.into(),
+            per(secs, n),
+            per(secs, n),
+        ]);
+    }
+    // SQLite: a one-row transaction under each synchronous setting.
+    let sqlite = Sqlite::open(&config.fresh("w8-sqlite")?)?;
+    for (k, setting) in ["OFF", "NORMAL", "FULL"].into_iter().enumerate() {
+        sqlite.conn().pragma_update(None, "synchronous", setting)?;
+        let mut insert = sqlite.conn().prepare(
+            "INSERT INTO pages (key, language, checksum, rank, contents) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        let start = Instant::now();
+        for p in &pages[k * n..(k + 1) * n] {
+            insert.execute(rusqlite::params![
+                p.key,
+                p.language,
+                &p.checksum[..],
+                p.rank,
+                p.contents
+            ])?;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        table.row(vec![
+            "SQLite (WAL)".into(),
+            "INSERT of 1 row".into(),
+            format!("synchronous = {setting}"),
+            per(secs, n),
+            per(secs, n),
+        ]);
+    }
+    // raw sled
+    let sled = RawSled::open(&config.fresh("w8-sled")?, cache)?;
+    let tree = sled.db().open_tree("small")?;
+    for (flush, label) in [(false, "background (≤ 500 ms)"), (true, "flush after each")] {
+        let start = Instant::now();
+        for (i, p) in pages[..n].iter().enumerate() {
+            tree.insert(
+                cell_key(&format!("{flush}{i}"), 2, b"contents")?,
+                p.contents.as_bytes(),
+            )?;
+            if flush {
+                sled.db().flush()?;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        table.row(vec![
+            "raw sled".into(),
+            "insert".into(),
+            label.into(),
+            per(secs, n),
+            per(secs, n),
+        ]);
+    }
+    table.print();
+    Ok(())
+}
