@@ -75,7 +75,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use keys::KeyError;
 pub use sql::{Session, SessionOptions, StatementOutput};
-pub use storage::{Bytes, StorageError};
+pub use storage::{Bytes, Durability, StorageError};
 pub use table::spec::{
     ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType,
 };

@@ -80,7 +80,7 @@ impl Db {
         path: PathBuf,
         options: &DbOptions,
     ) -> Result<Arc<DbInner>> {
-        let engine = Arc::new(Engine::new(storage)?);
+        let engine = Arc::new(Engine::new(storage, options.durability)?);
         let catalog = Catalog::open(Arc::clone(&engine))?;
         let (stop, stopped) = mpsc::channel::<()>();
         let inner = Arc::new(DbInner {
@@ -261,6 +261,7 @@ impl Db {
         Table {
             db: self.clone(),
             id,
+            durability: None,
         }
     }
 

@@ -2,13 +2,14 @@
 
 use std::time::Duration;
 
-use crate::storage::StorageOptions;
+use crate::storage::{Durability, StorageOptions};
 
 /// How to open a database.
 #[derive(Debug, Clone)]
 pub struct DbOptions {
     pub(super) storage: StorageOptions,
     pub(super) compaction_interval: Option<Duration>,
+    pub(super) durability: Durability,
 }
 
 impl Default for DbOptions {
@@ -16,6 +17,7 @@ impl Default for DbOptions {
         Self {
             storage: StorageOptions::default(),
             compaction_interval: Some(Duration::from_secs(60)),
+            durability: Durability::Immediate,
         }
     }
 }
@@ -32,8 +34,19 @@ impl DbOptions {
         self
     }
 
-    /// How often writes are flushed to disk in the background; `None`: only
-    /// on [`Db::flush`](super::Db::flush) and close. Default: every 500 ms.
+    /// When data writes reach the disk, unless a table handle
+    /// ([`Table::with_durability`](super::Table::with_durability)) or a SQL
+    /// session (`SET widesql.durability`) says otherwise. Default:
+    /// [`Durability::Immediate`], a write that returned survives a crash.
+    /// DDL is always immediate.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How often [`Durability::Eventual`] writes are flushed to disk in the
+    /// background; `None`: only at the next immediate write,
+    /// [`Db::flush`](super::Db::flush) and close. Default: every 500 ms.
     pub fn with_flush_interval(mut self, every: Option<Duration>) -> Self {
         self.storage.flush_every_ms = every.map(|d| d.as_millis().max(1) as u64);
         self

@@ -4,6 +4,7 @@ use super::{Dataset, Db};
 use crate::catalog::{self, DropMode, ObjectKind};
 use crate::error::Result;
 use crate::ids::TableId;
+use crate::storage::Durability;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
 use crate::table::{
     Cell, Filter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row, RowIter, RowMutation, RowSet,
@@ -30,12 +31,38 @@ use crate::table::{
 pub struct Table {
     pub(super) db: Db,
     pub(super) id: TableId,
+    /// The durability of this handle's writes; `None`: the database's.
+    pub(super) durability: Option<Durability>,
 }
 
 impl Table {
     /// Its id.
     pub fn id(&self) -> TableId {
         self.id
+    }
+
+    /// A handle on the same table whose data writes have `durability`
+    /// instead of the database's ([`DbOptions::with_durability`](super::DbOptions::with_durability)).
+    ///
+    /// ```
+    /// # use widesql::{Db, Durability, FamilySpec, RowMutation, TableSpec};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// let table = db.default_dataset()?.create_table("events", TableSpec::new().with_family(FamilySpec::new("e")))?;
+    /// // A burst of writes that may lose its last half second in a crash.
+    /// let fast = table.with_durability(Durability::Eventual);
+    /// for i in 0..100 {
+    ///     fast.mutate_row(format!("ev{i:03}").as_bytes(), &RowMutation::new().set("e", "n", "1"))?;
+    /// }
+    /// db.flush()?; // now every one of them is on disk
+    /// # Ok(()) }
+    /// ```
+    pub fn with_durability(&self, durability: Durability) -> Table {
+        Table {
+            durability: Some(durability),
+            ..self.clone()
+        }
     }
 
     pub(super) fn entry(&self) -> Result<catalog::TableEntry> {
@@ -48,10 +75,15 @@ impl Table {
     }
 
     pub(crate) fn store(&self) -> Result<TableStore> {
-        self.db
+        let store = self
+            .db
             .catalog()
             .store(self.id)
-            .ok_or_else(|| catalog::not_found(ObjectKind::Table, self.id))
+            .ok_or_else(|| catalog::not_found(ObjectKind::Table, self.id))?;
+        Ok(match self.durability {
+            Some(durability) => store.with_durability(durability),
+            None => store,
+        })
     }
 
     /// Its current name.

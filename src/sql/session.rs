@@ -221,12 +221,7 @@ impl Session {
 
     /// The session's write settings (`SET widesql.write_timestamp`).
     pub(crate) fn write_settings(&self) -> WriteSettings {
-        self.ctx
-            .state()
-            .config()
-            .get_extension::<WriteSettings>()
-            .map(|s| s.as_ref().clone())
-            .unwrap_or_default()
+        WriteSettings::of(self.ctx.state().config())
     }
 
     /// Runs `plan` to its end and writes its rows into `store` as one

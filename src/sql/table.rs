@@ -273,11 +273,7 @@ impl TableProvider for WideTable {
                 "{insert_op} is not supported on widesql tables: INSERT writes new versions of the given columns"
             );
         }
-        let settings = state
-            .config()
-            .get_extension::<WriteSettings>()
-            .map(|s| s.as_ref().clone())
-            .unwrap_or_default();
+        let settings = WriteSettings::of(state.config());
         let writer = RowWriter::new(self.store.clone(), Arc::clone(&self.shape), settings);
         Ok(Arc::new(DataSinkExec::new(
             input,
@@ -309,14 +305,14 @@ impl TableProvider for WideTable {
         )
     }
 
-    async fn truncate(&self, _state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
+    async fn truncate(&self, state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
         if self.store.layout.read_only {
             return plan_err!(
                 "table '{}' is a read-only system table",
                 self.store.layout.name
             );
         }
-        let store = self.store.clone();
+        let store = WriteSettings::of(state.config()).bind(self.store.clone());
         Ok(Arc::new(crate::sql::dml::DmlExec::new(
             "TruncateExec",
             self.store.layout.name.clone(),

@@ -237,11 +237,13 @@ impl Storage {
     }
 
     /// Applies every write of `batch` atomically: after a crash either all of
-    /// them or none are on disk, and no reader sees a part of them.
+    /// them or none are on disk, and no reader sees a part of them. An
+    /// [`Durability::Immediate`] batch is on disk when this returns.
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
         if batch.trees.is_empty() {
             return Ok(());
         }
+        let durability = batch.durability;
         let writes: Vec<TreeWrites> = batch
             .trees
             .into_iter()
@@ -249,7 +251,11 @@ impl Storage {
             .collect();
         let result = self.backend.apply(&writes).map_err(|e| self.err(e));
         self.write_epoch.fetch_add(1, Ordering::SeqCst);
-        result
+        result?;
+        match durability {
+            Durability::Immediate => self.flush(),
+            Durability::Eventual => Ok(()),
+        }
     }
 
     /// A counter that grows after every applied batch. A reader that saw the
@@ -332,18 +338,55 @@ impl Iterator for RangeIter {
     }
 }
 
+/// When a write reaches the disk.
+///
+/// The default is [`Durability::Immediate`]: a write that returned survives
+/// a crash of the process or the machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// The write is flushed to disk before the call returns. Readers of its
+    /// rows wait for the flush, so nobody acts on a write a crash could
+    /// still take back.
+    #[default]
+    Immediate,
+    /// The write is visible when the call returns and reaches the disk with
+    /// the next background flush (every 500 ms by default, see
+    /// `DbOptions::with_flush_interval`), or at the next immediate write,
+    /// `Db::flush` or close. A crash may lose the writes of that interval,
+    /// never a part of one atomic batch.
+    Eventual,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "immediate" => Ok(Durability::Immediate),
+            "eventual" => Ok(Durability::Eventual),
+            _ => Err(format!(
+                "'{text}' is not a durability: use 'immediate' or 'eventual'"
+            )),
+        }
+    }
+}
+
 /// Writes to one or more trees that are applied atomically by
-/// [`Storage::apply`].
+/// [`Storage::apply`], and made durable as the batch's [`Durability`] says.
 #[derive(Debug, Default)]
 pub struct WriteBatch {
     trees: Vec<(Tree, Vec<Write>)>,
     len: usize,
+    durability: Durability,
 }
 
 impl WriteBatch {
-    /// An empty batch.
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty batch with the given durability.
+    pub fn with_durability(durability: Durability) -> Self {
+        Self {
+            durability,
+            ..Self::default()
+        }
     }
 
     /// The writes of `tree`. Tables have one to three locality groups, so

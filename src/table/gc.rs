@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::keys::CellKey;
-use crate::storage::WriteBatch;
+use crate::storage::{Durability, WriteBatch};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
 use crate::table::TableStore;
@@ -43,10 +43,21 @@ pub(crate) fn unchecked(_: &Arc<Layout>, apply: &mut dyn FnMut() -> Result<()>) 
 
 /// One compaction batch: the deletes, and the rows whose dropped-column
 /// cells are deleted (row key, the cell's key in the tree, its timestamp).
-#[derive(Default)]
 struct Pending {
     batch: WriteBatch,
     dropped: Vec<(Vec<u8>, usize, Vec<u8>, i64)>,
+}
+
+impl Default for Pending {
+    /// Compaction removes only what reads hide already, so a crash that
+    /// loses a pass loses nothing a reader could see: its batches reach the
+    /// disk with the next flush ([`Durability::Eventual`]).
+    fn default() -> Self {
+        Self {
+            batch: WriteBatch::with_durability(Durability::Eventual),
+            dropped: Vec::new(),
+        }
+    }
 }
 
 impl TableStore {

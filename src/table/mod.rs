@@ -29,7 +29,7 @@ pub use write::{MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATO
 
 use crate::clock::Clock;
 use crate::error::ErrorKind;
-use crate::storage::Storage;
+use crate::storage::{Durability, Storage};
 use layout::Layout;
 use locks::RowLocks;
 
@@ -91,16 +91,20 @@ pub struct Engine {
     pub locks: RowLocks,
     /// The server timestamp clock.
     pub clock: Clock,
+    /// The durability of data writes unless a handle or session says
+    /// otherwise.
+    pub durability: Durability,
 }
 
 impl Engine {
-    /// Wraps an open store.
-    pub fn new(storage: Storage) -> crate::Result<Engine> {
+    /// Wraps an open store; data writes have `durability` by default.
+    pub fn new(storage: Storage, durability: Durability) -> crate::Result<Engine> {
         let clock = Clock::open(&storage)?;
         Ok(Engine {
             storage,
             locks: RowLocks::default(),
             clock,
+            durability,
         })
     }
 }
@@ -110,12 +114,25 @@ impl Engine {
 pub struct TableStore {
     pub(crate) engine: Arc<Engine>,
     pub(crate) layout: Arc<Layout>,
+    /// The durability of this store's data writes.
+    pub(crate) durability: Durability,
 }
 
 impl TableStore {
-    /// Binds a layout to an engine.
+    /// Binds a layout to an engine; writes have the engine's durability.
     pub(crate) fn new(engine: Arc<Engine>, layout: Arc<Layout>) -> Self {
-        Self { engine, layout }
+        let durability = engine.durability;
+        Self {
+            engine,
+            layout,
+            durability,
+        }
+    }
+
+    /// The same store, writing with `durability`.
+    pub(crate) fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
     }
 
     /// Keys visited by reads and scans of each locality group since open,

@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use crate::error::Result;
 use crate::keys::{CellKey, KeyReader};
-use crate::storage::WriteBatch;
+use crate::storage::{Durability, WriteBatch};
 use crate::table::filter::Filter;
 use crate::table::layout::FamilyLayout;
 use crate::table::layout::Hidden;
@@ -424,7 +424,7 @@ impl TableStore {
         let ts = self.server_timestamp(mutation)?;
         self.plan_row(key, mutation, ts, &mut plan)?;
         self.check_not_null(key, &plan)?;
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_durability(self.durability);
         self.add_to_batch(plan, &mut batch);
         Ok(self.engine.storage.apply(batch)?)
     }
@@ -483,7 +483,7 @@ impl TableStore {
             let plan = plans.entry(key.as_ref()).or_default();
             self.plan_row(key.as_ref(), mutation, ts, plan)?;
         }
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_durability(self.durability);
         for (key, plan) in plans {
             self.check_not_null(key, &plan)?;
             self.add_to_batch(plan, &mut batch);
@@ -604,7 +604,7 @@ impl TableStore {
         let matched = !self.read_locked(key, predicate)?.is_empty();
         let plan = if matched { match_plan } else { miss_plan };
         self.check_not_null(key, &plan)?;
-        let mut batch = WriteBatch::new();
+        let mut batch = WriteBatch::with_durability(self.durability);
         self.add_to_batch(plan, &mut batch);
         self.engine.storage.apply(batch)?;
         Ok(matched)
@@ -613,7 +613,8 @@ impl TableStore {
 
 /// Applies mutations of several rows, possibly of several tables of one
 /// database, as one atomic batch with one server timestamp; `lock_rows` is
-/// false when the caller holds every row lock already.
+/// false when the caller holds every row lock already. The batch carries
+/// catalog changes (DDL), so it is always on disk when this returns.
 pub(crate) fn mutate_rows_atomically(
     engine: &crate::table::Engine,
     rows: &[(&TableStore, &[u8], &RowMutation)],
@@ -626,7 +627,7 @@ pub(crate) fn mutate_rows_atomically(
     };
     let _locks = engine.locks.write_all(stripes);
     let ts = engine.clock.next(&engine.storage)?;
-    let mut batch = WriteBatch::new();
+    let mut batch = WriteBatch::with_durability(Durability::Immediate);
     for (store, key, mutation) in rows {
         let mut plan = RowPlan::default();
         store.plan_row(key, mutation, ts, &mut plan)?;

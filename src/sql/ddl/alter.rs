@@ -6,6 +6,7 @@ use datafusion::sql::sqlparser::ast::{AlterTableOperation, ObjectName, RenameTab
 use crate::error::Result;
 use crate::sql::shape::KEY_COLUMN;
 use crate::sql::Session;
+use crate::storage::Durability;
 
 use super::options::{apply_settings, family_options, spec_from_schema, FamilyOptions};
 use super::sql_error;
@@ -178,7 +179,10 @@ impl Session {
             }
             None => None,
         };
-        let store = table.store()?;
+        // Row by row before the catalog change, which is on disk when it
+        // returns and takes these writes with it (the store's log is
+        // ordered): one flush for the statement, not one per row.
+        let store = table.with_durability(Durability::Eventual).store()?;
         let has_rows = crate::sql::dml::row_keys(&store, Some(1))?.next().is_some();
         if has_rows && !field.is_nullable() && fill.is_none() {
             return Err(sql_error(format!(
@@ -286,7 +290,10 @@ impl Session {
         let Some(marker) = spec.families.iter().find(|f| f.qualifier_type.is_none()) else {
             return Ok(());
         };
-        let store = table.store()?;
+        // Row by row before the catalog change, which is on disk when it
+        // returns and takes these writes with it (the store's log is
+        // ordered): one flush for the statement, not one per row.
+        let store = table.with_durability(Durability::Eventual).store()?;
         let visible = crate::table::Filter::all()
             .with_families([family])
             .with_cells_per_row_limit(1);

@@ -41,7 +41,7 @@ use crate::catalog::ObjectKind;
 use crate::db::{Db, Table};
 use crate::error::Error;
 use crate::ids::TableId;
-use crate::sql::dml::write::{self, RowChanges, RowWriter};
+use crate::sql::dml::write::{RowChanges, RowWriter};
 use crate::sql::scan::{leaf_plan_methods, to_df};
 use crate::sql::shape::{Source, ROWID_COLUMN};
 use crate::sql::table::WideTable;
@@ -354,7 +354,7 @@ impl Session {
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             rows.dedup_by(|a, b| a.0 == b.0);
         }
-        Ok(write::apply(view.store().clone(), rows).await?)
+        Ok(writer.apply(rows).await?)
     }
 
     /// `UPDATE t SET … [FROM …] [WHERE …]`; returns how many rows changed.

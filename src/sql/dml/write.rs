@@ -26,11 +26,13 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::FormatOptions;
 use datafusion::common::{exec_err, DataFusionError, Result};
+use datafusion::execution::config::SessionConfig;
 
 use crate::keys::{encode_tuple, Element};
 use crate::sql::scan::to_df;
 use crate::sql::shape::{Shape, Source};
 use crate::sql::values;
+use crate::storage::Durability;
 use crate::table::{DeleteScope, Mutation, RowMutation, TableStore};
 
 /// Per-session write settings, kept as a DataFusion config extension.
@@ -38,6 +40,26 @@ use crate::table::{DeleteScope, Mutation, RowMutation, TableStore};
 pub struct WriteSettings {
     /// Write cells at this timestamp (µs) instead of a server timestamp.
     pub timestamp: Option<i64>,
+    /// The durability of the session's data writes; `None`: the database's.
+    pub durability: Option<Durability>,
+}
+
+impl WriteSettings {
+    /// The settings of the session `config` belongs to.
+    pub fn of(config: &SessionConfig) -> WriteSettings {
+        config
+            .get_extension::<WriteSettings>()
+            .map(|s| s.as_ref().clone())
+            .unwrap_or_default()
+    }
+
+    /// `store`, writing with the session's durability.
+    pub fn bind(&self, store: TableStore) -> TableStore {
+        match self.durability {
+            Some(durability) => store.with_durability(durability),
+            None => store,
+        }
+    }
 }
 
 /// The row mutations of one statement, keyed by raw row key.
@@ -74,7 +96,7 @@ impl RowWriter {
     pub fn new(store: TableStore, shape: Arc<Shape>, settings: WriteSettings) -> Self {
         let marker = marker_family(&store);
         Self {
-            store,
+            store: settings.bind(store),
             shape,
             settings,
             marker,
