@@ -62,9 +62,18 @@ pub enum ErrorKind {
     Corruption,
     /// A SQL statement failed.
     Sql,
+    /// A concurrent change (DDL) made the operation out of date; nothing
+    /// was applied and it may be run again.
+    Conflict,
 }
 
 impl Error {
+    /// Whether running the operation again may succeed and nothing of it
+    /// was applied: the table changed while it waited for its row locks.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Table(TableError::Changed { written: 0, .. }))
+    }
+
     /// The category of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {

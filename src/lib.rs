@@ -77,7 +77,7 @@ pub use keys::KeyError;
 pub use sql::{Session, SessionOptions, StatementOutput};
 pub use storage::{Bytes, Durability, StorageError};
 pub use table::spec::{
-    ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, ValueType,
+    ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, Unit, ValueType,
 };
 pub use table::{
     Cell, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions,
@@ -85,8 +85,9 @@ pub use table::{
     MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
 };
 
-/// Internals for widesql's own tests and benchmarks: the key codec, the
-/// key-set algebra of pushdown, and the storage backends (the in-memory one
+/// Internals for widesql's own tests, fuzz targets and benchmarks: the key
+/// codec, the cell value codec, the key-set algebra of pushdown, and the
+/// storage backends (the in-memory one
 /// injects faults). Not part of the supported API; it may change in any
 /// release.
 #[doc(hidden)]
@@ -96,6 +97,9 @@ pub mod internals {
         FORMAT_VERSION,
     };
     pub use crate::sql::pushdown::{Interval, KeySet};
+    pub use crate::sql::values::{
+        append_cell, append_element, builder, encode_cell, encode_element,
+    };
     pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};
 }
 

@@ -328,6 +328,20 @@ impl Catalog {
         id: TableId,
         change: impl FnOnce(&TableSpec) -> Result<TableSpec>,
     ) -> Result<()> {
+        self.alter_table_filling(id, change, |_| Ok(()))
+    }
+
+    /// [`Catalog::alter_table`] that first runs `fill` on the table as it
+    /// is, while every write waits: what `fill` writes (the value of a new
+    /// column in every row) and the new spec take effect together, and a
+    /// write planned for the old spec is refused under its row locks
+    /// ([`crate::table::TableError::Changed`]) rather than applied.
+    pub fn alter_table_filling(
+        &self,
+        id: TableId,
+        change: impl FnOnce(&TableSpec) -> Result<TableSpec>,
+        fill: impl FnOnce(&TableStore) -> Result<()>,
+    ) -> Result<()> {
         let _ddl = self.ddl_lock();
         let entry = self.existing_table(id)?;
         Self::refuse_system_table(&entry, "changed")?;
@@ -357,9 +371,13 @@ impl Catalog {
                 longer_ttl.push((family.name.clone(), old_age));
             }
         }
-        let _writes_wait = (!more_versions.is_empty() || !longer_ttl.is_empty())
-            .then(|| self.engine.locks.write_every());
+        let writes_wait = self.engine.locks.write_every();
         let store = TableStore::new(Arc::clone(&self.engine), Arc::clone(&entry.layout));
+        fill(
+            &store
+                .clone()
+                .with_durability(crate::storage::Durability::Eventual),
+        )?;
         for policy in more_versions {
             store.compact_checked(&crate::table::unchecked, Some(policy), false)?;
         }
@@ -385,16 +403,14 @@ impl Catalog {
             &spec,
             next_family_id,
         )?;
-        match &_writes_wait {
-            Some(_) => self.apply_holding_row_locks(vec![row])?,
-            None => self.apply(vec![row])?,
-        }
+        self.apply_holding_row_locks(vec![row])?;
+        writes_wait.supersede(&entry.layout);
         self.write_state().insert_table(TableEntry {
             next_family_id,
             layout: Arc::clone(&layout),
             ..entry
         });
-        drop(_writes_wait);
+        drop(writes_wait);
         let dropped_family = old.families.iter().any(|f| spec.family(&f.name).is_none());
         if dropped_family {
             TableStore::new(Arc::clone(&self.engine), layout).compact()?;
@@ -431,6 +447,9 @@ impl Catalog {
     }
 
     pub(super) fn drop_table_trees_of(&self, layout: &Layout) -> Result<()> {
+        // A write that waits for its row locks now finds the table gone
+        // instead of writing into a dropped tree.
+        self.engine.locks.write_every().supersede(layout);
         for group in &layout.groups {
             self.engine
                 .storage

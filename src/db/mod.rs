@@ -17,3 +17,4 @@ pub use options::DbOptions;
 pub use project::Project;
 use registry::{open_databases, DbInner};
 pub use table::Table;
+pub(crate) use table::WRITE_ATTEMPTS;

@@ -8,8 +8,12 @@ use crate::storage::Durability;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
 use crate::table::{
     Cell, Filter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row, RowIter, RowMutation, RowSet,
-    TableStore,
+    TableStore, BULK_CHUNK_ROWS,
 };
+
+/// How often a write runs again after DDL replaced the table's store under
+/// it (each time, a DDL statement completed meanwhile).
+pub(crate) const WRITE_ATTEMPTS: usize = 100;
 
 /// A wide-column table: rows of cells in column families.
 ///
@@ -145,7 +149,20 @@ impl Table {
 
     /// Applies a mutation to one row atomically.
     pub fn mutate_row(&self, key: &[u8], mutation: &RowMutation) -> Result<()> {
-        self.store()?.mutate_row(key, mutation)
+        self.write(|store| store.mutate_row(key, mutation))
+    }
+
+    /// Runs a write on the table's current store, and again on the new one
+    /// when DDL replaced the store while the write waited for its row locks
+    /// (nothing was applied then).
+    fn write<T>(&self, op: impl Fn(&TableStore) -> Result<T>) -> Result<T> {
+        let mut attempts = 0;
+        loop {
+            match op(&self.store()?) {
+                Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => attempts += 1,
+                done => return done,
+            }
+        }
     }
 
     /// Applies many row mutations, each row atomic, 1000 rows per batch.
@@ -166,7 +183,13 @@ impl Table {
         K: AsRef<[u8]>,
         I: IntoIterator<Item = (K, RowMutation)>,
     {
-        self.store()?.bulk_mutate(rows)
+        let mut written = 0;
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let chunk: Vec<(K, RowMutation)> = rows.by_ref().take(BULK_CHUNK_ROWS).collect();
+            written += self.write(|store| store.apply_bulk_chunk(&chunk))?;
+        }
+        Ok(written)
     }
 
     /// Reads one row; `None` when no cell passes the filter.
@@ -223,7 +246,7 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub fn read_modify_write(&self, key: &[u8], rules: &[ReadModifyWriteRule]) -> Result<Row> {
-        self.store()?.read_modify_write(key, rules)
+        self.write(|store| store.read_modify_write(key, rules))
     }
 
     /// Atomically applies `on_match` when `predicate` selects a cell of the
@@ -249,8 +272,7 @@ impl Table {
         on_match: &RowMutation,
         on_miss: &RowMutation,
     ) -> Result<bool> {
-        self.store()?
-            .check_and_mutate(key, predicate, on_match, on_miss)
+        self.write(|store| store.check_and_mutate(key, predicate, on_match, on_miss))
     }
 
     /// Removes hidden versions now; returns how many cells were removed.

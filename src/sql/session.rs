@@ -14,7 +14,7 @@ use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
-use crate::db::Db;
+use crate::db::{Db, WRITE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
@@ -194,17 +194,36 @@ impl Session {
         let statements = self.parse(script)?;
         let mut outputs = Vec::with_capacity(statements.len());
         for statement in statements {
-            let sql = statement.to_string();
-            let frame = self.execute(statement).await?;
-            let schema = Arc::new(frame.schema().as_arrow().clone());
-            let batches = frame.collect().await?;
-            outputs.push(StatementOutput {
-                sql,
-                schema,
-                batches,
-            });
+            outputs.push(self.run_statement(statement).await?);
         }
         Ok(outputs)
+    }
+
+    /// Plans and runs one statement; plans and runs it again when DDL
+    /// changed its table while it waited to write (nothing was written
+    /// then), as a statement that waited for the DDL's lock would.
+    async fn run_statement(&self, statement: DfStatement) -> Result<StatementOutput> {
+        let sql = statement.to_string();
+        let mut attempts = 0;
+        loop {
+            let run = async {
+                let frame = self.execute(statement.clone()).await?;
+                let schema = Arc::new(frame.schema().as_arrow().clone());
+                let batches = frame.collect().await.map_err(from_df)?;
+                Ok::<_, Error>((schema, batches))
+            };
+            match run.await {
+                Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => attempts += 1,
+                Err(e) => return Err(e),
+                Ok((schema, batches)) => {
+                    return Ok(StatementOutput {
+                        sql,
+                        schema,
+                        batches,
+                    })
+                }
+            }
+        }
     }
 
     pub(super) fn frame(&self, batch: RecordBatch) -> Result<DataFrame> {

@@ -1,6 +1,9 @@
 //! Where a table's cells live: one tree per locality group (user tables), or
 //! a key prefix inside the shared catalog tree (system tables).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use crate::ids::TableId;
 use crate::storage::{Storage, StorageError, Tree};
 use crate::table::read::gc_visible;
@@ -196,6 +199,10 @@ pub struct Layout {
     /// The NOT NULL declared columns: family id and qualifier. Every write
     /// that leaves a row with cells must leave these with a cell.
     pub not_null: Vec<(u16, Vec<u8>)>,
+    /// Set when the catalog replaced this layout (the spec changed or the
+    /// table was dropped), with every row lock held: a write checks it
+    /// under its row locks, so none is applied by an outdated layout.
+    superseded: Arc<AtomicBool>,
 }
 
 impl Layout {
@@ -274,7 +281,18 @@ impl Layout {
             families,
             spec,
             read_only,
+            superseded: Arc::default(),
         })
+    }
+
+    /// Marks the layout replaced; the caller holds every row lock.
+    pub fn supersede(&self) {
+        self.superseded.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the catalog replaced this layout.
+    pub fn is_superseded(&self) -> bool {
+        self.superseded.load(Ordering::SeqCst)
     }
 
     /// The family called `name`.

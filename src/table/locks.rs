@@ -8,7 +8,9 @@
 //! so writers of many rows cannot deadlock.
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::ThreadId;
 
 const STRIPES: usize = 4096;
 
@@ -17,6 +19,41 @@ const STRIPES: usize = 4096;
 pub struct RowLocks {
     stripes: Box<[RwLock<()>]>,
     hasher: std::hash::RandomState,
+    /// Whether some thread holds every stripe ([`RowLocks::write_every`]).
+    every_held: AtomicBool,
+    /// That thread: it is the only writer, so its own reads and writes
+    /// take no further lock (they would wait for itself).
+    every_holder: Mutex<Option<ThreadId>>,
+}
+
+/// Every stripe, held exclusively by one thread until dropped.
+#[must_use = "the stripes are released when the guard is dropped"]
+pub struct EveryRowLock<'a> {
+    locks: &'a RowLocks,
+    /// Empty in a nested guard, which leaves the outer one in charge.
+    stripes: Vec<RwLockWriteGuard<'a, ()>>,
+}
+
+impl EveryRowLock<'_> {
+    /// Marks `layout` replaced: writes that wait for their row locks find
+    /// out when they get them.
+    pub fn supersede(&self, layout: &crate::table::layout::Layout) {
+        layout.supersede();
+    }
+}
+
+impl Drop for EveryRowLock<'_> {
+    fn drop(&mut self) {
+        if self.stripes.is_empty() {
+            return;
+        }
+        *self
+            .locks
+            .every_holder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+        self.locks.every_held.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Default for RowLocks {
@@ -24,6 +61,8 @@ impl Default for RowLocks {
         Self {
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             hasher: std::hash::RandomState::new(),
+            every_held: AtomicBool::new(false),
+            every_holder: Mutex::new(None),
         }
     }
 }
@@ -39,24 +78,54 @@ impl RowLocks {
         (h.finish() as usize) % STRIPES
     }
 
-    /// Holds one stripe shared.
-    pub fn read(&self, stripe: usize) -> RwLockReadGuard<'_, ()> {
-        self.stripes[stripe % STRIPES]
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+    /// Holds one stripe shared (nothing when this thread holds every
+    /// stripe).
+    pub fn read(&self, stripe: usize) -> Option<RwLockReadGuard<'_, ()>> {
+        if self.held_by_this_thread() {
+            return None;
+        }
+        Some(
+            self.stripes[stripe % STRIPES]
+                .read()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
     }
 
     /// Holds every stripe exclusively: no row of any table can be written
-    /// meanwhile (used while a looser GC policy takes over).
-    pub fn write_every(&self) -> Vec<RwLockWriteGuard<'_, ()>> {
-        self.write_all(0..STRIPES)
+    /// meanwhile (used while DDL changes a table's layout). Reads and writes
+    /// of this thread go on without locks until the guard is dropped.
+    pub fn write_every(&self) -> EveryRowLock<'_> {
+        if self.held_by_this_thread() {
+            return EveryRowLock {
+                locks: self,
+                stripes: Vec::new(),
+            };
+        }
+        let stripes = self.write_all(0..STRIPES);
+        *self.every_holder.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::thread::current().id());
+        self.every_held.store(true, Ordering::SeqCst);
+        EveryRowLock {
+            locks: self,
+            stripes,
+        }
     }
 
-    /// Holds the given stripes exclusively, in stripe order.
+    fn held_by_this_thread(&self) -> bool {
+        self.every_held.load(Ordering::SeqCst)
+            && *self.every_holder.lock().unwrap_or_else(|p| p.into_inner())
+                == Some(std::thread::current().id())
+    }
+
+    /// Holds the given stripes exclusively, in stripe order (nothing when
+    /// this thread holds every stripe).
     pub fn write_all(
         &self,
         stripes: impl IntoIterator<Item = usize>,
     ) -> Vec<RwLockWriteGuard<'_, ()>> {
+        if self.held_by_this_thread() {
+            return Vec::new();
+        }
         let mut stripes: Vec<usize> = stripes.into_iter().map(|s| s % STRIPES).collect();
         stripes.sort_unstable();
         stripes.dedup();

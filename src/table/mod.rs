@@ -24,7 +24,7 @@ pub use filter::{
 pub(crate) use gc::unchecked;
 pub use mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 pub use read::RowIter;
-pub(crate) use write::mutate_rows_atomically;
+pub(crate) use write::{mutate_rows_atomically, BULK_CHUNK_ROWS};
 pub use write::{MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS};
 
 use crate::clock::Clock;
@@ -67,6 +67,26 @@ pub enum TableError {
         /// What is wrong.
         message: String,
     },
+    /// The table was altered or dropped while a write waited for its row
+    /// locks; the write was planned for the old table and is refused.
+    #[error(
+        "table '{table}' was altered or dropped while the write waited; {}",
+        changed_outcome(.written)
+    )]
+    Changed {
+        /// The qualified table name.
+        table: String,
+        /// Rows of the statement applied before (statements larger than
+        /// one atomic batch).
+        written: usize,
+    },
+}
+
+fn changed_outcome(written: &usize) -> String {
+    match written {
+        0 => "nothing was written; run it again".to_string(),
+        n => format!("{n} rows of the statement were written before, the rest were not"),
+    }
 }
 
 impl TableError {
@@ -78,6 +98,7 @@ impl TableError {
             TableError::ReadOnly { .. } | TableError::InvalidArgument { .. } => {
                 ErrorKind::InvalidArgument
             }
+            TableError::Changed { .. } => ErrorKind::Conflict,
         }
     }
 }

@@ -26,7 +26,7 @@ pub const MAX_QUALIFIER_LEN: usize = 16 * 1024;
 /// The largest cell value accepted (as Bigtable).
 pub const MAX_VALUE_LEN: usize = 100 * 1024 * 1024;
 /// Rows per storage batch in bulk writes.
-const BULK_CHUNK_ROWS: usize = 1000;
+pub(crate) const BULK_CHUNK_ROWS: usize = 1000;
 /// The most rows one SQL statement applies as one atomic storage batch.
 pub const STATEMENT_ATOMIC_ROWS: usize = 100_000;
 
@@ -408,7 +408,21 @@ impl TableStore {
     pub fn mutate_row(&self, key: &[u8], mutation: &RowMutation) -> Result<()> {
         self.check_writable()?;
         let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
+        self.check_current(0)?;
         self.apply_locked(key, mutation)
+    }
+
+    /// Refuses a write whose layout the catalog replaced; called under the
+    /// write's row locks. `written`: rows of the statement applied before.
+    fn check_current(&self, written: usize) -> Result<()> {
+        if self.layout.is_superseded() {
+            return Err(TableError::Changed {
+                table: self.layout.name.clone(),
+                written,
+            }
+            .into());
+        }
+        Ok(())
     }
 
     fn server_timestamp(&self, mutation: &RowMutation) -> Result<i64> {
@@ -429,23 +443,11 @@ impl TableStore {
         Ok(self.engine.storage.apply(batch)?)
     }
 
-    /// Applies many row mutations, each atomic, in batches of 1000 rows.
-    /// Returns how many rows were written. A row mentioned twice is mutated
-    /// in order. When a row is invalid, its whole batch of 1000 is refused
-    /// and the earlier batches stay written.
-    pub fn bulk_mutate<K, I>(&self, rows: I) -> Result<usize>
-    where
-        K: AsRef<[u8]>,
-        I: IntoIterator<Item = (K, RowMutation)>,
-    {
+    /// Applies up to [`BULK_CHUNK_ROWS`] row mutations, each row atomic, as
+    /// one batch: an invalid row refuses the whole batch.
+    pub fn apply_bulk_chunk<K: AsRef<[u8]>>(&self, chunk: &[(K, RowMutation)]) -> Result<usize> {
         self.check_writable()?;
-        let mut written = 0;
-        let mut rows = rows.into_iter().peekable();
-        while rows.peek().is_some() {
-            let chunk: Vec<(K, RowMutation)> = rows.by_ref().take(BULK_CHUNK_ROWS).collect();
-            written += self.apply_atomically(&chunk)?;
-        }
-        Ok(written)
+        self.apply_atomically(chunk, 0)
     }
 
     /// Applies the row mutations of one statement: every row is checked
@@ -460,19 +462,25 @@ impl TableStore {
         }
         let mut written = 0;
         for chunk in rows.chunks(STATEMENT_ATOMIC_ROWS) {
-            written += self.apply_atomically(chunk)?;
+            written += self.apply_atomically(chunk, written)?;
         }
         Ok(written)
     }
 
     /// Applies the mutations of several rows as one storage batch, under
-    /// their row locks, with one server timestamp.
-    fn apply_atomically<K: AsRef<[u8]>>(&self, chunk: &[(K, RowMutation)]) -> Result<usize> {
+    /// their row locks, with one server timestamp. `written`: rows applied
+    /// before, by earlier batches.
+    fn apply_atomically<K: AsRef<[u8]>>(
+        &self,
+        chunk: &[(K, RowMutation)],
+        written: usize,
+    ) -> Result<usize> {
         let stripes: Vec<usize> = chunk
             .iter()
             .map(|(k, _)| self.row_stripe(k.as_ref()))
             .collect();
         let _locks = self.engine.locks.write_all(stripes);
+        self.check_current(written)?;
         let ts = if chunk.iter().any(|(_, m)| Self::needs_server_timestamp(m)) {
             self.engine.clock.next(&self.engine.storage)?
         } else {
@@ -498,6 +506,7 @@ impl TableStore {
         self.check_writable()?;
         self.check_row_key(key)?;
         let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
+        self.check_current(0)?;
         // (family id, qualifier) -> (family name, new value)
         let mut values: BTreeMap<(u16, Vec<u8>), (String, Vec<u8>)> = BTreeMap::new();
         let mut newest = 0;
@@ -592,6 +601,19 @@ impl TableStore {
         self.check_row_key(key)?;
         self.check_filter(predicate)?;
         let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
+        self.check_current(0)?;
+        self.check_and_mutate_locked(key, predicate, on_match, on_miss)
+    }
+
+    /// [`TableStore::check_and_mutate`] for a caller that holds the row's
+    /// lock (or every lock).
+    pub(crate) fn check_and_mutate_locked(
+        &self,
+        key: &[u8],
+        predicate: &Filter,
+        on_match: &RowMutation,
+        on_miss: &RowMutation,
+    ) -> Result<bool> {
         // Plan both branches, so that an invalid one is refused whichever
         // branch the row's state selects.
         let ts = self.server_timestamp(&RowMutation {

@@ -193,6 +193,7 @@ impl Session {
         // Existing rows: a NOT NULL column reads its DEFAULT where a row has
         // no cell (no backfill can then leave a NULL behind); a nullable one
         // gets the value written into every row before it becomes visible.
+        let mut fill_rows = None;
         match (&fill, field.is_nullable()) {
             // Set even on an empty table: a row inserted before the column
             // is visible must not read NULL.
@@ -201,31 +202,41 @@ impl Session {
                     column.missing = Some(value.clone());
                 }
             }
-            (Some(value), true) if has_rows => {
-                crate::sql::dml::fill_column(&store, &family, &name, value)?;
-            }
+            // Written into every row while writes wait, together with the
+            // catalog change; an INSERT planned before runs again after.
+            (Some(value), true) => fill_rows = Some(value.clone()),
             _ => {}
         }
-        self.db().catalog().alter_table(table.id(), |spec| {
-            let mut spec = spec.clone();
-            match spec.families.iter_mut().find(|f| f.name == family) {
-                Some(existing) if !is_map => {
-                    existing.columns.extend(new_family.columns.clone());
-                }
-                Some(_) => {
-                    return Err(crate::table::TableError::FamilyExists {
-                        table: qualified.clone(),
-                        family: family.clone(),
+        let fill = |store: &crate::table::TableStore| -> crate::Result<()> {
+            if let Some(value) = &fill_rows {
+                crate::sql::dml::fill_column(store, &family, &name, value)?;
+            }
+            Ok(())
+        };
+        self.db().catalog().alter_table_filling(
+            table.id(),
+            |spec| {
+                let mut spec = spec.clone();
+                match spec.families.iter_mut().find(|f| f.name == family) {
+                    Some(existing) if !is_map => {
+                        existing.columns.extend(new_family.columns.clone());
                     }
-                    .into())
+                    Some(_) => {
+                        return Err(crate::table::TableError::FamilyExists {
+                            table: qualified.clone(),
+                            family: family.clone(),
+                        }
+                        .into())
+                    }
+                    None => spec.families.push(new_family.clone()),
                 }
-                None => spec.families.push(new_family.clone()),
-            }
-            if !spec.column_order.is_empty() {
-                spec.column_order.push(name.clone());
-            }
-            Ok(spec)
-        })?;
+                if !spec.column_order.is_empty() {
+                    spec.column_order.push(name.clone());
+                }
+                Ok(spec)
+            },
+            fill,
+        )?;
         Ok(())
     }
 

@@ -1,0 +1,63 @@
+//! Helpers shared by the integration tests: running SQL on a database from
+//! synchronous test code and reading the answer as display strings.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses the helpers it needs; the rest are unused there"
+)]
+
+use datafusion::arrow::util::display::array_value_to_string;
+use widesql::{Db, Session};
+
+/// A boxed error that may cross threads.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A single-threaded runtime for one blocking call into the async SQL API.
+pub fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => panic!("a tokio runtime: {e}"),
+    }
+}
+
+/// Runs a script of statements in `session`.
+pub fn run_in(session: &Session, script: &str) -> widesql::Result<()> {
+    runtime().block_on(session.run(script)).map(|_| ())
+}
+
+/// Runs a script of statements in a new session.
+pub fn run(db: &Db, script: &str) -> widesql::Result<()> {
+    run_in(&db.session(), script)
+}
+
+/// Runs a query in `session`; every row as its columns' display strings.
+pub fn query_in(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
+    let batches = runtime().block_on(async {
+        session
+            .sql(sql)
+            .await?
+            .collect()
+            .await
+            .map_err(widesql::Error::from)
+    })?;
+    let mut rows = Vec::new();
+    for batch in batches {
+        for r in 0..batch.num_rows() {
+            let row = batch
+                .columns()
+                .iter()
+                .map(|c| array_value_to_string(c, r))
+                .collect::<Result<Vec<_>, _>>()?;
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Runs a query in a new session.
+pub fn query(db: &Db, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
+    query_in(&db.session(), sql)
+}

@@ -1,0 +1,427 @@
+//! Concurrency: writers, readers, DDL and compaction at the same time.
+//!
+//! - Writers apply multi-cell mutations across two locality groups (through
+//!   the embedded API and through SQL `UPDATE`) while readers read rows,
+//!   scan ranges and run SQL: no reader ever sees a torn row.
+//! - Concurrent `CREATE TABLE` of one name in SQL, without `IF NOT EXISTS`,
+//!   gives one table, one success and `already exists` for the others.
+//! - DDL (`ADD COLUMN … DEFAULT`, `DROP COLUMN`, new families, looser GC,
+//!   renames, other tables created and dropped) and compaction passes run
+//!   during writes: every acknowledged write is there afterwards and the
+//!   added column has its default in every row.
+//!
+//! Read-modify-write increments and check-and-mutate under concurrency are
+//! in `table_atomic_rmw.rs`; `CREATE TABLE IF NOT EXISTS` races in
+//! `table_ddl_races.rs`.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test: a failed expectation is the test failing"
+)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
+
+use common::{query, query_in, run, run_in, BoxError};
+use widesql::{
+    Db, DbOptions, ErrorKind, FamilySpec, Filter, GcPolicy, ReadOptions, RowMutation, RowRange,
+    RowSet,
+};
+
+type TestResult = Result<(), BoxError>;
+
+/// Rows the torn-row test writes to.
+const KEYS: usize = 16;
+
+fn open(dir: &std::path::Path) -> widesql::Result<Db> {
+    Db::open_with(dir, DbOptions::new().with_compaction_interval(None))
+}
+
+/// The stored row key of a `_key VARCHAR` row: its bytes.
+fn row_key(name: &str) -> Vec<u8> {
+    name.as_bytes().to_vec()
+}
+
+/// The latest values of every cell of a row that a writer sets together.
+/// A row is whole when they are all equal.
+fn cell_values(row: &widesql::Row) -> Vec<Vec<u8>> {
+    row.cells
+        .iter()
+        // Not the row marker SQL writes (family `cf`, no qualifier).
+        .filter(|c| matches!(c.family.as_str(), "cf" | "page" | "m") && !c.qualifier.is_empty())
+        .map(|c| c.value.clone())
+        .collect()
+}
+
+fn whole(values: &[Vec<u8>]) -> bool {
+    values.len() == 3 && values.iter().all(|v| v == &values[0])
+}
+
+#[test]
+fn readers_never_see_a_torn_row() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    run(
+        &db,
+        "CREATE TABLE c (_key VARCHAR PRIMARY KEY, a BIGINT, b BIGINT, m MAP(VARCHAR, BIGINT)) \
+         WITH ('page.columns' = 'b', 'page.locality_group' = 'blobs')",
+    )?;
+    let rows: Vec<String> = (0..KEYS).map(|i| format!("k{i:02}")).collect();
+    let values: Vec<String> = rows
+        .iter()
+        .map(|k| format!("('{k}', 0, 0, MAP {{'x': 0}})"))
+        .collect();
+    run(&db, &format!("INSERT INTO c VALUES {}", values.join(", ")))?;
+    let t = db.default_dataset()?.open_table("c")?;
+    let latest = Filter::all().with_latest_versions(1);
+    // The embedded writers write the same cells SQL does: check that the
+    // key and the cells are found where SQL put them.
+    let first = t.read_row(&row_key(&rows[0]), &latest)?.ok_or("row k00")?;
+    assert!(whole(&cell_values(&first)), "{first:?}");
+    let map_qualifier = first
+        .cells
+        .iter()
+        .find(|c| c.family == "m")
+        .map(|c| c.qualifier.clone())
+        .ok_or("the map cell")?;
+    let a_cell = first
+        .cells
+        .iter()
+        .find(|c| c.family == "cf")
+        .ok_or("the a cell")?;
+    assert_eq!(a_cell.value, 0i64.to_be_bytes());
+
+    let done = AtomicU64::new(0);
+    let writers = 3;
+    let torn = Mutex::new(Vec::<String>::new());
+    let reads = AtomicU64::new(0);
+    std::thread::scope(|s| -> TestResult {
+        let mut handles = Vec::new();
+        for w in 0..2u64 {
+            let (t, rows, done, map_qualifier) = (&t, &rows, &done, &map_qualifier);
+            handles.push(s.spawn(move || -> TestResult {
+                for n in 1..=300u64 {
+                    let v = ((w + 1) * 1_000_000 + n) as i64;
+                    let key = row_key(&rows[(n as usize * 7 + w as usize) % KEYS]);
+                    t.mutate_row(
+                        &key,
+                        &RowMutation::new()
+                            .set("cf", "a", v.to_be_bytes())
+                            .set("page", "b", v.to_be_bytes())
+                            .set("m", map_qualifier, v.to_be_bytes()),
+                    )?;
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }));
+        }
+        {
+            let (db, rows, done) = (&db, &rows, &done);
+            handles.push(s.spawn(move || -> TestResult {
+                let session = db.session();
+                for n in 1..=40u64 {
+                    let v = 3_000_000 + n;
+                    let a = &rows[(n as usize * 5) % KEYS];
+                    let b = &rows[(n as usize * 5 + 1) % KEYS];
+                    run_in(
+                        &session,
+                        &format!(
+                            "UPDATE c SET a = {v}, b = {v}, m = MAP {{'x': {v}}} \
+                             WHERE _key IN ('{a}', '{b}')"
+                        ),
+                    )?;
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }));
+        }
+        // Readers: single rows, range scans and SQL.
+        for r in 0..3usize {
+            let (db, t, rows, done, torn, reads, latest) =
+                (&db, &t, &rows, &done, &torn, &reads, &latest);
+            handles.push(s.spawn(move || -> TestResult {
+                let session = db.session();
+                let mut n = 0usize;
+                while done.load(Ordering::SeqCst) < writers || n < 20 {
+                    n += 1;
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    let mut seen: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+                    match r {
+                        0 => {
+                            let key = &rows[n % KEYS];
+                            let row = t.read_row(&row_key(key), latest)?.ok_or("a row vanished")?;
+                            seen.push((key.clone(), cell_values(&row)));
+                        }
+                        1 => {
+                            let range = RowRange::new(row_key(&rows[2])..row_key(&rows[12]));
+                            let options = ReadOptions::new().with_filter(latest.clone());
+                            let mut count = 0;
+                            for row in t.read_rows(&RowSet::range(range), options)? {
+                                let row = row?;
+                                count += 1;
+                                seen.push((format!("{:?}", row.key), cell_values(&row)));
+                            }
+                            assert_eq!(count, 10, "the range holds ten rows");
+                        }
+                        _ => {
+                            let answer = query_in(
+                                &session,
+                                "SELECT _key, a, b, m['x'] FROM c ORDER BY _key",
+                            )?;
+                            assert_eq!(answer.len(), KEYS);
+                            for row in answer {
+                                let values = row[1..].iter().map(|v| v.as_bytes().to_vec());
+                                seen.push((row[0].clone(), values.collect()));
+                            }
+                        }
+                    }
+                    for (key, values) in seen {
+                        if !whole(&values) {
+                            torn.lock()
+                                .expect("lock")
+                                .push(format!("{key}: {values:?}"));
+                        }
+                    }
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join().map_err(|_| "a thread panicked")??;
+        }
+        Ok(())
+    })?;
+    let torn = torn.into_inner().expect("lock");
+    assert!(torn.is_empty(), "torn rows seen: {torn:?}");
+    assert!(reads.load(Ordering::Relaxed) >= 60);
+    // The last write of each row is what every reader agrees on now.
+    for row in query(&db, "SELECT a, b, m['x'] FROM c")? {
+        assert!(row[0] == row[1] && row[1] == row[2], "{row:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn concurrent_create_table_has_one_winner_and_already_exists_for_the_rest() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    for round in 0..10 {
+        let barrier = Barrier::new(4);
+        let results: Vec<widesql::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let (db, barrier) = (&db, &barrier);
+                    s.spawn(move || {
+                        let session = db.session();
+                        barrier.wait();
+                        run_in(
+                            &session,
+                            &format!("CREATE TABLE t{round} (id BIGINT PRIMARY KEY, who INT)"),
+                        )?;
+                        run_in(&session, &format!("INSERT INTO t{round} VALUES ({i}, {i})"))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .collect()
+        });
+        let winners = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(winners, 1, "round {round}: {results:?}");
+        for e in results.iter().filter_map(|r| r.as_ref().err()) {
+            assert_eq!(e.kind(), ErrorKind::AlreadyExists, "round {round}: {e}");
+            assert!(e.to_string().contains(&format!("t{round}")), "{e}");
+        }
+        assert_eq!(
+            query(&db, &format!("SELECT count(*) FROM t{round}"))?,
+            [["1"]]
+        );
+    }
+    assert_eq!(db.default_dataset()?.tables()?.len(), 10);
+    // CREATE OR REPLACE racing with itself: every statement succeeds and
+    // one whole table is left.
+    let results: Vec<widesql::Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let db = &db;
+                s.spawn(move || {
+                    run(
+                        db,
+                        &format!("CREATE OR REPLACE TABLE r AS SELECT {i} AS who, v FROM (VALUES (1), (2), (3)) AS s(v)"),
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect()
+    });
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let rows = query(&db, "SELECT count(*), count(DISTINCT who) FROM r")?;
+    assert_eq!(rows, [["3", "1"]]);
+    Ok(())
+}
+
+#[test]
+fn ddl_and_compaction_during_writes_lose_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    run(
+        &db,
+        "CREATE TABLE w (id BIGINT PRIMARY KEY, writer INT, n BIGINT, gone VARCHAR)",
+    )?;
+    let sql_table = db.default_dataset()?.open_table("w")?;
+    let wide = db.default_dataset()?.create_table(
+        "wide",
+        widesql::TableSpec::new()
+            .with_family(FamilySpec::new("f").with_max_versions(1))
+            .with_family(FamilySpec::new("g").with_locality_group("other")),
+    )?;
+    let stop = AtomicBool::new(false);
+    let acknowledged: Mutex<BTreeMap<i64, i64>> = Mutex::new(BTreeMap::new());
+    let embedded: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+    let compactions = AtomicU64::new(0);
+    std::thread::scope(|s| -> TestResult {
+        let mut writers = Vec::new();
+        for w in 0..2i64 {
+            let (db, acknowledged) = (&db, &acknowledged);
+            writers.push(s.spawn(move || -> TestResult {
+                let session = db.session();
+                for n in 0..150i64 {
+                    let id = w * 1_000_000 + n;
+                    // The table is renamed back and forth: write to whichever
+                    // name it has; a statement that raced the rename fails
+                    // whole and is retried.
+                    let mut tries = 0;
+                    loop {
+                        let name = if tries % 2 == 0 { "w" } else { "w2" };
+                        let sql =
+                            format!("INSERT INTO {name} (id, writer, n) VALUES ({id}, {w}, {n})");
+                        match run_in(&session, &sql) {
+                            Ok(()) => break,
+                            Err(e) if e.to_string().contains("does not exist") => {
+                                tries += 1;
+                                assert!(tries < 1000, "table never found: {e}");
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    acknowledged.lock().expect("lock").insert(id, n);
+                }
+                Ok(())
+            }));
+        }
+        {
+            let (wide, embedded) = (&wide, &embedded);
+            writers.push(s.spawn(move || -> TestResult {
+                for n in 0..400u64 {
+                    let key = format!("r{:03}", n % 97);
+                    wide.mutate_row(
+                        key.as_bytes(),
+                        &RowMutation::new()
+                            .set("f", "n", n.to_be_bytes())
+                            .set("g", "n", n.to_be_bytes())
+                            .set("h", "n", n.to_be_bytes()),
+                    )
+                    .or_else(|e| {
+                        // Family `h` appears partway through.
+                        if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::InvalidArgument
+                        {
+                            wide.mutate_row(
+                                key.as_bytes(),
+                                &RowMutation::new().set("f", "n", n.to_be_bytes()).set(
+                                    "g",
+                                    "n",
+                                    n.to_be_bytes(),
+                                ),
+                            )
+                        } else {
+                            Err(e)
+                        }
+                    })?;
+                    embedded.lock().expect("lock").insert(key, n);
+                }
+                Ok(())
+            }));
+        }
+        let compactor = {
+            let (db, stop, compactions) = (&db, &stop, &compactions);
+            s.spawn(move || -> TestResult {
+                while !stop.load(Ordering::SeqCst) {
+                    db.compact()?;
+                    compactions.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+        };
+        let ddl = {
+            let (db, wide, sql_table) = (&db, &wide, &sql_table);
+            s.spawn(move || -> TestResult {
+                let session = db.session();
+                for step in 0..6 {
+                    run_in(
+                        &session,
+                        &format!("CREATE TABLE other{step} (k INT PRIMARY KEY)"),
+                    )?;
+                    sql_table.rename("w2")?;
+                    sql_table.rename("w")?;
+                    match step {
+                        1 => run_in(&session, "ALTER TABLE w ADD COLUMN d BIGINT DEFAULT 7")?,
+                        2 => run_in(&session, "ALTER TABLE w DROP COLUMN gone")?,
+                        3 => wide.add_family(FamilySpec::new("h").with_locality_group("other"))?,
+                        4 => wide.set_gc_policy("f", GcPolicy::keep_all().with_max_versions(3))?,
+                        _ => {}
+                    }
+                    run_in(&session, &format!("DROP TABLE other{step}"))?;
+                }
+                Ok(())
+            })
+        };
+        for h in writers {
+            h.join().map_err(|_| "a writer panicked")??;
+        }
+        ddl.join().map_err(|_| "the DDL thread panicked")??;
+        stop.store(true, Ordering::SeqCst);
+        compactor.join().map_err(|_| "the compactor panicked")??;
+        Ok(())
+    })?;
+    assert!(compactions.load(Ordering::Relaxed) > 0);
+    db.compact()?;
+
+    let acknowledged = acknowledged.into_inner().expect("lock");
+    let stored: BTreeMap<i64, i64> = query(&db, "SELECT id, n FROM w")?
+        .into_iter()
+        .map(|r| (r[0].parse().expect("id"), r[1].parse().expect("n")))
+        .collect();
+    assert_eq!(
+        stored, acknowledged,
+        "every acknowledged INSERT, nothing else"
+    );
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM w WHERE d IS NULL OR d <> 7")?,
+        [["0"]],
+        "ADD COLUMN … DEFAULT covers rows inserted while it ran"
+    );
+
+    let embedded = embedded.into_inner().expect("lock");
+    let latest = Filter::all().with_latest_versions(1);
+    for (key, n) in &embedded {
+        let row = wide
+            .read_row(key.as_bytes(), &latest)?
+            .ok_or("a row is missing")?;
+        for family in ["f", "g"] {
+            assert_eq!(
+                row.value(family, b"n"),
+                Some(&n.to_be_bytes()[..]),
+                "{key} {family}"
+            );
+        }
+    }
+    assert_eq!(db.default_dataset()?.tables()?.len(), 2);
+    Ok(())
+}
