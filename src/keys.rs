@@ -59,6 +59,12 @@ pub enum KeyError {
         /// The byte found after `0x00`.
         byte: u8,
     },
+    /// A boolean byte other than `0x00` and `0x01`.
+    #[error("corrupt key: byte 0x{byte:02x} is not a boolean")]
+    BadBool {
+        /// The byte found.
+        byte: u8,
+    },
     /// Bytes were left after the last element of the schema.
     #[error("corrupt key: {extra} unexpected trailing bytes")]
     Trailing {
@@ -225,10 +231,13 @@ impl<'a> KeyReader<'a> {
         Ok(f64::from_bits(bits))
     }
 
-    /// Reads a `bool`.
+    /// Reads a `bool`: `0x00` or `0x01`, nothing else.
     pub fn bool(&mut self) -> Result<bool, KeyError> {
-        let [b] = self.fixed::<1>("bool")?;
-        Ok(b != 0)
+        match self.fixed::<1>("bool")? {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            [byte] => Err(KeyError::BadBool { byte }),
+        }
     }
 
     /// Reads an inverted timestamp.

@@ -27,6 +27,20 @@ impl Catalog {
         Ok(())
     }
 
+    /// Refuses to drop or rename the default dataset.
+    fn refuse_default_dataset(&self, id: DatasetId, action: &'static str) -> Result<()> {
+        let path = self.read().dataset_path(id);
+        if path == format!("{DEFAULT_PROJECT}.{DEFAULT_DATASET}") {
+            return Err(CatalogError::Default {
+                kind: ObjectKind::Dataset,
+                name: path,
+                action,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Creates a dataset in a project.
     pub fn create_dataset(&self, project: ProjectId, name: &str) -> Result<DatasetId> {
         check_user_name(ObjectKind::Dataset, name)?;
@@ -58,6 +72,7 @@ impl Catalog {
         let _ddl = self.ddl_lock();
         let entry = self.existing_dataset(id)?;
         self.refuse_system_dataset(entry.project, &entry.name, "renamed")?;
+        self.refuse_default_dataset(id, "renamed")?;
         if entry.name == new_name {
             return Ok(());
         }
@@ -95,6 +110,7 @@ impl Catalog {
         let _ddl = self.ddl_lock();
         let entry = self.existing_dataset(id)?;
         self.refuse_system_dataset(entry.project, &entry.name, "dropped")?;
+        self.refuse_default_dataset(id, "dropped")?;
         let tables: Vec<TableEntry> = self.read().tables_of(id).into_iter().cloned().collect();
         if mode == DropMode::Restrict && !tables.is_empty() {
             return Err(CatalogError::NotEmpty {

@@ -73,6 +73,16 @@ pub enum CatalogError {
         /// What was attempted ("dropped", "renamed", "changed").
         action: &'static str,
     },
+    /// The default project or dataset, which names resolve against.
+    #[error("{kind} '{name}' is the default one (unqualified names resolve to it) and cannot be {action}")]
+    Default {
+        /// The kind of object.
+        kind: ObjectKind,
+        /// Its qualified name.
+        name: String,
+        /// What was attempted ("dropped", "renamed").
+        action: &'static str,
+    },
     /// Dropping would remove children, and cascading was not asked for.
     #[error("{kind} '{name}' is not empty ({children} {child_kind}s); drop it with cascade")]
     NotEmpty {
@@ -108,7 +118,9 @@ impl CatalogError {
                 ErrorKind::InvalidName
             }
             CatalogError::NotEmpty { .. } => ErrorKind::NotEmpty,
-            CatalogError::InvalidSpec { .. } => ErrorKind::InvalidArgument,
+            CatalogError::InvalidSpec { .. } | CatalogError::Default { .. } => {
+                ErrorKind::InvalidArgument
+            }
             CatalogError::Corrupt(_) => ErrorKind::Corruption,
         }
     }

@@ -21,6 +21,19 @@ impl Catalog {
         Ok(())
     }
 
+    /// Refuses to drop or rename the default project.
+    fn refuse_default_project(name: &str, action: &'static str) -> Result<()> {
+        if name == DEFAULT_PROJECT {
+            return Err(CatalogError::Default {
+                kind: ObjectKind::Project,
+                name: name.to_string(),
+                action,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Creates a project.
     pub fn create_project(&self, name: &str) -> Result<ProjectId> {
         check_user_name(ObjectKind::Project, name)?;
@@ -49,6 +62,7 @@ impl Catalog {
         let _ddl = self.ddl_lock();
         let entry = self.existing_project(id)?;
         Self::refuse_system_project(id, &entry.name, "renamed")?;
+        Self::refuse_default_project(&entry.name, "renamed")?;
         if entry.name == new_name {
             return Ok(());
         }
@@ -85,6 +99,7 @@ impl Catalog {
         let _ddl = self.ddl_lock();
         let entry = self.existing_project(id)?;
         Self::refuse_system_project(id, &entry.name, "dropped")?;
+        Self::refuse_default_project(&entry.name, "dropped")?;
         let (datasets, tables): (Vec<DatasetEntry>, Vec<TableEntry>) = {
             let state = self.read();
             let datasets: Vec<DatasetEntry> = state.datasets_of(id).into_iter().cloned().collect();

@@ -419,8 +419,9 @@ impl Catalog {
         Ok(())
     }
 
-    /// Compacts table `id`; each batch is applied only while the layout it
-    /// was judged by is still the table's, under the DDL lock.
+    /// Compacts table `id` unless nothing changed since its last complete
+    /// pass; each batch is applied only while the layout it was judged by is
+    /// still the table's, under the DDL lock.
     pub fn compact_table(&self, id: TableId) -> Result<u64> {
         let Some(store) = self.store(id) else {
             return Ok(0);
@@ -436,7 +437,17 @@ impl Catalog {
             }
             Ok(current)
         };
-        store.compact_checked(&check, None, true)
+        // Read before the pass: a write during it moves the epoch, and the
+        // next pass runs (its own deletes move it too, once).
+        let epoch = store.layout.write_epoch();
+        if !store.layout.needs_compaction(epoch) {
+            return Ok(0);
+        }
+        let removed = store.compact_checked(&check, None, true)?;
+        if !store.layout.is_superseded() {
+            store.layout.compacted(epoch);
+        }
+        Ok(removed)
     }
 
     pub(super) fn drop_table_trees(&self, tables: &[TableEntry]) -> Result<()> {

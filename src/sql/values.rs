@@ -375,6 +375,10 @@ pub fn append_element(
             .map_err(|_| mismatch())?
             .to_be_bytes()
             .to_vec(),
+        (ValueType::UInt64, Element::Int(v)) => u64::try_from(*v)
+            .map_err(|_| mismatch())?
+            .to_be_bytes()
+            .to_vec(),
         (ValueType::Time32(_), Element::Int(v)) => i32::try_from(*v)
             .map_err(|_| mismatch())?
             .to_be_bytes()
@@ -510,11 +514,16 @@ pub fn encode_element(
     let Some(bytes) = encode_cell(array, row)? else {
         return Ok(None);
     };
-    let bad = || {
-        format!(
+    let bad = || match value_type {
+        ValueType::UInt64 => format!(
+            "a {} in a row key is at most {}",
+            sql_type_name(value_type),
+            i64::MAX
+        ),
+        _ => format!(
             "cannot use a {} value in a row key",
             sql_type_name(value_type)
-        )
+        ),
     };
     let int = |n: usize| -> Option<i64> {
         let b = bytes.get(..n)?;
@@ -527,6 +536,10 @@ pub fn encode_element(
                 i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
             }
             (ValueType::UInt32, 4) => i64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            // Row keys hold BIGINT UNSIGNED up to i64::MAX, in order.
+            (ValueType::UInt64, 8) => {
+                i64::try_from(u64::from_be_bytes(<[u8; 8]>::try_from(b).ok()?)).ok()?
+            }
             (_, 8) => i64::from_be_bytes(<[u8; 8]>::try_from(b).ok()?),
             _ => return None,
         })

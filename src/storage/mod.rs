@@ -108,8 +108,6 @@ pub struct Storage {
     backend: Arc<dyn Backend>,
     path: PathBuf,
     trees: RwLock<HashMap<Vec<u8>, Tree>>,
-    /// Incremented after every applied batch; see [`Storage::write_epoch`].
-    write_epoch: AtomicU64,
 }
 
 /// One named tree: an ordered map of byte keys to byte values.
@@ -117,6 +115,9 @@ pub struct Storage {
 pub struct Tree {
     inner: Arc<dyn BackendTree>,
     keys_read: Arc<AtomicU64>,
+    /// Incremented after every applied batch that wrote this tree; see
+    /// [`Tree::write_epoch`].
+    write_epoch: Arc<AtomicU64>,
     path: Arc<str>,
 }
 
@@ -133,7 +134,6 @@ impl Storage {
             backend,
             path: path.to_path_buf(),
             trees: RwLock::new(HashMap::new()),
-            write_epoch: AtomicU64::new(0),
         };
         storage.check_format()?;
         Ok(storage)
@@ -203,6 +203,7 @@ impl Storage {
         let tree = Tree {
             inner: self.backend.open_tree(name).map_err(|e| self.err(e))?,
             keys_read: Arc::new(AtomicU64::new(0)),
+            write_epoch: Arc::new(AtomicU64::new(0)),
             path: Arc::from(self.path_str()),
         };
         trees.insert(name.to_vec(), tree.clone());
@@ -244,24 +245,24 @@ impl Storage {
             return Ok(());
         }
         let durability = batch.durability;
+        let mut epochs = Vec::with_capacity(batch.trees.len());
         let writes: Vec<TreeWrites> = batch
             .trees
             .into_iter()
-            .map(|(tree, writes)| (tree.inner, writes))
+            .map(|(tree, writes)| {
+                epochs.push(tree.write_epoch);
+                (tree.inner, writes)
+            })
             .collect();
         let result = self.backend.apply(&writes).map_err(|e| self.err(e));
-        self.write_epoch.fetch_add(1, Ordering::SeqCst);
+        for epoch in epochs {
+            epoch.fetch_add(1, Ordering::SeqCst);
+        }
         result?;
         match durability {
             Durability::Immediate => self.flush(),
             Durability::Eventual => Ok(()),
         }
-    }
-
-    /// A counter that grows after every applied batch. A reader that saw the
-    /// same value before and after a read knows no batch completed between.
-    pub fn write_epoch(&self) -> u64 {
-        self.write_epoch.load(Ordering::SeqCst)
     }
 
     /// Waits until every applied write is durable on disk.
@@ -307,8 +308,15 @@ impl Tree {
         self.range(Bound::Included(prefix.to_vec()), hi, reverse)
     }
 
-    /// How many keys reads and scans of this tree have visited since it was
-    /// opened.
+    /// A counter that grows after every applied batch that wrote this tree.
+    /// A reader that saw the same value before and after a read knows no
+    /// batch of this tree completed between; writes to other trees (other
+    /// tables) do not move it.
+    pub fn write_epoch(&self) -> u64 {
+        self.write_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Keys visited by reads of this tree since it was opened.
     pub fn keys_read(&self) -> u64 {
         self.keys_read.load(Ordering::Relaxed)
     }

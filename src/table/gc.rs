@@ -90,7 +90,7 @@ impl TableStore {
             let mut oldest_kept: Option<i64> = None;
             for entry in tree.scan_prefix(prefix, false) {
                 let (key, _) = entry?;
-                let cell = CellKey::decode(&key, prefix.len())?;
+                let cell = self.layout.decode_key(&key)?;
                 if *cell.row != *row {
                     row = cell.row.to_vec();
                     oldest_kept = None;
@@ -183,12 +183,12 @@ impl TableStore {
                 }
                 batch.delete(tree, key.clone());
                 // A row deleted by a marker stays deleted.
-                let cell = CellKey::decode(key, self.layout.prefix.len())?;
+                let cell = self.layout.decode_key(key)?;
                 let mut marks = Marks::default();
                 let marks_prefix = CellKey::family_prefix(&self.layout.prefix, row, MARK_FAMILY);
                 for entry in tree.scan_prefix(&marks_prefix, false) {
                     let (k, _) = entry?;
-                    let mark = CellKey::decode(&k, self.layout.prefix.len())?;
+                    let mark = self.layout.decode_key(&k)?;
                     marks.add(&mark.qualifier, mark.timestamp, None);
                 }
                 if marks.covers(cell.family, &cell.qualifier, cell.timestamp) {

@@ -1,13 +1,15 @@
 //! Where a table's cells live: one tree per locality group (user tables), or
 //! a key prefix inside the shared catalog tree (system tables).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::ids::TableId;
+use crate::keys::{CellKey, KeyError};
 use crate::storage::{Storage, StorageError, Tree};
 use crate::table::read::gc_visible;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
+use crate::table::TableError;
 
 /// The first bytes of every user table tree's name: `t:` ‖ table id (16
 /// bytes) ‖ locality group name (UTF-8).
@@ -174,6 +176,9 @@ impl FamilyLayout {
     }
 }
 
+/// [`Layout::compacted_at`] before the first pass.
+const NEVER_COMPACTED: u64 = u64::MAX;
+
 /// A table's resolved storage: trees, key prefix and families.
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -203,6 +208,9 @@ pub struct Layout {
     /// table was dropped), with every row lock held: a write checks it
     /// under its row locks, so none is applied by an outdated layout.
     superseded: Arc<AtomicBool>,
+    /// The write epoch of the table's trees when the last complete
+    /// compaction pass started; see [`Layout::needs_compaction`].
+    compacted_at: Arc<AtomicU64>,
 }
 
 impl Layout {
@@ -282,6 +290,7 @@ impl Layout {
             spec,
             read_only,
             superseded: Arc::default(),
+            compacted_at: Arc::new(AtomicU64::new(NEVER_COMPACTED)),
         })
     }
 
@@ -306,6 +315,53 @@ impl Layout {
             .binary_search_by_key(&id, |f| f.id)
             .ok()
             .map(|at| &self.families[at])
+    }
+
+    /// The write epochs of the table's trees, summed: it moves whenever a
+    /// batch writes one of them.
+    pub fn write_epoch(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|g| g.tree.write_epoch())
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// Whether a compaction pass could find anything: not when no batch
+    /// wrote the table since a complete pass under this layout started and
+    /// no family hides versions by age (which passing time does).
+    pub fn needs_compaction(&self, epoch: u64) -> bool {
+        self.compacted_at.load(Ordering::SeqCst) != epoch
+            || self.families.iter().any(|f| f.gc.max_age_micros.is_some())
+    }
+
+    /// Records a complete pass that started at write epoch `epoch`.
+    pub fn compacted(&self, epoch: u64) {
+        self.compacted_at.store(epoch, Ordering::SeqCst);
+    }
+
+    /// Decodes a stored cell key of this table; bytes this format never
+    /// writes are a [`TableError::Corrupt`] naming the table and the key.
+    pub fn decode_key<'k>(&self, key: &'k [u8]) -> Result<CellKey<'k>, TableError> {
+        CellKey::decode(key, self.prefix.len()).map_err(|reason| self.corrupt(key, reason))
+    }
+
+    /// The length of the row part (prefix included) of a stored cell key.
+    pub fn row_len(&self, key: &[u8]) -> Result<usize, TableError> {
+        CellKey::encoded_row_len(key, self.prefix.len())
+            .map(|len| self.prefix.len() + len)
+            .map_err(|reason| self.corrupt(key, reason))
+    }
+
+    fn corrupt(&self, key: &[u8], reason: KeyError) -> TableError {
+        let mut hex: Vec<String> = key.iter().take(64).map(|b| format!("{b:02x}")).collect();
+        if key.len() > 64 {
+            hex.push(format!("… ({} bytes)", key.len()));
+        }
+        TableError::Corrupt {
+            table: self.name.clone(),
+            key: hex.join(" "),
+            reason,
+        }
     }
 
     /// The salt that spreads this table's rows over the lock stripes.

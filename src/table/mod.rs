@@ -67,6 +67,16 @@ pub enum TableError {
         /// What is wrong.
         message: String,
     },
+    /// Bytes in the table's trees that this format never writes.
+    #[error("table '{table}' is corrupt at key [{key}]: {reason}")]
+    Corrupt {
+        /// The qualified table name.
+        table: String,
+        /// The stored key, as hex bytes (the first 64).
+        key: String,
+        /// What is wrong with it.
+        reason: crate::keys::KeyError,
+    },
     /// The table was altered or dropped while a write waited for its row
     /// locks; the write was planned for the old table and is refused.
     #[error(
@@ -99,6 +109,7 @@ impl TableError {
                 ErrorKind::InvalidArgument
             }
             TableError::Changed { .. } => ErrorKind::Conflict,
+            TableError::Corrupt { .. } => ErrorKind::Corruption,
         }
     }
 }

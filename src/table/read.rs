@@ -5,7 +5,7 @@
 //! first key component), so a scan merges one cursor per needed group by key
 //! and cuts rows at row-key boundaries. A row's cells are collected while
 //! the row's lock is held shared; if any write completed since the cursors
-//! were positioned (the storage write epoch moved), the cursors are
+//! were positioned (the write epoch of one of its trees moved), the cursors are
 //! re-positioned at the row first, so that no part of the row comes from a
 //! page copy older than the lock.
 
@@ -92,6 +92,20 @@ impl<'a> Selector<'a> {
             .time_range
             .as_ref()
             .is_none_or(|r| r.contains(&ts))
+    }
+
+    /// Whether every older version of the column last offered is hidden
+    /// whatever it holds: the filter's newest N are taken, or the family's
+    /// GC keeps no more versions.
+    pub fn rest_of_column_hidden(&self) -> bool {
+        let Some(family) = self.family.and_then(|id| self.layout.family_by_id(id)) else {
+            return false;
+        };
+        self.filter.latest_versions.is_some_and(|n| self.kept >= n)
+            || family
+                .gc
+                .max_versions
+                .is_some_and(|n| self.stored >= n as usize)
     }
 
     /// Whether the cell is returned; `deleted`: a delete marker hides it
@@ -204,6 +218,9 @@ fn key_ranges(prefix: &[u8], rows: &RowSet) -> Vec<KeyRange> {
 
 /// A cursor over one group tree with its next entry.
 struct Cursor {
+    tree: Tree,
+    hi: Bound<Vec<u8>>,
+    reverse: bool,
     iter: RangeIter,
     head: Option<(Bytes, Bytes)>,
 }
@@ -211,15 +228,42 @@ struct Cursor {
 impl Cursor {
     fn open(tree: &Tree, range: &KeyRange, reverse: bool) -> Result<Cursor> {
         let hi = range.hi.clone().map_or(Bound::Unbounded, Bound::Excluded);
-        let mut iter = tree.range(Bound::Included(range.lo.clone()), hi, reverse);
+        let mut iter = tree.range(Bound::Included(range.lo.clone()), hi.clone(), reverse);
         let head = iter.next().transpose()?;
-        Ok(Cursor { iter, head })
+        Ok(Cursor {
+            tree: tree.clone(),
+            hi,
+            reverse,
+            iter,
+            head,
+        })
     }
 
     fn advance(&mut self) -> Result<()> {
         self.head = self.iter.next().transpose()?;
         Ok(())
     }
+
+    /// Moves a forward cursor to the first key at or after `lo`, without
+    /// visiting the keys in between.
+    fn seek(&mut self, lo: Vec<u8>) -> Result<()> {
+        debug_assert!(!self.reverse, "only forward cursors seek");
+        self.iter = self
+            .tree
+            .range(Bound::Included(lo), self.hi.clone(), self.reverse);
+        self.advance()
+    }
+}
+
+/// Versions of one column buffered before a forward read checks whether
+/// the rest of the column can be skipped: reading a row's delete markers
+/// costs a seek, worth it only for a column with many versions.
+const SKIP_CHECK_VERSIONS: usize = 32;
+
+/// A stored cell key without its timestamp: every version of one column
+/// shares it. `None` for a key too short to be a cell key.
+fn column_part(key: &[u8]) -> Option<&[u8]> {
+    key.len().checked_sub(8).map(|end| &key[..end])
 }
 
 /// The cursor with the next key in scan order.
@@ -287,6 +331,15 @@ impl Scanner {
         }
     }
 
+    /// The write epochs of the trees this scan reads, summed: it changes
+    /// when a batch wrote one of them.
+    fn write_epoch(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|&g| self.store.layout.groups[g].tree.write_epoch())
+            .fold(0, u64::wrapping_add)
+    }
+
     fn open_cursors(&mut self, range: KeyRange) -> Result<()> {
         self.cursors.clear();
         for &g in &self.groups {
@@ -311,7 +364,9 @@ impl Scanner {
                 let Some(range) = self.ranges.pop_front() else {
                     return Ok(None);
                 };
-                self.epoch = store.engine.storage.write_epoch();
+                // Read before the cursors open: a batch that completes in
+                // between moves it, and the row is read again.
+                self.epoch = self.write_epoch();
                 self.open_cursors(range)?;
             }
             let Some(at) = next_cursor(&self.cursors, reverse) else {
@@ -321,7 +376,7 @@ impl Scanner {
             let Some((first_key, _)) = &self.cursors[at].head else {
                 continue;
             };
-            let row_len = prefix_len + CellKey::encoded_row_len(first_key, prefix_len)?;
+            let row_len = store.layout.row_len(first_key)?;
             let row_enc = first_key[..row_len].to_vec();
 
             let stripe = store
@@ -329,7 +384,7 @@ impl Scanner {
                 .locks
                 .stripe(store.layout.lock_salt(), &row_enc[prefix_len..]);
             let guard = store.engine.locks.read(stripe);
-            let epoch = store.engine.storage.write_epoch();
+            let epoch = self.write_epoch();
             if epoch != self.epoch {
                 // A write completed since the cursors were positioned: read
                 // this row from fresh cursors, positioned under its lock.
@@ -356,18 +411,13 @@ impl Scanner {
                     continue;
                 }
             }
-            let mut raw: Vec<(Bytes, Bytes)> = Vec::new();
-            while let Some(at) = next_cursor(&self.cursors, reverse) {
-                let cursor = &mut self.cursors[at];
-                match &cursor.head {
-                    Some((key, _)) if key.starts_with(&row_enc) => {}
-                    _ => break,
-                }
-                if let Some(entry) = cursor.head.take() {
-                    raw.push(entry);
-                }
-                cursor.advance()?;
-            }
+            let mut raw = store.collect_row(
+                &mut self.cursors,
+                &row_enc,
+                reverse,
+                &self.options.filter,
+                self.now,
+            )?;
             drop(guard);
             if reverse {
                 raw.reverse();
@@ -413,6 +463,89 @@ impl Iterator for RowIter {
 }
 
 impl TableStore {
+    /// Takes the stored entries of the row whose keys start with `row_enc`
+    /// from the cursors, in scan order. Reading forward, once a column has
+    /// [`SKIP_CHECK_VERSIONS`] versions buffered and the filter or the GC
+    /// policy hides every older one (only the newest N are read, or kept),
+    /// the cursor seeks past the rest of the column: the latest view of a
+    /// cell with a million versions reads a few of them.
+    fn collect_row(
+        &self,
+        cursors: &mut [Cursor],
+        row_enc: &[u8],
+        reverse: bool,
+        filter: &Filter,
+        now: i64,
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        let mut raw: Vec<(Bytes, Bytes)> = Vec::new();
+        // The column of the last entry and how many of its versions are
+        // buffered; the row's delete markers once they were needed.
+        let mut run = 0usize;
+        let mut marks: Option<Marks> = None;
+        while let Some(at) = next_cursor(cursors, reverse) {
+            let cursor = &mut cursors[at];
+            match &cursor.head {
+                Some((key, _)) if key.starts_with(row_enc) => {}
+                _ => break,
+            }
+            let Some(entry) = cursor.head.take() else {
+                break;
+            };
+            let same_column = raw
+                .last()
+                .is_some_and(|(last, _)| column_part(last) == column_part(&entry.0));
+            run = if same_column { run + 1 } else { 1 };
+            raw.push(entry);
+            cursor.advance()?;
+            // Checked at 32, 64, 128, … versions: linear work in all.
+            if reverse || run < SKIP_CHECK_VERSIONS || !run.is_power_of_two() {
+                continue;
+            }
+            let column = &raw[raw.len() - run..];
+            let Some(column_prefix) = column_part(&column[0].0) else {
+                continue;
+            };
+            let first = self.layout.decode_key(&column[0].0)?;
+            if first.family == MARK_FAMILY {
+                continue;
+            }
+            if marks.is_none() {
+                marks = Some(self.row_marks(row_enc, filter)?);
+            }
+            let Some(marks) = &marks else {
+                continue;
+            };
+            let mut selector = Selector::new(&self.layout, filter, now);
+            for (key, value) in column {
+                let cell = self.layout.decode_key(key)?;
+                let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
+                selector.offer(&cell, value, deleted);
+            }
+            if selector.rest_of_column_hidden() {
+                if let Some(next) = prefix_successor(column_prefix) {
+                    cursors[at].seek(next)?;
+                }
+            }
+        }
+        Ok(raw)
+    }
+
+    /// The delete markers of the row `row_enc` (prefix included) that a
+    /// read with `filter` sees.
+    fn row_marks(&self, row_enc: &[u8], filter: &Filter) -> Result<Marks> {
+        let mut marks = Marks::default();
+        let mut marks_prefix = row_enc.to_vec();
+        crate::keys::put_u16(&mut marks_prefix, MARK_FAMILY);
+        for g in groups_for(&self.layout, filter) {
+            for entry in self.layout.groups[g].tree.scan_prefix(&marks_prefix, false) {
+                let (k, _) = entry?;
+                let cell = self.layout.decode_key(&k)?;
+                marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
+            }
+        }
+        Ok(marks)
+    }
+
     /// Applies the selector, then the per-row offset and limit, to the
     /// stored cells of one row (in stored order).
     pub(crate) fn select(
@@ -421,14 +554,13 @@ impl TableStore {
         filter: &Filter,
         now: i64,
     ) -> Result<Vec<RawCell>> {
-        let prefix_len = self.layout.prefix.len();
         let mut selector = Selector::new(&self.layout, filter, now);
         let mut skip = filter.cells_per_row_offset;
         let limit = filter.cells_per_row_limit.unwrap_or(usize::MAX);
         // A row's delete markers sort after its cells: gather them first.
         let mut marks = Marks::default();
         for (key, _) in raw.iter().rev() {
-            let cell = CellKey::decode(key, prefix_len)?;
+            let cell = self.layout.decode_key(key)?;
             if cell.family != MARK_FAMILY {
                 break;
             }
@@ -439,7 +571,7 @@ impl TableStore {
             if cells.len() >= limit {
                 break;
             }
-            let cell = CellKey::decode(key, prefix_len)?;
+            let cell = self.layout.decode_key(key)?;
             if cell.family == MARK_FAMILY {
                 continue;
             }
@@ -546,14 +678,9 @@ impl TableStore {
             .into_iter()
             .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
             .collect::<Result<Vec<_>>>()?;
-        let mut raw = Vec::new();
-        while let Some(at) = next_cursor(&cursors, false) {
-            if let Some(entry) = cursors[at].head.take() {
-                raw.push(entry);
-            }
-            cursors[at].advance()?;
-        }
-        self.select(&raw, filter, crate::clock::wall_micros())
+        let now = crate::clock::wall_micros();
+        let raw = self.collect_row(&mut cursors, &range.lo, false, filter, now)?;
+        self.select(&raw, filter, now)
     }
 
     /// Reads up to `page_size` cells of one row after `resume`, for rows too
@@ -593,15 +720,7 @@ impl TableStore {
             .into_iter()
             .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
             .collect::<Result<Vec<_>>>()?;
-        let mut marks = Marks::default();
-        let marks_prefix = CellKey::family_prefix(prefix, key, MARK_FAMILY);
-        for g in groups_for(&self.layout, filter) {
-            for entry in self.layout.groups[g].tree.scan_prefix(&marks_prefix, false) {
-                let (k, _) = entry?;
-                let cell = CellKey::decode(&k, prefix.len())?;
-                marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
-            }
-        }
+        let marks = self.row_marks(&row_enc, filter)?;
         let mut selector = Selector::new(&self.layout, filter, crate::clock::wall_micros());
         let mut page = Vec::new();
         while let Some(at) = next_cursor(&cursors, false) {
@@ -609,7 +728,7 @@ impl TableStore {
                 break;
             };
             cursors[at].advance()?;
-            let cell = CellKey::decode(&k, prefix.len())?;
+            let cell = self.layout.decode_key(&k)?;
             if cell.family == MARK_FAMILY {
                 continue;
             }

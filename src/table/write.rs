@@ -123,12 +123,11 @@ impl TableStore {
         now: i64,
     ) -> Result<()> {
         let tree = &self.layout.groups[family.group].tree;
-        let prefix_len = self.layout.prefix.len();
         let mut column: Option<Vec<u8>> = None;
         let mut index = 0;
         for entry in tree.scan_prefix(prefix, false) {
             let (key, _) = entry?;
-            let cell = CellKey::decode(&key, prefix_len)?;
+            let cell = self.layout.decode_key(&key)?;
             if column.as_deref() != Some(cell.qualifier.as_ref()) {
                 column = Some(cell.qualifier.to_vec());
                 index = 0;
@@ -282,7 +281,7 @@ impl TableStore {
                                 let tree = &self.layout.groups[g].tree;
                                 for entry in tree.scan_prefix(&scope_prefix, false) {
                                     let (k, _) = entry?;
-                                    let cell = CellKey::decode(&k, prefix.len())?;
+                                    let cell = self.layout.decode_key(&k)?;
                                     if cell.family != MARK_FAMILY && cell.timestamp >= server_ts {
                                         plan.deletes.insert(k.to_vec(), g);
                                     }
@@ -330,17 +329,17 @@ impl TableStore {
             for entry in group.tree.scan_prefix(&marks_prefix, false) {
                 let (k, _) = entry?;
                 if !plan.deletes.contains_key(k.as_ref()) {
-                    let cell = CellKey::decode(&k, prefix.len())?;
+                    let cell = self.layout.decode_key(&k)?;
                     marks.add(&cell.qualifier, cell.timestamp, None);
                 }
             }
         }
         for (_, k) in &plan.marks {
-            let cell = CellKey::decode(k, prefix.len())?;
+            let cell = self.layout.decode_key(k)?;
             marks.add(&cell.qualifier, cell.timestamp, None);
         }
         let visible = |k: &[u8]| -> Result<bool> {
-            let cell = CellKey::decode(k, prefix.len())?;
+            let cell = self.layout.decode_key(k)?;
             Ok(cell.family != MARK_FAMILY
                 && !marks.covers(cell.family, &cell.qualifier, cell.timestamp))
         };

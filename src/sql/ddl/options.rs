@@ -150,7 +150,11 @@ pub(super) fn spec_from_schema(
                         "option '{family}.columns' names column '{column}', which the table does not have"
                     )));
                 }
-                placement.insert(column.to_string(), family.clone());
+                if let Some(other) = placement.insert(column.to_string(), family.clone()) {
+                    return Err(sql_error(format!(
+                        "column '{column}' is named by both '{other}.columns' and '{family}.columns'; a column lives in one family"
+                    )));
+                }
             }
         }
     }
@@ -188,6 +192,15 @@ pub(super) fn spec_from_schema(
                 .collect::<Result<_>>()?,
         ),
     };
+    for (i, field) in schema.fields().iter().enumerate() {
+        let is_key = Some(i) == key_field || primary_key.contains(&i);
+        if let (true, Some(family)) = (is_key, placement.get(field.name())) {
+            return Err(sql_error(format!(
+                "option '{family}.columns' names column '{}', which is the row key, not stored in a family",
+                field.name()
+            )));
+        }
+    }
     let mut families: Vec<FamilySpec> = Vec::new();
     let family_at = |name: &str, families: &mut Vec<FamilySpec>| -> usize {
         match families.iter().position(|f| f.name == name) {

@@ -1,0 +1,201 @@
+//! Resource bounds, counted in keys visited (each tree counts the keys its
+//! reads and scans visit): a read touches what it needs, not what happens
+//! to be next to it or what other tables are doing.
+//!
+//! Peak memory of a scan much larger than the cache is measured by the
+//! benchmark (`widesql-bench`, W9), not here.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test: a failed expectation is the test failing"
+)]
+
+use widesql::{
+    Db, DbOptions, Durability, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, Table,
+    TableSpec,
+};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn open(dir: &std::path::Path) -> widesql::Result<Db> {
+    Db::open_with(dir, DbOptions::new().with_compaction_interval(None))
+}
+
+fn keys_read(t: &Table) -> widesql::Result<u64> {
+    Ok(t.keys_read_per_group()?.into_iter().map(|(_, n)| n).sum())
+}
+
+fn table(db: &Db, name: &str, family: FamilySpec) -> widesql::Result<Table> {
+    Ok(db
+        .default_dataset()?
+        .create_table(name, TableSpec::new().with_family(family))?
+        .with_durability(Durability::Eventual))
+}
+
+/// Keys a full scan of `t` visits while `between` runs after every row.
+fn scan_cost(
+    t: &Table,
+    mut between: impl FnMut(usize) -> widesql::Result<()>,
+) -> widesql::Result<u64> {
+    let before = keys_read(t)?;
+    for (i, row) in t.read_rows(&RowSet::all(), ReadOptions::new())?.enumerate() {
+        row?;
+        between(i)?;
+    }
+    Ok(keys_read(t)? - before)
+}
+
+#[test]
+fn writes_to_one_table_do_not_make_scans_of_another_read_again() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let a = table(&db, "a", FamilySpec::new("f"))?;
+    let b = table(&db, "b", FamilySpec::new("f"))?;
+    a.bulk_mutate((0..300).map(|i| (format!("r{i:04}"), RowMutation::new().set("f", "q", "v"))))?;
+    let quiet = scan_cost(&a, |_| Ok(()))?;
+    assert_eq!(quiet, 300, "one key per row");
+    let other_table_busy = scan_cost(&a, |i| {
+        b.mutate_row(
+            format!("x{i}").as_bytes(),
+            &RowMutation::new().set("f", "q", "v"),
+        )
+    })?;
+    assert_eq!(other_table_busy, quiet, "writes to b do not move a's scan");
+    // The control: writes to a itself do make the scan re-read rows.
+    let same_table_busy = scan_cost(&a, |i| {
+        a.mutate_row(
+            format!("r{i:04}").as_bytes(),
+            &RowMutation::new().set("f", "q", "w"),
+        )
+    })?;
+    assert!(same_table_busy > quiet, "{same_table_busy} > {quiet}");
+    Ok(())
+}
+
+#[test]
+fn the_latest_of_a_cell_with_100_000_versions_reads_a_few_of_them() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let t = table(&db, "t", FamilySpec::new("f"))?;
+    const VERSIONS: i64 = 100_000;
+    let mut m = RowMutation::new().set("f", "other", "x");
+    for ts in 1..=VERSIONS {
+        m = m.set_at("f", "q", ts, ts.to_be_bytes());
+    }
+    t.mutate_row(b"r", &m)?;
+    let latest = Filter::all().with_latest_versions(1);
+    let before = keys_read(&t)?;
+    let row = t.read_row(b"r", &latest)?.expect("the row");
+    let cost = keys_read(&t)? - before;
+    assert_eq!(row.value("f", b"q"), Some(&VERSIONS.to_be_bytes()[..]));
+    assert_eq!(
+        row.value("f", b"other"),
+        Some(&b"x"[..]),
+        "the next column is read"
+    );
+    assert!(cost < 100, "read {cost} keys");
+
+    // A delete marker over the newest versions: the newest one left.
+    t.mutate_row(
+        b"r",
+        &RowMutation::new().delete_column_versions("f", "q", VERSIONS - 9..VERSIONS + 1),
+    )?;
+    let before = keys_read(&t)?;
+    let row = t.read_row(b"r", &latest)?.expect("the row");
+    let cost = keys_read(&t)? - before;
+    assert_eq!(
+        row.value("f", b"q"),
+        Some(&(VERSIONS - 10).to_be_bytes()[..])
+    );
+    assert!(cost < 100, "read {cost} keys");
+
+    // Every version, when the read asks for every version.
+    let before = keys_read(&t)?;
+    let row = t.read_row(b"r", &Filter::all())?.expect("the row");
+    assert_eq!(row.cells.len() as i64, VERSIONS - 10 + 1);
+    assert!(keys_read(&t)? - before > (VERSIONS - 10) as u64);
+
+    // A family that keeps one version: reads stop after it, filter or not.
+    let one = table(&db, "one", FamilySpec::new("f").with_max_versions(1))?;
+    let mut m = RowMutation::new();
+    for ts in 1..=10_000i64 {
+        m = m.set_at("f", "q", ts, ts.to_be_bytes());
+    }
+    one.mutate_row(b"r", &m)?;
+    let before = keys_read(&one)?;
+    let row = one.read_row(b"r", &Filter::all())?.expect("the row");
+    assert_eq!(row.cells.len(), 1);
+    assert!(keys_read(&one)? - before < 100);
+    Ok(())
+}
+
+#[test]
+fn a_row_with_100_000_qualifiers_is_read_page_by_page() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let t = table(&db, "t", FamilySpec::new("f"))?;
+    let mut m = RowMutation::new();
+    for i in 0..100_000u32 {
+        m = m.set("f", format!("q{i:06}"), i.to_be_bytes());
+    }
+    t.mutate_row(b"wide", &m)?;
+    let mut token = None;
+    let mut cells = 0;
+    let mut pages = 0;
+    loop {
+        let before = keys_read(&t)?;
+        let (page, next) = t.read_row_page(b"wide", &Filter::all(), 1000, token.as_ref())?;
+        let cost = keys_read(&t)? - before;
+        assert!(cost <= 1004, "page {pages} read {cost} keys");
+        cells += page.len();
+        pages += 1;
+        match next {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!((cells, pages), (100_000, 100));
+    Ok(())
+}
+
+#[test]
+fn compaction_skips_tables_nothing_was_written_to() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let busy = table(&db, "busy", FamilySpec::new("f").with_max_versions(1))?;
+    let idle = table(&db, "idle", FamilySpec::new("f").with_max_versions(1))?;
+    for t in [&busy, &idle] {
+        t.bulk_mutate((0..200).map(|i| {
+            let m = RowMutation::new()
+                .set_at("f", "q", 1, "old")
+                .set_at("f", "q", 2, "new");
+            (format!("r{i:03}"), m)
+        }))?;
+    }
+    assert_eq!(db.compact()?, 400, "the hidden versions go");
+    db.compact()?; // its own deletes were writes: one more pass to settle
+    let (busy_before, idle_before) = (keys_read(&busy)?, keys_read(&idle)?);
+    assert_eq!(db.compact()?, 0);
+    assert_eq!(keys_read(&busy)?, busy_before, "nothing written: skipped");
+    assert_eq!(keys_read(&idle)?, idle_before);
+    busy.mutate_row(b"r000", &RowMutation::new().set_at("f", "q", 3, "newer"))?;
+    assert_eq!(db.compact()?, 1);
+    assert!(
+        keys_read(&busy)? > busy_before,
+        "the written table is compacted"
+    );
+    assert_eq!(keys_read(&idle)?, idle_before, "the other one is not");
+    // A family with a TTL is compacted whenever: time hides its versions.
+    let ttl = table(
+        &db,
+        "ttl",
+        FamilySpec::new("f").with_max_age(std::time::Duration::from_secs(3600)),
+    )?;
+    ttl.mutate_row(b"r", &RowMutation::new().set("f", "q", "v"))?;
+    db.compact()?;
+    db.compact()?;
+    let before = keys_read(&ttl)?;
+    db.compact()?;
+    assert!(keys_read(&ttl)? > before);
+    Ok(())
+}
