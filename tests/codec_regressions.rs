@@ -62,3 +62,36 @@ fn unsigned_bigint_key_parts_round_trip_or_are_refused() {
     .expect_err("not a key type");
     assert!(e.to_string().contains("'a'"), "{e}");
 }
+
+/// value_codec crash (Float32 through Float(NaN)): a REAL key part holding
+/// a NaN with payload bits came back with other bits. Every NaN key part
+/// is the canonical NaN now, in REAL and DOUBLE alike.
+#[test]
+fn nan_key_parts_are_the_canonical_nan() {
+    use datafusion::arrow::array::{Float32Array, Float64Array};
+    let payload32 = f32::from_bits(0xFF9D_E700);
+    let payload64 = f64::from_bits(0x7FF0_0000_0000_0001);
+    let arrays: [(ArrayRef, ValueType, Vec<u8>); 2] = [
+        (
+            Arc::new(Float32Array::from(vec![payload32])),
+            ValueType::Float32,
+            f32::NAN.to_be_bytes().to_vec(),
+        ),
+        (
+            Arc::new(Float64Array::from(vec![payload64])),
+            ValueType::Float64,
+            f64::NAN.to_be_bytes().to_vec(),
+        ),
+    ];
+    for (array, value_type, canonical) in arrays {
+        let element = encode_element(&array, 0, value_type)
+            .expect("a key part")
+            .expect("not NULL");
+        let mut b = builder(value_type, 1);
+        append_element(b.as_mut(), value_type, &element).expect("decodes");
+        assert_eq!(
+            encode_cell(&b.finish(), 0).expect("encodes"),
+            Some(canonical)
+        );
+    }
+}

@@ -36,6 +36,15 @@ type TestResult = Result<(), BoxError>;
 /// Rows the torn-row test writes to.
 const KEYS: usize = 16;
 
+/// How many times longer than in `cargo test` the writers run:
+/// `WIDESQL_CONCURRENCY_SCALE=50 cargo test --test concurrency`.
+fn scale() -> u64 {
+    std::env::var("WIDESQL_CONCURRENCY_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
 fn open(dir: &std::path::Path) -> widesql::Result<Db> {
     Db::open_with(dir, DbOptions::new().with_compaction_interval(None))
 }
@@ -103,7 +112,7 @@ fn readers_never_see_a_torn_row() -> TestResult {
         for w in 0..2u64 {
             let (t, rows, done, map_qualifier) = (&t, &rows, &done, &map_qualifier);
             handles.push(s.spawn(move || -> TestResult {
-                for n in 1..=300u64 {
+                for n in 1..=300 * scale() {
                     let v = ((w + 1) * 1_000_000 + n) as i64;
                     let key = row_key(&rows[(n as usize * 7 + w as usize) % KEYS]);
                     t.mutate_row(
@@ -122,7 +131,7 @@ fn readers_never_see_a_torn_row() -> TestResult {
             let (db, rows, done) = (&db, &rows, &done);
             handles.push(s.spawn(move || -> TestResult {
                 let session = db.session();
-                for n in 1..=40u64 {
+                for n in 1..=40 * scale() {
                     let v = 3_000_000 + n;
                     let a = &rows[(n as usize * 5) % KEYS];
                     let b = &rows[(n as usize * 5 + 1) % KEYS];
@@ -208,7 +217,7 @@ fn readers_never_see_a_torn_row() -> TestResult {
 fn concurrent_create_table_has_one_winner_and_already_exists_for_the_rest() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = open(dir.path())?;
-    for round in 0..10 {
+    for round in 0..10 * scale() {
         let barrier = Barrier::new(4);
         let results: Vec<widesql::Result<()>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
@@ -241,7 +250,7 @@ fn concurrent_create_table_has_one_winner_and_already_exists_for_the_rest() -> T
             [["1"]]
         );
     }
-    assert_eq!(db.default_dataset()?.tables()?.len(), 10);
+    assert_eq!(db.default_dataset()?.tables()?.len() as u64, 10 * scale());
     // CREATE OR REPLACE racing with itself: every statement succeeds and
     // one whole table is left.
     let results: Vec<widesql::Result<()>> = std::thread::scope(|s| {
@@ -292,7 +301,7 @@ fn ddl_and_compaction_during_writes_lose_nothing() -> TestResult {
             let (db, acknowledged) = (&db, &acknowledged);
             writers.push(s.spawn(move || -> TestResult {
                 let session = db.session();
-                for n in 0..150i64 {
+                for n in 0..150 * scale() as i64 {
                     let id = w * 1_000_000 + n;
                     // The table is renamed back and forth: write to whichever
                     // name it has; a statement that raced the rename fails
@@ -319,7 +328,7 @@ fn ddl_and_compaction_during_writes_lose_nothing() -> TestResult {
         {
             let (wide, embedded) = (&wide, &embedded);
             writers.push(s.spawn(move || -> TestResult {
-                for n in 0..400u64 {
+                for n in 0..400 * scale() {
                     let key = format!("r{:03}", n % 97);
                     wide.mutate_row(
                         key.as_bytes(),

@@ -28,6 +28,8 @@
     reason = "a test harness: a failed expectation is the test failing"
 )]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -35,7 +37,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use datafusion::arrow::util::display::array_value_to_string;
+use common::{query, run};
 use libtest_mimic::{Arguments, Failed, Trial};
 use widesql::{Db, FamilySpec, ReadOptions, RowMutation, RowSet, TableSpec};
 
@@ -66,41 +68,6 @@ fn main() {
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
-/// Runs `sql` and returns its rows as display strings.
-fn query(db: &Db, sql: &str) -> Res<Vec<Vec<String>>> {
-    let batches = runtime().block_on(async {
-        db.session()
-            .sql(sql)
-            .await?
-            .collect()
-            .await
-            .map_err(widesql::Error::from)
-    })?;
-    let mut rows = Vec::new();
-    for batch in batches {
-        for r in 0..batch.num_rows() {
-            let row = batch
-                .columns()
-                .iter()
-                .map(|c| array_value_to_string(c, r))
-                .collect::<Result<Vec<_>, _>>()?;
-            rows.push(row);
-        }
-    }
-    Ok(rows)
-}
-
-fn run(db: &Db, script: &str) -> widesql::Result<()> {
-    runtime().block_on(db.session().run(script)).map(|_| ())
-}
 
 // ---------------------------------------------------------------------------
 // The child

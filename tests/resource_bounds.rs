@@ -199,3 +199,64 @@ fn compaction_skips_tables_nothing_was_written_to() -> TestResult {
     assert!(keys_read(&ttl)? > before);
     Ok(())
 }
+
+#[test]
+fn a_dropped_query_stream_stops_its_scan() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let session = db.session();
+    runtime.block_on(
+        session.run("CREATE TABLE s (_key VARCHAR PRIMARY KEY, v BIGINT, m MAP(VARCHAR, BIGINT))"),
+    )?;
+    let t = db
+        .default_dataset()?
+        .open_table("s")?
+        .with_durability(Durability::Eventual);
+    const ROWS: u64 = 100_000;
+    t.bulk_mutate((0..ROWS).map(|i| {
+        let m = RowMutation::new().set("cf", "v", (i as i64).to_be_bytes());
+        (format!("k{i:06}"), m)
+    }))?;
+    for sql in ["SELECT m FROM s", "SELECT v FROM s"] {
+        let before = keys_read(&t)?;
+        runtime.block_on(async {
+            let stream = session
+                .sql(sql)
+                .await?
+                .execute_stream()
+                .await
+                .map_err(widesql::Error::from)?;
+            drop(stream);
+            Ok::<_, widesql::Error>(())
+        })?;
+        // The scan runs on a blocking thread: wait until it stands still
+        // (it would stand still at the end of the table if nothing stopped
+        // it).
+        let mut last = u64::MAX;
+        while keys_read(&t)? != last {
+            last = keys_read(&t)?;
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let read = last - before;
+        assert!(
+            read < ROWS / 2,
+            "{sql}: {read} keys read after the stream was dropped"
+        );
+    }
+    // The control: read to the end, the scan visits every row.
+    let before = keys_read(&t)?;
+    runtime.block_on(async {
+        session
+            .sql("SELECT count(v) FROM s")
+            .await?
+            .collect()
+            .await
+            .map_err(widesql::Error::from)?;
+        Ok::<_, widesql::Error>(())
+    })?;
+    assert!(keys_read(&t)? - before >= ROWS);
+    Ok(())
+}

@@ -6,6 +6,9 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
+mod common;
+
+use common::{query, run};
 use widesql::{Db, DbOptions, FamilySpec, Filter, GcPolicy, RowMutation, TableSpec};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -240,29 +243,14 @@ fn concurrent_create_table_if_not_exists_gives_one_table_and_no_error() -> TestR
     Ok(())
 }
 
-fn run(db: &Db, script: &str) -> widesql::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| widesql::Error::Sql(e.to_string()))?;
-    runtime.block_on(db.session().run(script)).map(|_| ())
-}
-
 fn count(db: &Db, table: &str) -> Result<i64, Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-    let batches = runtime.block_on(async {
-        db.session()
-            .sql(&format!("SELECT count(*) AS n FROM {table}"))
-            .await?
-            .collect()
-            .await
-            .map_err(widesql::Error::from)
-    })?;
-    let column = batches.first().ok_or("no batch")?.column(0);
-    let counts = column
-        .as_any()
-        .downcast_ref::<datafusion::arrow::array::Int64Array>()
-        .ok_or("count is not Int64")?;
-    Ok(counts.value(0))
+    let rows =
+        query(db, &format!("SELECT count(*) AS n FROM {table}")).map_err(|e| e.to_string())?;
+    Ok(rows
+        .first()
+        .and_then(|r| r.first())
+        .ok_or("no count")?
+        .parse()?)
 }
 
 #[test]

@@ -67,6 +67,7 @@ fn main() -> Res<()> {
         versions: 10_000,
         concurrent_secs: if args.quick { 1.0 } else { 5.0 },
         durable_statements: if args.quick { 50 } else { 300 },
+        scan_memory_rows: if args.quick { 20_000 } else { 160_000 },
         cache_bytes: 256 << 20,
         root: root.path().to_path_buf(),
         runtime: Arc::new(tokio::runtime::Runtime::new()?),

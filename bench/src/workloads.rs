@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sled::Transactional;
-use widesql::{Filter, RowMutation};
+use widesql::{Durability, Filter, RowMutation};
 
 use crate::data::{self, Page, Rng};
-use crate::report::{duration, median_secs, rate, reset_peak_rss, times, MdTable, Ratios, Target};
+use crate::report::{
+    duration, median_secs, rate, reset_peak_rss, rss_kib, times, MdTable, Ratios, Target,
+};
 use crate::systems::datafusion_mem::DataFusionMem;
 use crate::systems::gluesql::GlueSql;
 use crate::systems::raw_sled::{cell_key, RawSled};
@@ -34,6 +36,8 @@ pub struct Config {
     pub concurrent_secs: f64,
     /// Statements per durability setting (W8).
     pub durable_statements: usize,
+    /// Rows of 2 KiB in the table W9 scans with a 16 MiB cache.
+    pub scan_memory_rows: usize,
     /// The page cache every store gets.
     pub cache_bytes: u64,
     /// The folder of all databases.
@@ -133,6 +137,9 @@ pub fn run(config: &Config) -> Res<()> {
     if config.wants("W8") {
         reset_peak_rss();
         w8_durability(config)?;
+    }
+    if config.wants("W9") {
+        w9_scan_memory(config)?;
     }
     ratios.print();
     Ok(())
@@ -447,25 +454,9 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
         "W4 pages per language (GROUP BY) over the whole table",
         &["system", "time", "vs widesql SQL"],
     );
-    let mut figures = Vec::new();
-    let mut expected = None;
     let mut all: Vec<&mut dyn System> = stores.all().into_iter().collect();
     all.push(&mut one_group);
-    for system in all {
-        let mut counts = Vec::new();
-        let secs = median_secs(config.reps, || {
-            counts = system.per_language()?;
-            Ok(())
-        })?;
-        match &expected {
-            None => expected = Some(counts),
-            Some(e) if *e != counts => {
-                return Err(format!("{} counts {counts:?}, others {e:?}", system.name()).into())
-            }
-            Some(_) => {}
-        }
-        figures.push((system.name(), secs));
-    }
+    let mut figures = time_agreeing(config.reps, all, "pages per language", |s| s.per_language())?;
     figures[6].0 = "widesql SQL, contents in the default group".into();
     let base = figures[5].1;
     for (name, secs) in &figures {
@@ -485,28 +476,40 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
     Ok(())
 }
 
+/// The median seconds of `op` on each system, checking that every system
+/// gives the first one's answer.
+fn time_agreeing<'a, T: PartialEq + std::fmt::Debug>(
+    reps: usize,
+    systems: impl IntoIterator<Item = &'a mut dyn System>,
+    what: &str,
+    mut op: impl FnMut(&mut dyn System) -> Res<T>,
+) -> Res<Vec<(String, f64)>> {
+    let mut figures = Vec::new();
+    let mut expected: Option<T> = None;
+    for system in systems {
+        let mut answer = None;
+        let secs = median_secs(reps, || {
+            answer = Some(op(&mut *system)?);
+            Ok(())
+        })?;
+        match (&expected, answer) {
+            (None, answer) => expected = answer,
+            (Some(e), Some(a)) if *e != a => {
+                return Err(format!("{}: {what} is {a:?}, others say {e:?}", system.name()).into())
+            }
+            _ => {}
+        }
+        figures.push((system.name(), secs));
+    }
+    Ok(figures)
+}
+
 fn w5_scan(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
     let mut table = MdTable::new(
         "W5 full scan: sum of a BIGINT column",
         &["system", "time", "rows/s", "vs widesql SQL"],
     );
-    let mut figures = Vec::new();
-    let mut expected = None;
-    for system in stores.all() {
-        let mut sum = 0;
-        let secs = median_secs(config.reps, || {
-            sum = system.sum_rank()?;
-            Ok(())
-        })?;
-        match expected {
-            None => expected = Some(sum),
-            Some(e) if e != sum => {
-                return Err(format!("{} sums {sum}, others {e}", system.name()).into())
-            }
-            Some(_) => {}
-        }
-        figures.push((system.name(), secs));
-    }
+    let figures = time_agreeing(config.reps, stores.all(), "sum of rank", |s| s.sum_rank())?;
     let base = figures[5].1;
     for (name, secs) in &figures {
         table.row(vec![
@@ -811,7 +814,7 @@ fn w8_durability(config: &Config) -> Res<()> {
         &[
             "system",
             "write",
-            "flushed by",
+            "durability",
             "µs per write",
             "µs per row",
         ],
@@ -827,20 +830,32 @@ fn w8_durability(config: &Config) -> Res<()> {
         Load::InsertValues,
     )?;
     let db = sql.db().clone();
-    let one_row = |i: usize| crate::systems::widesql::insert_sql("pages", &pages[i..i + 1]);
-    let hundred =
-        |i: usize| crate::systems::widesql::insert_sql("pages", &pages[i * 100..i * 100 + 100]);
-    for (flush, label) in [
-        (false, "background (sled, ≤ 500 ms)"),
-        (true, "flush after each"),
-    ] {
-        let offset = if flush { n } else { 0 };
+    let statement = |rows: usize, i: usize| {
+        crate::systems::widesql::insert_sql("pages", &pages[i * rows..(i + 1) * rows])
+    };
+    let table_handle = db.open_table("default", "public", "pages")?;
+    // Each setting writes its own slice of the pages: n one-row statements,
+    // n/10 statements of 100 rows, n row mutations.
+    let batches = (n / 10).max(1);
+    for (k, (setting, name, label)) in [
+        (
+            Durability::Eventual,
+            "eventual",
+            "eventual (flushed within 500 ms)",
+        ),
+        (
+            Durability::Immediate,
+            "immediate",
+            "immediate (the default)",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        sql.query(&format!("SET widesql.durability = '{name}'"))?;
         let start = Instant::now();
         for i in 0..n {
-            sql.query(&one_row(offset + i))?;
-            if flush {
-                db.flush()?;
-            }
+            sql.query(&statement(1, k * n + i))?;
         }
         let secs = start.elapsed().as_secs_f64();
         table.row(vec![
@@ -850,35 +865,25 @@ fn w8_durability(config: &Config) -> Res<()> {
             per(secs, n),
             per(secs, n),
         ]);
-    }
-    let batches = (n / 10).max(1);
-    let start = Instant::now();
-    for i in 0..batches {
-        sql.query(&hundred(20 + i))?;
-        db.flush()?;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    table.row(vec![
-        "widesql SQL".into(),
-        "INSERT of 100 rows".into(),
-        "flush after each".into(),
-        per(secs, batches),
-        per(secs, batches * 100),
-    ]);
-    let table_handle = db.open_table("default", "public", "pages")?;
-    for (flush, label) in [
-        (false, "background (sled, ≤ 500 ms)"),
-        (true, "flush after each"),
-    ] {
         let start = Instant::now();
-        for p in &pages[..n] {
-            table_handle.mutate_row(
+        for i in 0..batches {
+            sql.query(&statement(100, (2 + k) * batches + i))?;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        table.row(vec![
+            "widesql SQL".into(),
+            "INSERT of 100 rows".into(),
+            label.into(),
+            per(secs, batches),
+            per(secs, batches * 100),
+        ]);
+        let handle = table_handle.with_durability(setting);
+        let start = Instant::now();
+        for p in &pages[k * n..(k + 1) * n] {
+            handle.mutate_row(
                 format!("w8/{}", p.key).as_bytes(),
                 &crate::systems::widesql::page_mutation(p),
             )?;
-            if flush {
-                db.flush()?;
-            }
         }
         let secs = start.elapsed().as_secs_f64();
         table.row(vec![
@@ -898,13 +903,7 @@ fn w8_durability(config: &Config) -> Res<()> {
         )?;
         let start = Instant::now();
         for p in &pages[k * n..(k + 1) * n] {
-            insert.execute(rusqlite::params![
-                p.key,
-                p.language,
-                &p.checksum[..],
-                p.rank,
-                p.contents
-            ])?;
+            crate::systems::sqlite::insert_page(&mut insert, p)?;
         }
         let secs = start.elapsed().as_secs_f64();
         table.row(vec![
@@ -938,6 +937,101 @@ fn w8_durability(config: &Config) -> Res<()> {
             per(secs, n),
         ]);
     }
+    table.print();
+    Ok(())
+}
+
+/// W9: memory of full scans of a table about ten times the cache. The
+/// table is written, the database closed and opened again (a cold cache),
+/// and each scan's peak resident memory is measured from its own start.
+fn w9_scan_memory(config: &Config) -> Res<()> {
+    const CACHE: u64 = 16 << 20;
+    let rows = config.scan_memory_rows;
+    let path = config.fresh("w9-widesql")?;
+    let rt = &config.runtime;
+    {
+        let db = crate::systems::widesql::open_db(&path, CACHE)?;
+        let sql = WidesqlSql::on(db.clone(), rt.clone(), "big");
+        sql.query("CREATE TABLE big (_key VARCHAR PRIMARY KEY, n BIGINT, blob VARCHAR)")?;
+        sql.query("SET widesql.durability = 'eventual'")?;
+        for start in (0..rows).step_by(10_000) {
+            let end = (start + 10_000).min(rows);
+            sql.query(&format!(
+                "INSERT INTO big SELECT concat('k', lpad(CAST(value AS VARCHAR), 9, '0')), value, \
+                 repeat('x', 2048) FROM generate_series({start}, {}) AS s(value)",
+                end - 1
+            ))?;
+        }
+        db.flush()?;
+    }
+    // The writer's background tasks let go of the directory shortly after.
+    let mut reopened = crate::systems::widesql::open_db(&path, CACHE);
+    for _ in 0..100 {
+        if reopened.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        reopened = crate::systems::widesql::open_db(&path, CACHE);
+    }
+    let db = reopened?;
+    let on_disk = db.size_on_disk()?;
+    let sql = WidesqlSql::on(db.clone(), rt.clone(), "big");
+    let mut table = MdTable::new(
+        format!(
+            "W9 full scans of {rows} rows ({} MiB on disk) with a {} MiB cache",
+            on_disk >> 20,
+            CACHE >> 20
+        ),
+        &["scan", "time", "rows/s", "peak RSS above its start"],
+    );
+    let peak_above = |run: &mut dyn FnMut() -> Res<()>| -> Res<(f64, u64)> {
+        reset_peak_rss();
+        let before = rss_kib("VmRSS:").unwrap_or(0);
+        let start = Instant::now();
+        run()?;
+        let secs = start.elapsed().as_secs_f64();
+        Ok((secs, rss_kib("VmHWM:").unwrap_or(0).saturating_sub(before)))
+    };
+    let expected = rows as i64 * (rows as i64 - 1) / 2;
+    let (secs, peak) = peak_above(&mut || {
+        let batches = sql.query("SELECT sum(n) AS s, sum(length(blob)) AS b FROM big")?;
+        let sum = batches
+            .first()
+            .and_then(|b| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::Int64Array>()
+            })
+            .map(|a| a.value(0));
+        if sum != Some(expected) {
+            return Err(format!("W9: sum {sum:?}, not {expected}").into());
+        }
+        Ok(())
+    })?;
+    table.row(vec![
+        "widesql SQL: SELECT sum(n), sum(length(blob))".into(),
+        duration(secs),
+        rate(rows as f64 / secs),
+        format!("{} MiB", peak / 1024),
+    ]);
+    let big = db.open_table("default", "public", "big")?;
+    let (secs, peak) = peak_above(&mut || {
+        let mut count = 0;
+        for row in big.read_rows(&widesql::RowSet::all(), widesql::ReadOptions::new())? {
+            row?;
+            count += 1;
+        }
+        if count != rows {
+            return Err(format!("W9: {count} rows, not {rows}").into());
+        }
+        Ok(())
+    })?;
+    table.row(vec![
+        "widesql embedded: read_rows over every row".into(),
+        duration(secs),
+        rate(rows as f64 / secs),
+        format!("{} MiB", peak / 1024),
+    ]);
     table.print();
     Ok(())
 }

@@ -336,8 +336,16 @@ impl ExecutionPlan for WideScanExec {
         let mut left = self.request.limit.unwrap_or(usize::MAX);
         tokio::task::spawn_blocking(move || {
             let send = |batch: Result<RecordBatch>| tx.blocking_send(batch).is_ok();
-            let mut scanner = store.scan(&rows, options);
+            // A dropped stream (a cancelled query, a satisfied LIMIT above)
+            // ends the scan at the next row, also among rows it skips.
+            let consumer = tx.clone();
+            let mut scanner = store
+                .scan(&rows, options)
+                .with_stop(move || consumer.is_closed());
             while left > 0 {
+                if tx.is_closed() {
+                    return;
+                }
                 match scanner.next_row() {
                     Ok(Some(row)) => {
                         match builder.push(&row) {

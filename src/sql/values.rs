@@ -102,7 +102,7 @@ pub fn value_type_of(data_type: &DataType) -> Option<ValueType> {
     })
 }
 
-/// A builder for a column of values of `value_type` ([`arrow_type`]).
+/// A builder for a column of values of `value_type` (see `arrow_type`).
 pub fn builder(value_type: ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
     match value_type {
         ValueType::Utf8 => Box::new(StringViewBuilder::with_capacity(capacity)),
@@ -547,14 +547,25 @@ pub fn encode_element(
     Ok(Some(match value_type {
         ValueType::Bytes | ValueType::Utf8 => Element::Bytes(bytes),
         ValueType::Bool => Element::Bool(bytes.first().is_some_and(|b| *b != 0)),
-        ValueType::Float32 => Element::Float(f64::from(f32::from_be_bytes(
+        // A NaN key part is stored as the one canonical NaN: payload bits
+        // do not survive f32 -> f64 -> f32, and one NaN key is one row.
+        ValueType::Float32 => Element::Float(canonical_nan(f64::from(f32::from_be_bytes(
             <[u8; 4]>::try_from(bytes.as_slice()).map_err(|_| bad())?,
-        ))),
-        ValueType::Float64 => Element::Float(f64::from_be_bytes(
+        )))),
+        ValueType::Float64 => Element::Float(canonical_nan(f64::from_be_bytes(
             <[u8; 8]>::try_from(bytes.as_slice()).map_err(|_| bad())?,
-        )),
+        ))),
         _ => Element::Int(int(bytes.len()).ok_or_else(bad)?),
     }))
+}
+
+/// `f64::NAN` for every NaN, the value itself otherwise.
+fn canonical_nan(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::NAN
+    } else {
+        v
+    }
 }
 
 /// The SQL name of a value type, for messages and `DESCRIBE`.

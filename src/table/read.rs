@@ -307,9 +307,19 @@ pub struct Scanner {
     epoch: u64,
     now: i64,
     rows_left: Option<usize>,
+    /// Asked before each row that the filter leaves empty: `true` ends the
+    /// scan (its consumer went away), so a scan that skips rows does not
+    /// run on to the end of the table unread.
+    stop: Option<Box<dyn Fn() -> bool + Send>>,
 }
 
 impl Scanner {
+    /// The same scan, ending early once `stop` returns `true`.
+    pub(crate) fn with_stop(mut self, stop: impl Fn() -> bool + Send + 'static) -> Self {
+        self.stop = Some(Box::new(stop));
+        self
+    }
+
     pub(crate) fn new(store: TableStore, rows: &RowSet, options: ReadOptions, now: i64) -> Self {
         let layout = &store.layout;
         let mut ranges: VecDeque<KeyRange> = key_ranges(&layout.prefix, rows).into();
@@ -328,6 +338,7 @@ impl Scanner {
             epoch: 0,
             now,
             rows_left,
+            stop: None,
         }
     }
 
@@ -424,6 +435,9 @@ impl Scanner {
             }
             let cells = store.select(&raw, &self.options.filter, self.now)?;
             if cells.is_empty() {
+                if self.stop.as_ref().is_some_and(|stop| stop()) {
+                    return Ok(None);
+                }
                 continue;
             }
             let key = KeyReader::new(&row_enc[prefix_len..]).bytes()?.into_owned();

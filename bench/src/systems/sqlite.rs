@@ -52,6 +52,19 @@ pub fn open_connection(path: &Path) -> Res<Connection> {
     Ok(conn)
 }
 
+/// Runs `INSERT INTO pages (key, language, checksum, rank, contents)` for
+/// one page.
+pub fn insert_page(statement: &mut rusqlite::Statement<'_>, p: &Page) -> Res<()> {
+    statement.execute(params![
+        p.key,
+        p.language,
+        &p.checksum[..],
+        p.rank,
+        p.contents
+    ])?;
+    Ok(())
+}
+
 impl System for Sqlite {
     fn name(&self) -> String {
         "SQLite".into()
@@ -68,13 +81,7 @@ impl System for Sqlite {
                     "INSERT INTO anchors (page, from_page, text) VALUES (?1, ?2, ?3)",
                 )?;
                 for p in chunk {
-                    page.execute(params![
-                        p.key,
-                        p.language,
-                        &p.checksum[..],
-                        p.rank,
-                        p.contents
-                    ])?;
+                    insert_page(&mut page, p)?;
                     for (from, text) in &p.anchors {
                         anchor.execute(params![p.key, from, text])?;
                     }
