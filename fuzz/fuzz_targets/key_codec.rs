@@ -74,7 +74,9 @@ fn round_trip(tuple: &[Element]) -> Option<Vec<u8>> {
         Ok(bytes) => bytes,
         Err(_) => {
             assert!(
-                tuple.iter().any(|e| matches!(e, Element::Timestamp(t) if *t < 0)),
+                tuple
+                    .iter()
+                    .any(|e| matches!(e, Element::Timestamp(t) if *t < 0)),
                 "refused {tuple:?}"
             );
             return None;
@@ -82,7 +84,10 @@ fn round_trip(tuple: &[Element]) -> Option<Vec<u8>> {
     };
     let back = decode_tuple(&bytes, &kinds(tuple)).expect("an encoding decodes");
     assert_eq!(back.len(), tuple.len());
-    assert!(back.iter().zip(tuple).all(|(a, b)| same(a, b)), "{tuple:?} came back as {back:?}");
+    assert!(
+        back.iter().zip(tuple).all(|(a, b)| same(a, b)),
+        "{tuple:?} came back as {back:?}"
+    );
     Some(bytes)
 }
 
@@ -107,18 +112,32 @@ fuzz_target!(|input: Input| {
             }
         }
         Input::Decode(bytes, kind_bytes) => {
-            let kinds: Vec<ElementKind> =
-                kind_bytes.iter().map(|k| KINDS[usize::from(*k) % KINDS.len()]).collect();
+            let kinds: Vec<ElementKind> = kind_bytes
+                .iter()
+                .map(|k| KINDS[usize::from(*k) % KINDS.len()])
+                .collect();
             if let Ok(tuple) = decode_tuple(&bytes, &kinds) {
                 // What decodes encodes back to the same bytes.
                 assert_eq!(encode_tuple(&tuple).expect("re-encodes"), bytes);
             }
         }
-        Input::Cell { prefix, row, family, qualifier, timestamp, junk } => {
+        Input::Cell {
+            prefix,
+            row,
+            family,
+            qualifier,
+            timestamp,
+            junk,
+        } => {
             if let Ok(key) = CellKey::encode(&prefix, &row, family, &qualifier, timestamp) {
                 let cell = CellKey::decode(&key, prefix.len()).expect("a cell key decodes");
                 assert_eq!(
-                    (cell.row.as_ref(), cell.family, cell.qualifier.as_ref(), cell.timestamp),
+                    (
+                        cell.row.as_ref(),
+                        cell.family,
+                        cell.qualifier.as_ref(),
+                        cell.timestamp
+                    ),
                     (&row[..], family, &qualifier[..], timestamp)
                 );
                 assert_eq!(

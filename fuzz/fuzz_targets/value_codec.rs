@@ -23,8 +23,12 @@ struct Input {
 }
 
 fn value_type(input: &Input) -> ValueType {
-    let unit = [Unit::Second, Unit::Millisecond, Unit::Microsecond, Unit::Nanosecond]
-        [usize::from(input.unit % 4)];
+    let unit = [
+        Unit::Second,
+        Unit::Millisecond,
+        Unit::Microsecond,
+        Unit::Nanosecond,
+    ][usize::from(input.unit % 4)];
     match input.type_index % 22 {
         0 => ValueType::Bytes,
         1 => ValueType::Utf8,
@@ -82,8 +86,12 @@ fuzz_target!(|input: Input| {
             .expect("not NULL");
         // A NaN key part comes back as the canonical NaN.
         let expected = match (value_type, &element) {
-            (ValueType::Float32, Element::Float(f)) if f.is_nan() => f32::NAN.to_be_bytes().to_vec(),
-            (ValueType::Float64, Element::Float(f)) if f.is_nan() => f64::NAN.to_be_bytes().to_vec(),
+            (ValueType::Float32, Element::Float(f)) if f.is_nan() => {
+                f32::NAN.to_be_bytes().to_vec()
+            }
+            (ValueType::Float64, Element::Float(f)) if f.is_nan() => {
+                f64::NAN.to_be_bytes().to_vec()
+            }
             _ => canonical,
         };
         assert_eq!(again, expected, "{value_type:?} through {element:?}");
