@@ -10,6 +10,7 @@
 
 use std::fmt;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -27,7 +28,7 @@ use datafusion::physical_plan::{
 
 use crate::sql::pushdown::{describe, Interval, KeySet};
 use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
-use crate::table::{Filter, ReadOptions, RowRange, RowSet, TableStore};
+use crate::table::{Filter, ReadOptions, RowRange, RowSet, Scanner, TableStore};
 
 /// Makes the row→batch builder of each partition.
 pub type MakeBuilder = Arc<dyn Fn() -> Result<Box<dyn RowsToBatches>> + Send + Sync>;
@@ -182,6 +183,17 @@ impl WideScanExec {
 /// Scans of fewer rows are not split.
 const SPLIT_MIN_ROWS: usize = 4096;
 
+/// A scan run while planning, on the async path: it gives up after
+/// [`SPLIT_MIN_ROWS`] rows that its filter skips (a read of the past before
+/// the rows existed skips them all), so planning never reads a whole table.
+/// A scan that gave up plans one partition.
+fn planning_scan(store: &TableStore, rows: &RowSet, options: ReadOptions) -> Scanner {
+    let skipped = AtomicUsize::new(0);
+    store
+        .scan(rows, options)
+        .with_stop(move || skipped.fetch_add(1, Ordering::Relaxed) >= SPLIT_MIN_ROWS)
+}
+
 /// Splits the key set into up to `n` partitions of similar key-space width.
 /// The first and last keys are found with the scan's own filter, so only
 /// the locality groups the scan reads are touched.
@@ -205,8 +217,7 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
             .with_filter(filter.clone())
             .with_row_limit(1)
             .with_reverse(reverse);
-        Ok(store
-            .scan(&row_set, options)
+        Ok(planning_scan(store, &row_set, options)
             .next_row()
             .map_err(to_df)?
             .map(|r| r.key))
@@ -217,7 +228,7 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
     let options = ReadOptions::new()
         .with_filter(filter.clone().with_cells_per_row_limit(1))
         .with_row_limit(SPLIT_MIN_ROWS);
-    let mut sample = store.scan(&row_set, options);
+    let mut sample = planning_scan(store, &row_set, options);
     let mut rows = 0;
     while sample.next_row().map_err(to_df)?.is_some() {
         rows += 1;
