@@ -287,15 +287,6 @@ impl Catalog {
         for w in &writes {
             rows.push((self.sys(w.table)?, &w.key, &w.mutation));
         }
-        crate::table::mutate_rows_atomically(&self.engine, &rows, true)
-    }
-
-    /// [`Catalog::apply`] for a caller that holds every row lock.
-    pub(super) fn apply_holding_row_locks(&self, writes: Vec<SystemWrite>) -> Result<()> {
-        let mut rows: Vec<(&TableStore, &[u8], &RowMutation)> = Vec::with_capacity(writes.len());
-        for w in &writes {
-            rows.push((self.sys(w.table)?, &w.key, &w.mutation));
-        }
-        crate::table::mutate_rows_atomically(&self.engine, &rows, false)
+        crate::table::mutate_rows_atomically(&self.engine, &rows)
     }
 }

@@ -379,7 +379,7 @@ impl Catalog {
                 .with_durability(crate::storage::Durability::Eventual),
         )?;
         for policy in more_versions {
-            store.compact_checked(&crate::table::unchecked, Some(policy), false)?;
+            store.compact_checked(&crate::table::unchecked, Some(policy))?;
         }
         let now = crate::clock::wall_micros();
         for (name, old_age) in longer_ttl {
@@ -403,7 +403,7 @@ impl Catalog {
             &spec,
             next_family_id,
         )?;
-        self.apply_holding_row_locks(vec![row])?;
+        self.apply(vec![row])?;
         writes_wait.supersede(&entry.layout);
         self.write_state().insert_table(TableEntry {
             next_family_id,
@@ -443,7 +443,7 @@ impl Catalog {
         if !store.layout.needs_compaction(epoch) {
             return Ok(0);
         }
-        let removed = store.compact_checked(&check, None, true)?;
+        let removed = store.compact_checked(&check, None)?;
         if !store.layout.is_superseded() {
             store.layout.compacted(epoch);
         }

@@ -64,17 +64,16 @@ impl TableStore {
     /// Removes every hidden version and every cell of a dropped column or
     /// family. Returns how many cells were removed.
     pub fn compact(&self) -> Result<u64> {
-        self.compact_checked(&unchecked, None, true)
+        self.compact_checked(&unchecked, None)
     }
 
     /// Compaction whose batches go through `check`; `override_policy`
     /// judges one family by another policy (used before a policy is
-    /// loosened); `lock_rows` is false when the caller holds every row lock.
+    /// loosened). A caller that holds every row lock takes none again.
     pub(crate) fn compact_checked(
         &self,
         check: LayoutCheck<'_>,
         override_policy: Option<(u16, GcPolicy)>,
-        lock_rows: bool,
     ) -> Result<u64> {
         let prefix = &self.layout.prefix;
         let now = crate::clock::wall_micros();
@@ -137,12 +136,12 @@ impl TableStore {
                 }
                 removed += 1;
                 if pending.batch.len() + pending.dropped.len() >= COMPACTION_BATCH
-                    && !self.apply_compaction(std::mem::take(&mut pending), check, lock_rows)?
+                    && !self.apply_compaction(std::mem::take(&mut pending), check)?
                 {
                     return Ok(removed);
                 }
             }
-            if !self.apply_compaction(pending, check, lock_rows)? {
+            if !self.apply_compaction(pending, check)? {
                 return Ok(removed);
             }
         }
@@ -151,12 +150,7 @@ impl TableStore {
 
     /// Applies one batch through `check`: cells of dropped columns are
     /// deleted under their row locks, each with a row marker in its place.
-    fn apply_compaction(
-        &self,
-        mut pending: Pending,
-        check: LayoutCheck<'_>,
-        lock_rows: bool,
-    ) -> Result<bool> {
+    fn apply_compaction(&self, mut pending: Pending, check: LayoutCheck<'_>) -> Result<bool> {
         if pending.batch.is_empty() && pending.dropped.is_empty() {
             return Ok(true);
         }
@@ -165,16 +159,10 @@ impl TableStore {
             .marker_family
             .and_then(|id| self.layout.family_by_id(id));
         check(&self.layout, &mut || {
-            let stripes: Vec<usize> = if lock_rows {
-                pending
-                    .dropped
-                    .iter()
-                    .map(|(row, ..)| self.row_stripe(row))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let _locks = self.engine.locks.write_all(stripes);
+            let _locks = self
+                .engine
+                .locks
+                .write_all(pending.dropped.iter().map(|(row, ..)| self.row_stripe(row)));
             let mut batch = std::mem::take(&mut pending.batch);
             for (row, group, key, ts) in &pending.dropped {
                 let tree = &self.layout.groups[*group].tree;

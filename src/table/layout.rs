@@ -294,8 +294,10 @@ impl Layout {
         })
     }
 
-    /// Marks the layout replaced; the caller holds every row lock.
-    pub fn supersede(&self) {
+    /// Marks the layout replaced; called through
+    /// [`EveryRowLock::supersede`](crate::table::locks::EveryRowLock::supersede),
+    /// so that the caller holds every row lock.
+    pub(super) fn supersede(&self) {
         self.superseded.store(true, Ordering::SeqCst);
     }
 

@@ -601,18 +601,6 @@ impl TableStore {
         self.check_filter(predicate)?;
         let _locks = self.engine.locks.write_all([self.row_stripe(key)]);
         self.check_current(0)?;
-        self.check_and_mutate_locked(key, predicate, on_match, on_miss)
-    }
-
-    /// [`TableStore::check_and_mutate`] for a caller that holds the row's
-    /// lock (or every lock).
-    pub(crate) fn check_and_mutate_locked(
-        &self,
-        key: &[u8],
-        predicate: &Filter,
-        on_match: &RowMutation,
-        on_miss: &RowMutation,
-    ) -> Result<bool> {
         // Plan both branches, so that an invalid one is refused whichever
         // branch the row's state selects.
         let ts = self.server_timestamp(&RowMutation {
@@ -633,20 +621,16 @@ impl TableStore {
 }
 
 /// Applies mutations of several rows, possibly of several tables of one
-/// database, as one atomic batch with one server timestamp; `lock_rows` is
-/// false when the caller holds every row lock already. The batch carries
+/// database, as one atomic batch with one server timestamp (a caller that
+/// holds every row lock takes none again, see [`RowLocks::write_every`](crate::table::locks::RowLocks::write_every)). The batch carries
 /// catalog changes (DDL), so it is always on disk when this returns.
 pub(crate) fn mutate_rows_atomically(
     engine: &crate::table::Engine,
     rows: &[(&TableStore, &[u8], &RowMutation)],
-    lock_rows: bool,
 ) -> Result<()> {
-    let stripes: Vec<usize> = if lock_rows {
-        rows.iter().map(|(s, k, _)| s.row_stripe(k)).collect()
-    } else {
-        Vec::new()
-    };
-    let _locks = engine.locks.write_all(stripes);
+    let _locks = engine
+        .locks
+        .write_all(rows.iter().map(|(s, k, _)| s.row_stripe(k)));
     let ts = engine.clock.next(&engine.storage)?;
     let mut batch = WriteBatch::with_durability(Durability::Immediate);
     for (store, key, mutation) in rows {

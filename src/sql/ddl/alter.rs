@@ -179,10 +179,7 @@ impl Session {
             }
             None => None,
         };
-        // Row by row before the catalog change, which is on disk when it
-        // returns and takes these writes with it (the store's log is
-        // ordered): one flush for the statement, not one per row.
-        let store = table.with_durability(Durability::Eventual).store()?;
+        let store = table.store()?;
         let has_rows = crate::sql::dml::row_keys(&store, Some(1))?.next().is_some();
         if has_rows && !field.is_nullable() && fill.is_none() {
             return Err(sql_error(format!(
