@@ -32,6 +32,17 @@ pub enum Error {
     /// Arrow failed to convert or compute values.
     #[error(transparent)]
     Arrow(#[from] datafusion::arrow::error::ArrowError),
+    /// A statement larger than one atomic batch stopped after some of its
+    /// batches were written: those rows stay written, the rest were not.
+    #[error(
+        "{source} ({written} rows of the statement were written before it stopped: a statement larger than one atomic batch is applied batch by batch)"
+    )]
+    PartlyApplied {
+        /// Rows written before the error.
+        written: usize,
+        /// What stopped the statement.
+        source: Box<Error>,
+    },
     /// A background thread could not be started.
     #[error("cannot start the {what} thread: {source}")]
     Thread {
@@ -86,6 +97,7 @@ impl Error {
             Error::Key(_) => ErrorKind::Corruption,
             Error::Sql(_) | Error::DataFusion(_) | Error::Arrow(_) => ErrorKind::Sql,
             Error::Thread { .. } => ErrorKind::Storage,
+            Error::PartlyApplied { source, .. } => source.kind(),
         }
     }
 }

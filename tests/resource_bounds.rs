@@ -10,6 +10,9 @@
     reason = "a test: a failed expectation is the test failing"
 )]
 
+mod common;
+
+use common::{query, query_in, run, run_in};
 use widesql::{
     Db, DbOptions, Durability, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, Table,
     TableSpec,
@@ -270,5 +273,182 @@ fn a_dropped_query_stream_stops_its_scan() -> TestResult {
         Ok::<_, widesql::Error>(())
     })?;
     assert!(keys_read(&t)? - before >= ROWS);
+    Ok(())
+}
+
+/// A database whose statements are atomic up to 100 rows, holding 1,000
+/// rows `(k, n, s)` where `s` is `n` as text.
+fn small_batches(dir: &std::path::Path) -> Result<Db, Box<dyn std::error::Error>> {
+    let db = Db::open_with(
+        dir,
+        DbOptions::new()
+            .with_compaction_interval(None)
+            .with_statement_batch_rows(100),
+    )?;
+    run(
+        &db,
+        "CREATE TABLE t (k BIGINT PRIMARY KEY, n BIGINT, s VARCHAR);
+         INSERT INTO t SELECT value AS k, value AS n, CAST(value AS VARCHAR) AS s FROM generate_series(0, 999)",
+    )?;
+    Ok(db)
+}
+
+fn count(db: &Db, sql: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let rows = query(db, sql).map_err(|e| e.to_string())?;
+    Ok(rows[0][0].parse()?)
+}
+
+#[test]
+fn large_deletes_and_updates_write_batch_by_batch_as_they_read() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small_batches(dir.path())?;
+    assert_eq!(count(&db, "SELECT count(*) FROM t")?, 1000);
+
+    // A bad value in the middle: the batches before it were written while
+    // the query still read, and the error says how many rows they hold.
+    run(&db, "UPDATE t SET s = 'x' WHERE k = 550")?;
+    let session = db.session();
+    run_in(&session, "SET datafusion.execution.batch_size = 50")?;
+    let err = run_in(&session, "UPDATE t SET n = CAST(s AS BIGINT) + 1")
+        .expect_err("'x' is not a number");
+    let message = err.to_string();
+    let written: u64 = message
+        .split(" rows of the statement were written before it stopped")
+        .next()
+        .and_then(|head| head.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("no written count in: {message}"))?;
+    assert!(
+        written > 0 && written < 1000 && written % 100 == 0,
+        "{message}"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM t WHERE n = k + 1")?,
+        written
+    );
+
+    // The same statement reading the table a second time (a subquery) reads
+    // to its end before it writes: the error leaves every row alone.
+    run(&db, "UPDATE t SET n = k")?;
+    let err = run_in(
+        &session,
+        "UPDATE t SET n = CAST(s AS BIGINT) + 1 WHERE k IN (SELECT k FROM t)",
+    )
+    .expect_err("'x' is not a number");
+    assert!(!err.to_string().contains("written before"), "{err}");
+    assert_eq!(count(&db, "SELECT count(*) FROM t WHERE n = k")?, 1000);
+
+    // Streamed statements change exactly the rows they match.
+    run_in(&session, "UPDATE t SET n = n * 2 WHERE k % 3 = 0")?;
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM t WHERE n = k * 2 AND k > 0")?,
+        333
+    );
+    run_in(&session, "DELETE FROM t WHERE k % 2 = 0")?;
+    assert_eq!(count(&db, "SELECT count(*) FROM t")?, 500);
+    assert_eq!(count(&db, "SELECT count(*) FROM t WHERE k % 2 = 0")?, 0);
+
+    // INSERT … SELECT from the table it writes reads it whole first: the
+    // new rows are not read again.
+    run_in(&session, "INSERT INTO t SELECT k + 1000, n, s FROM t")?;
+    assert_eq!(count(&db, "SELECT count(*) FROM t")?, 1000);
+
+    let deleted = query_in(&session, "DELETE FROM t").map_err(|e| e.to_string())?;
+    assert_eq!(deleted, vec![vec!["1000".to_string()]]);
+    assert_eq!(count(&db, "SELECT count(*) FROM t")?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_large_insert_that_fails_midway_says_what_it_wrote() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = small_batches(dir.path())?;
+    let session = db.session();
+    run_in(&session, "SET datafusion.execution.batch_size = 50")?;
+    // The input fails at value 700 (a division by zero) after batches of
+    // 100 rows were written.
+    let err = run_in(
+        &session,
+        "INSERT INTO t SELECT value + 5000, 10 / (700 - value), 'i' FROM generate_series(0, 999)",
+    )
+    .expect_err("division by zero");
+    let message = err.to_string();
+    assert!(message.contains("Divide by zero"), "{message}");
+    assert!(
+        message.contains("rows of the statement were written before"),
+        "{message}"
+    );
+    let written = count(&db, "SELECT count(*) FROM t WHERE k >= 5000")?;
+    assert!(
+        written > 0 && written % 100 == 0 && written <= 700,
+        "{written}"
+    );
+    assert!(message.contains(&format!("({written} rows")), "{message}");
+
+    // A statement within one batch is all or nothing.
+    let err = run_in(
+        &session,
+        "INSERT INTO t SELECT value + 9000, 10 / (70 - value), 'i' FROM generate_series(0, 99)",
+    )
+    .expect_err("division by zero");
+    assert!(!err.to_string().contains("written before"), "{err}");
+    assert_eq!(count(&db, "SELECT count(*) FROM t WHERE k >= 9000")?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_wide_row_read_while_it_is_written_is_never_torn() -> TestResult {
+    // A scan reads the first 4,096 entries of a row under the row's lock
+    // and the rest without it, then checks that no writer took the lock
+    // meanwhile. A writer changes the first and the last cell of a 20,000
+    // cell row together; every read must see both from the same write.
+    let dir = tempfile::tempdir()?;
+    let db = open(dir.path())?;
+    let t = table(&db, "t", FamilySpec::new("f"))?;
+    let mut m = RowMutation::new().set("f", "a", "0").set("f", "z", "0");
+    for i in 0..20_000u32 {
+        m = m.set("f", format!("m{i:05}"), i.to_be_bytes());
+    }
+    t.mutate_row(b"wide", &m)?;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let writes = std::thread::scope(|scope| -> Result<u64, String> {
+        let writer = scope.spawn(|| -> widesql::Result<u64> {
+            let mut g = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                g += 1;
+                let v = g.to_string();
+                t.mutate_row(
+                    b"wide",
+                    &RowMutation::new()
+                        .set("f", "a", v.as_str())
+                        .set("f", "z", v.as_str()),
+                )?;
+            }
+            Ok(g)
+        });
+        // No assertion here: a panic would leave the writer running.
+        let read = (|| -> Result<(), String> {
+            for read in 0..10 {
+                let latest = ReadOptions::new().with_filter(Filter::all().with_latest_versions(1));
+                let rows = t.read_rows(&RowSet::all(), latest);
+                for row in rows.map_err(|e| e.to_string())? {
+                    let row = row.map_err(|e| e.to_string())?;
+                    let (a, z) = (row.value("f", b"a"), row.value("f", b"z"));
+                    if a != z || row.cells.len() != 20_002 {
+                        return Err(format!(
+                            "read {read}: a torn row: a = {a:?}, z = {z:?}, {} cells",
+                            row.cells.len()
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = writer.join().map_err(|_| "the writer panicked")?;
+        read?;
+        writes.map_err(|e| e.to_string())
+    })?;
+    assert!(writes > 0, "the writer wrote");
     Ok(())
 }

@@ -489,16 +489,9 @@ impl Catalog {
             if path == entry.layout.name {
                 continue;
             }
-            let layout = Layout::new(
-                &self.engine.storage,
-                id,
-                path,
-                entry.spec().clone(),
-                &Placement::OwnTrees,
-                false,
-            )?;
+            let layout = Arc::new(entry.layout.renamed(path));
             if let Some(entry) = state.tables.get_mut(&id) {
-                entry.layout = Arc::new(layout);
+                entry.layout = layout;
             }
         }
         Ok(())

@@ -80,7 +80,9 @@ impl Db {
         path: PathBuf,
         options: &DbOptions,
     ) -> Result<Arc<DbInner>> {
-        let engine = Arc::new(Engine::new(storage, options.durability)?);
+        let mut engine = Engine::new(storage, options.durability)?;
+        engine.statement_batch_rows = options.statement_batch_rows;
+        let engine = Arc::new(engine);
         let catalog = Catalog::open(Arc::clone(&engine))?;
         let (stop, stopped) = mpsc::channel::<()>();
         let inner = Arc::new(DbInner {

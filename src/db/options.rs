@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::storage::{Durability, StorageOptions};
+use crate::table::STATEMENT_ATOMIC_ROWS;
 
 /// How to open a database.
 #[derive(Debug, Clone)]
@@ -10,6 +11,7 @@ pub struct DbOptions {
     pub(super) storage: StorageOptions,
     pub(super) compaction_interval: Option<Duration>,
     pub(super) durability: Durability,
+    pub(super) statement_batch_rows: usize,
 }
 
 impl Default for DbOptions {
@@ -18,6 +20,7 @@ impl Default for DbOptions {
             storage: StorageOptions::default(),
             compaction_interval: Some(Duration::from_secs(60)),
             durability: Durability::Immediate,
+            statement_batch_rows: STATEMENT_ATOMIC_ROWS,
         }
     }
 }
@@ -56,6 +59,15 @@ impl DbOptions {
     /// turns it off ([`Db::compact`](super::Db::compact) still works). Default: every 60 s.
     pub fn with_compaction_interval(mut self, every: Option<Duration>) -> Self {
         self.compaction_interval = every;
+        self
+    }
+
+    /// The most rows a SQL statement applies as one atomic batch, and so
+    /// about the most it holds in memory: a larger statement is applied in
+    /// atomic batches of this many rows as its input streams. Default:
+    /// [`STATEMENT_ATOMIC_ROWS`]; at least 1.
+    pub fn with_statement_batch_rows(mut self, rows: usize) -> Self {
+        self.statement_batch_rows = rows.max(1);
         self
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -100,6 +100,24 @@ impl fmt::Debug for WideScanExec {
             .field("partitions", &self.partitions.len())
             .finish()
     }
+}
+
+/// How many scans in `plan` read the table `id`: a statement whose input
+/// reads the table it writes only through its own target scan may write
+/// while it reads (see [`crate::sql::dml::write::apply_input`]).
+pub fn scans_of(plan: &Arc<dyn ExecutionPlan>, id: crate::ids::TableId) -> usize {
+    let mut scans = 0;
+    let visit = plan.apply(|node| {
+        if let Some(scan) = node.downcast_ref::<WideScanExec>() {
+            scans += usize::from(scan.store.layout.id == id);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    // The visitor never fails; count a failure as a second reader.
+    if visit.is_err() {
+        scans += 2;
+    }
+    scans
 }
 
 impl WideScanExec {
@@ -291,6 +309,20 @@ fn split_points(first: &[u8], last: &[u8], n: usize) -> Vec<Vec<u8>> {
 /// Wraps our error for DataFusion; the CLI unwraps it again.
 pub fn to_df(e: crate::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// Runs storage work off the async runtime's threads, so that planning and
+/// writing never block them (inline when there is no tokio runtime).
+pub async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime
+            .spawn_blocking(work)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?,
+        Err(_) => work(),
+    }
 }
 
 impl DisplayAs for WideScanExec {

@@ -9,6 +9,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
@@ -18,6 +19,7 @@ use crate::db::{Db, WRITE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::scan::scans_of;
 use crate::sql::{catalog, dml, from_df, shape, types, versions};
 use crate::table::TableStore;
 
@@ -247,8 +249,18 @@ impl Session {
     /// statement.
     pub(super) async fn insert_plan(&self, store: TableStore, plan: LogicalPlan) -> Result<u64> {
         let shape = Arc::new(shape::Shape::new(&store.layout.spec, false));
-        let sink = WideSink::new(RowWriter::new(store, shape, self.write_settings()));
-        let frame = self.ctx.execute_logical_plan(plan).await?;
-        Ok(sink.write_stream(frame.execute_stream().await?).await?)
+        let physical = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await?
+            .create_physical_plan()
+            .await?;
+        let reads_target = scans_of(&physical, store.layout.id) > 0;
+        let sink = WideSink::new(
+            RowWriter::new(store, shape, self.write_settings()),
+            reads_target,
+        );
+        let input = execute_stream(physical, self.ctx.task_ctx())?;
+        Ok(sink.write_stream(input).await?)
     }
 }

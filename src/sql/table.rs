@@ -27,7 +27,7 @@ use crate::ids::TableId;
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::pushdown::{push, KeySet};
-use crate::sql::scan::{ScanRequest, WideScanExec};
+use crate::sql::scan::{off_runtime, scans_of, ScanRequest, WideScanExec};
 use crate::sql::shape::Shape;
 use crate::table::{Filter, TableStore};
 
@@ -162,8 +162,9 @@ impl WideTable {
             .fold(KeySet::all(), |keys, pushed| keys.intersect(&pushed.keys))
     }
 
-    /// Plans a scan of `projection` over `keys`.
-    pub fn scan_plan(
+    /// Plans a scan of `projection` over `keys`; the storage reads that
+    /// split it into partitions run off the async runtime.
+    pub async fn scan_plan(
         &self,
         projection: Vec<usize>,
         keys: KeySet,
@@ -177,12 +178,12 @@ impl WideTable {
             limit,
             row_per_row: true,
         };
-        Ok(Arc::new(WideScanExec::try_new(
-            self.store.clone(),
-            Arc::clone(&self.shape),
-            request,
-            target_partitions,
-        )?))
+        let (store, shape) = (self.store.clone(), Arc::clone(&self.shape));
+        off_runtime(move || {
+            let scan = WideScanExec::try_new(store, shape, request, target_partitions)?;
+            Ok(Arc::new(scan) as Arc<dyn ExecutionPlan>)
+        })
+        .await
     }
 }
 
@@ -248,6 +249,7 @@ impl TableProvider for WideTable {
             .unwrap_or_else(|| (0..self.shape.schema.fields().len()).collect());
         let keys = self.keys_for(filters);
         self.scan_plan(projection, keys, limit, state.config().target_partitions())
+            .await
     }
 
     async fn insert_into(
@@ -275,9 +277,10 @@ impl TableProvider for WideTable {
         }
         let settings = WriteSettings::of(state.config());
         let writer = RowWriter::new(self.store.clone(), Arc::clone(&self.shape), settings);
+        let reads_target = scans_of(&input, self.store.layout.id) > 0;
         Ok(Arc::new(DataSinkExec::new(
             input,
-            Arc::new(WideSink::new(writer)),
+            Arc::new(WideSink::new(writer, reads_target)),
             None,
         )))
     }

@@ -26,7 +26,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use crate::db::Db;
 use crate::sql::names::name_parts_of_text;
 use crate::sql::pushdown::push;
-use crate::sql::scan::{to_df, MakeBuilder, ScanRequest, WideScanExec};
+use crate::sql::scan::{off_runtime, to_df, MakeBuilder, ScanRequest, WideScanExec};
 use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
 use crate::sql::table::WideTable;
 use crate::sql::SessionOptions;
@@ -270,13 +270,14 @@ impl TableProvider for CellsView {
                 projection.clone(),
             )?) as Box<dyn RowsToBatches>)
         });
-        Ok(Arc::new(WideScanExec::with_builder(
-            self.table.store().clone(),
-            request,
-            make_builder,
-            "cells",
-            state.config().target_partitions(),
-        )?))
+        let store = self.table.store().clone();
+        let partitions = state.config().target_partitions();
+        off_runtime(move || {
+            let scan =
+                WideScanExec::with_builder(store, request, make_builder, "cells", partitions)?;
+            Ok(Arc::new(scan) as Arc<dyn ExecutionPlan>)
+        })
+        .await
     }
 }
 

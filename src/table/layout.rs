@@ -294,6 +294,18 @@ impl Layout {
         })
     }
 
+    /// The same layout under a new name (the table or its dataset was
+    /// renamed). It shares the superseded mark and the compaction state
+    /// with this one: a rename changes no cell, so a write planned before
+    /// it stays valid, and a later DDL that supersedes the renamed layout
+    /// supersedes the writes still holding this one too.
+    pub fn renamed(&self, name: String) -> Layout {
+        Layout {
+            name,
+            ..self.clone()
+        }
+    }
+
     /// Marks the layout replaced; called through
     /// [`EveryRowLock::supersede`](crate::table::locks::EveryRowLock::supersede),
     /// so that the caller holds every row lock.

@@ -6,10 +6,18 @@
 //! row's cells from every locality group. That makes every read and write of
 //! one row atomic, across trees too. Locks are always taken in stripe order,
 //! so writers of many rows cannot deadlock.
+//!
+//! Each stripe counts the writers that took it. A reader of a very wide row
+//! reads the rest of it without the lock and takes the lock again at the
+//! end: an unchanged count means no writer touched the row meanwhile, as
+//! in a seqlock.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A stripe held shared; it derefs to the stripe's writer count.
+pub type StripeReadGuard<'a> = RwLockReadGuard<'a, u64>;
 use std::thread::ThreadId;
 
 const STRIPES: usize = 4096;
@@ -17,7 +25,8 @@ const STRIPES: usize = 4096;
 /// The lock stripes of one database.
 #[derive(Debug)]
 pub struct RowLocks {
-    stripes: Box<[RwLock<()>]>,
+    /// Each stripe holds how many writers took it (wrapping).
+    stripes: Box<[RwLock<u64>]>,
     hasher: std::hash::RandomState,
     /// Whether some thread holds every stripe ([`RowLocks::write_every`]).
     every_held: AtomicBool,
@@ -31,7 +40,7 @@ pub struct RowLocks {
 pub struct EveryRowLock<'a> {
     locks: &'a RowLocks,
     /// Empty in a nested guard, which leaves the outer one in charge.
-    stripes: Vec<RwLockWriteGuard<'a, ()>>,
+    stripes: Vec<RwLockWriteGuard<'a, u64>>,
 }
 
 impl EveryRowLock<'_> {
@@ -59,7 +68,7 @@ impl Drop for EveryRowLock<'_> {
 impl Default for RowLocks {
     fn default() -> Self {
         Self {
-            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| RwLock::new(0)).collect(),
             hasher: std::hash::RandomState::new(),
             every_held: AtomicBool::new(false),
             every_holder: Mutex::new(None),
@@ -80,7 +89,7 @@ impl RowLocks {
 
     /// Holds one stripe shared (nothing when this thread holds every
     /// stripe).
-    pub fn read(&self, stripe: usize) -> Option<RwLockReadGuard<'_, ()>> {
+    pub fn read(&self, stripe: usize) -> Option<StripeReadGuard<'_>> {
         if self.held_by_this_thread() {
             return None;
         }
@@ -117,12 +126,12 @@ impl RowLocks {
                 == Some(std::thread::current().id())
     }
 
-    /// Holds the given stripes exclusively, in stripe order (nothing when
-    /// this thread holds every stripe).
+    /// Holds the given stripes exclusively, in stripe order, and counts a
+    /// writer in each (nothing when this thread holds every stripe).
     pub fn write_all(
         &self,
         stripes: impl IntoIterator<Item = usize>,
-    ) -> Vec<RwLockWriteGuard<'_, ()>> {
+    ) -> Vec<RwLockWriteGuard<'_, u64>> {
         if self.held_by_this_thread() {
             return Vec::new();
         }
@@ -131,7 +140,11 @@ impl RowLocks {
         stripes.dedup();
         stripes
             .into_iter()
-            .map(|s| self.stripes[s].write().unwrap_or_else(|p| p.into_inner()))
+            .map(|s| {
+                let mut guard = self.stripes[s].write().unwrap_or_else(|p| p.into_inner());
+                *guard = guard.wrapping_add(1);
+                guard
+            })
             .collect()
     }
 }

@@ -26,7 +26,9 @@ pub use mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 pub use read::RowIter;
 pub(crate) use read::Scanner;
 pub(crate) use write::{mutate_rows_atomically, BULK_CHUNK_ROWS};
-pub use write::{MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS};
+pub use write::{
+    StatementWriter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
+};
 
 use crate::clock::Clock;
 use crate::error::ErrorKind;
@@ -127,6 +129,8 @@ pub struct Engine {
     /// The durability of data writes unless a handle or session says
     /// otherwise.
     pub durability: Durability,
+    /// The most rows one statement applies as one atomic batch.
+    pub statement_batch_rows: usize,
 }
 
 impl Engine {
@@ -138,6 +142,7 @@ impl Engine {
             locks: RowLocks::default(),
             clock,
             durability,
+            statement_batch_rows: STATEMENT_ATOMIC_ROWS,
         })
     }
 }

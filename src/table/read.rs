@@ -7,7 +7,9 @@
 //! the row's lock is held shared; if any write completed since the cursors
 //! were positioned (the write epoch of one of its trees moved), the cursors are
 //! re-positioned at the row first, so that no part of the row comes from a
-//! page copy older than the lock.
+//! page copy older than the lock. Of a very wide row only the first
+//! entries are read under the lock; the rest is read without it and kept
+//! only if no writer took the row's lock meanwhile.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -260,6 +262,11 @@ impl Cursor {
 /// costs a seek, worth it only for a column with many versions.
 const SKIP_CHECK_VERSIONS: usize = 32;
 
+/// Entries of a row a scan reads while holding the row's lock; the rest of
+/// a wider row is read without it and checked afterwards
+/// ([`Scanner::rest_of_wide_row`]).
+const LOCKED_ROW_ENTRIES: usize = 4096;
+
 /// A stored cell key without its timestamp: every version of one column
 /// shares it. `None` for a key too short to be a cell key.
 fn column_part(key: &[u8]) -> Option<&[u8]> {
@@ -400,36 +407,25 @@ impl Scanner {
                 // A write completed since the cursors were positioned: read
                 // this row from fresh cursors, positioned under its lock.
                 self.epoch = epoch;
-                let Some(current) = self.current.clone() else {
-                    continue;
-                };
-                let narrowed = if reverse {
-                    KeyRange {
-                        lo: current.lo,
-                        hi: prefix_successor(&row_enc),
-                    }
-                } else {
-                    KeyRange {
-                        lo: row_enc.clone(),
-                        hi: current.hi,
-                    }
-                };
-                self.open_cursors(narrowed)?;
-                let still_there = next_cursor(&self.cursors, reverse)
-                    .and_then(|at| self.cursors[at].head.as_ref())
-                    .is_some_and(|(k, _)| k.starts_with(&row_enc));
-                if !still_there {
+                if !self.reposition_at(&row_enc)? {
                     continue;
                 }
             }
-            let mut raw = store.collect_row(
+            let mut raw = Vec::new();
+            let whole = store.collect_row(
                 &mut self.cursors,
                 &row_enc,
                 reverse,
                 &self.options.filter,
                 self.now,
+                &mut raw,
+                LOCKED_ROW_ENTRIES,
             )?;
+            let writers = guard.as_deref().copied();
             drop(guard);
+            if !whole && !self.rest_of_wide_row(&row_enc, stripe, writers, &mut raw)? {
+                continue;
+            }
             if reverse {
                 raw.reverse();
             }
@@ -446,6 +442,92 @@ impl Scanner {
             }
             return Ok(Some(RawRow { key, cells }));
         }
+    }
+}
+
+impl Scanner {
+    /// Opens fresh cursors at the row `row_enc` within the current range;
+    /// `false` when the row is gone.
+    fn reposition_at(&mut self, row_enc: &[u8]) -> Result<bool> {
+        let Some(current) = self.current.clone() else {
+            return Ok(false);
+        };
+        let narrowed = if self.options.reverse {
+            KeyRange {
+                lo: current.lo,
+                hi: prefix_successor(row_enc),
+            }
+        } else {
+            KeyRange {
+                lo: row_enc.to_vec(),
+                hi: current.hi,
+            }
+        };
+        self.open_cursors(narrowed)?;
+        Ok(next_cursor(&self.cursors, self.options.reverse)
+            .and_then(|at| self.cursors[at].head.as_ref())
+            .is_some_and(|(k, _)| k.starts_with(row_enc)))
+    }
+
+    /// Reads the rest of a row wider than [`LOCKED_ROW_ENTRIES`] without its
+    /// lock, so its writers do not wait for the whole read, then takes the
+    /// lock again: if no writer took the row's stripe meanwhile (`writers`:
+    /// the stripe's count when the first part was read), the row is
+    /// whole. Otherwise it is read again from its start; the third time
+    /// entirely under the lock. `false` when the row is gone.
+    fn rest_of_wide_row(
+        &mut self,
+        row_enc: &[u8],
+        stripe: usize,
+        mut writers: Option<u64>,
+        raw: &mut Vec<(Bytes, Bytes)>,
+    ) -> Result<bool> {
+        let store = self.store.clone();
+        let (reverse, now) = (self.options.reverse, self.now);
+        for attempt in 0.. {
+            let filter = &self.options.filter;
+            store.collect_row(
+                &mut self.cursors,
+                row_enc,
+                reverse,
+                filter,
+                now,
+                raw,
+                usize::MAX,
+            )?;
+            // `None`: this thread holds every row lock, so nothing wrote.
+            let Some(before) = writers else {
+                return Ok(true);
+            };
+            let guard = store.engine.locks.read(stripe);
+            writers = guard.as_deref().copied();
+            if writers == Some(before) {
+                return Ok(true);
+            }
+            raw.clear();
+            self.epoch = self.write_epoch();
+            if !self.reposition_at(row_enc)? {
+                return Ok(false);
+            }
+            let budget = if attempt >= 2 {
+                usize::MAX
+            } else {
+                LOCKED_ROW_ENTRIES
+            };
+            let filter = &self.options.filter;
+            if store.collect_row(
+                &mut self.cursors,
+                row_enc,
+                reverse,
+                filter,
+                now,
+                raw,
+                budget,
+            )? {
+                return Ok(true);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -483,6 +565,13 @@ impl TableStore {
     /// policy hides every older one (only the newest N are read, or kept),
     /// the cursor seeks past the rest of the column: the latest view of a
     /// cell with a million versions reads a few of them.
+    ///
+    /// Appends to `raw` and stops after `budget` entries: `true` when the
+    /// row ended.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the state of one row read, passed down from the scanner"
+    )]
     fn collect_row(
         &self,
         cursors: &mut [Cursor],
@@ -490,8 +579,10 @@ impl TableStore {
         reverse: bool,
         filter: &Filter,
         now: i64,
-    ) -> Result<Vec<(Bytes, Bytes)>> {
-        let mut raw: Vec<(Bytes, Bytes)> = Vec::new();
+        raw: &mut Vec<(Bytes, Bytes)>,
+        budget: usize,
+    ) -> Result<bool> {
+        let mut taken = 0usize;
         // The column of the last entry and how many of its versions are
         // buffered; the row's delete markers once they were needed.
         let mut run = 0usize;
@@ -502,6 +593,10 @@ impl TableStore {
                 Some((key, _)) if key.starts_with(row_enc) => {}
                 _ => break,
             }
+            if taken == budget {
+                return Ok(false);
+            }
+            taken += 1;
             let Some(entry) = cursor.head.take() else {
                 break;
             };
@@ -541,7 +636,7 @@ impl TableStore {
                 }
             }
         }
-        Ok(raw)
+        Ok(true)
     }
 
     /// The delete markers of the row `row_enc` (prefix included) that a
@@ -693,7 +788,16 @@ impl TableStore {
             .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
             .collect::<Result<Vec<_>>>()?;
         let now = crate::clock::wall_micros();
-        let raw = self.collect_row(&mut cursors, &range.lo, false, filter, now)?;
+        let mut raw = Vec::new();
+        self.collect_row(
+            &mut cursors,
+            &range.lo,
+            false,
+            filter,
+            now,
+            &mut raw,
+            usize::MAX,
+        )?;
         self.select(&raw, filter, now)
     }
 

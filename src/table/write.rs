@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::{CellKey, KeyReader};
 use crate::storage::{Durability, WriteBatch};
 use crate::table::filter::Filter;
@@ -27,7 +27,8 @@ pub const MAX_QUALIFIER_LEN: usize = 16 * 1024;
 pub const MAX_VALUE_LEN: usize = 100 * 1024 * 1024;
 /// Rows per storage batch in bulk writes.
 pub(crate) const BULK_CHUNK_ROWS: usize = 1000;
-/// The most rows one SQL statement applies as one atomic storage batch.
+/// The most rows one SQL statement applies as one atomic storage batch,
+/// unless [`crate::DbOptions::with_statement_batch_rows`] says otherwise.
 pub const STATEMENT_ATOMIC_ROWS: usize = 100_000;
 
 /// The planned effect of one row's mutations: cell keys to write and to
@@ -39,6 +40,78 @@ struct RowPlan {
     /// into every group under the same key).
     marks: std::collections::BTreeSet<(usize, Vec<u8>)>,
     deletes: BTreeMap<Vec<u8>, usize>,
+}
+
+/// Applies the rows of one statement as they are produced, in bounded
+/// memory, with the atomicity of [`TableStore::apply_statement`]: a
+/// statement of up to [`STATEMENT_ATOMIC_ROWS`] rows is checked whole and
+/// applied as one atomic batch when it finishes; a larger one is applied
+/// in atomic batches of that many rows as they fill, and an error after
+/// the first batch says how many rows were written
+/// ([`Error::PartlyApplied`]).
+#[derive(Debug)]
+pub struct StatementWriter {
+    store: TableStore,
+    pending: Vec<(Vec<u8>, RowMutation)>,
+    written: usize,
+}
+
+impl StatementWriter {
+    /// A writer of one statement into `store`.
+    pub fn new(store: TableStore) -> Result<Self> {
+        store.check_writable()?;
+        Ok(Self {
+            store,
+            pending: Vec::new(),
+            written: 0,
+        })
+    }
+
+    /// Adds a row; writes a full batch first when this row is one more.
+    pub fn push(&mut self, key: Vec<u8>, mutation: RowMutation) -> Result<()> {
+        if self.pending.len() >= self.store.engine.statement_batch_rows {
+            self.write_pending()?;
+        }
+        self.pending.push((key, mutation));
+        Ok(())
+    }
+
+    /// Writes the rows not yet written; returns the statement's row count.
+    pub fn finish(mut self) -> Result<usize> {
+        self.write_pending()?;
+        Ok(self.written)
+    }
+
+    /// `e`, which stopped the statement, saying how many of its rows were
+    /// written before.
+    pub fn stopped(&self, e: Error) -> Error {
+        partly_applied(e, self.written)
+    }
+
+    fn write_pending(&mut self) -> Result<()> {
+        let rows = std::mem::take(&mut self.pending);
+        let store = &self.store;
+        let applied = rows
+            .iter()
+            .try_for_each(|(key, mutation)| store.check_row(key, mutation))
+            .and_then(|()| store.apply_atomically(&rows, self.written));
+        self.written += applied.map_err(|e| partly_applied(e, self.written))?;
+        Ok(())
+    }
+}
+
+/// `e`, for a statement that had written `written` rows before it: those
+/// stay written (a [`TableError::Changed`] says so itself).
+fn partly_applied(e: Error, written: usize) -> Error {
+    match e {
+        e if written == 0 => e,
+        e @ Error::Table(TableError::Changed { .. }) => e,
+        e @ Error::PartlyApplied { .. } => e,
+        e => Error::PartlyApplied {
+            written,
+            source: Box::new(e),
+        },
+    }
 }
 
 /// The timestamp at the end of a cell key.
@@ -451,17 +524,22 @@ impl TableStore {
 
     /// Applies the row mutations of one statement: every row is checked
     /// before anything is written, then up to [`STATEMENT_ATOMIC_ROWS`] rows
-    /// are applied as one atomic batch (all or nothing, for every reader and
+    /// (or the database's setting) are applied as one atomic batch (all or nothing, for every reader and
     /// across a crash); a larger statement is applied in batches of that
     /// size. Returns how many rows were written.
+    ///
+    /// This holds the whole statement in memory; [`StatementWriter`] takes
+    /// the rows as they are produced.
     pub fn apply_statement<K: AsRef<[u8]>>(&self, rows: &[(K, RowMutation)]) -> Result<usize> {
         self.check_writable()?;
         for (key, mutation) in rows {
             self.check_row(key.as_ref(), mutation)?;
         }
         let mut written = 0;
-        for chunk in rows.chunks(STATEMENT_ATOMIC_ROWS) {
-            written += self.apply_atomically(chunk, written)?;
+        for chunk in rows.chunks(self.engine.statement_batch_rows) {
+            written += self
+                .apply_atomically(chunk, written)
+                .map_err(|e| partly_applied(e, written))?;
         }
         Ok(written)
     }

@@ -3,8 +3,10 @@
 //! The WHERE clause is evaluated by DataFusion as a query over the table's
 //! internal `_rowid` view (joined with the tables of `DELETE … USING` or
 //! `UPDATE … FROM`), and the rows it returns are then changed through the
-//! one write path ([`crate::sql::dml::write`]). The query runs to its end before
-//! the first write, so the statement sees the table as of its start.
+//! one write path ([`crate::sql::dml::write`]). The statement sees the
+//! table as of its start: when the query reads only the target's own scan,
+//! which passes each row before it is written, rows are changed as they
+//! stream (in bounded memory); otherwise the query runs to its end first.
 //!
 //! Running the whole WHERE clause as a query is what makes folded or
 //! rewritten predicates safe: `WHERE false`, `WHERE 1 = 0`, `IN (SELECT …)`
@@ -20,13 +22,13 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{TableFunctionImpl, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{plan_err, DataFusionError, Result, ScalarValue};
+use datafusion::common::{plan_err, Result, ScalarValue};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{execute_stream, ExecutionPlan};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Partitioning, PlanProperties, ReplaceChildrenOptions,
 };
@@ -41,12 +43,12 @@ use crate::catalog::ObjectKind;
 use crate::db::{Db, Table};
 use crate::error::Error;
 use crate::ids::TableId;
-use crate::sql::dml::write::{RowChanges, RowWriter};
-use crate::sql::scan::{leaf_plan_methods, to_df};
+use crate::sql::dml::write::{apply_input, collect_rows, RowWriter};
+use crate::sql::scan::{leaf_plan_methods, off_runtime, scans_of, to_df};
 use crate::sql::shape::{Source, ROWID_COLUMN};
 use crate::sql::table::WideTable;
 use crate::sql::Session;
-use crate::table::{Filter, ReadOptions, RowMutation, RowSet, TableStore};
+use crate::table::{Filter, ReadOptions, RowMutation, RowSet, StatementWriter, TableStore};
 
 /// The name of the internal table function that exposes `_rowid`.
 pub const ROWS_FUNCTION: &str = "__widesql_rows";
@@ -129,10 +131,7 @@ impl ExecutionPlan for DmlExec {
     ) -> Result<SendableRecordBatchStream> {
         let action = Arc::clone(&self.action);
         let stream = futures::stream::once(async move {
-            let count = tokio::task::spawn_blocking(move || action())
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-                .map_err(to_df)?;
+            let count = off_runtime(move || action().map_err(to_df)).await?;
             count_batch(count)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -156,12 +155,15 @@ pub fn row_keys(
         .map(|row| row.map(|row| row.key)))
 }
 
-/// Deletes every row of a table as one statement; returns how many.
+/// Deletes every row of a table as one statement, as the keys are read;
+/// returns how many.
 pub fn delete_all(store: &TableStore) -> crate::Result<u64> {
-    let rows = row_keys(store, None)?
-        .map(|key| key.map(|key| (key, RowWriter::delete_row())))
-        .collect::<crate::Result<Vec<_>>>()?;
-    Ok(store.apply_statement(&rows)? as u64)
+    let mut writer = StatementWriter::new(store.clone())?;
+    for key in row_keys(store, None)? {
+        let key = key.map_err(|e| writer.stopped(e))?;
+        writer.push(key, RowWriter::delete_row())?;
+    }
+    Ok(writer.finish()? as u64)
 }
 
 /// Writes `value` into column `family:qualifier` of every row that exists
@@ -176,8 +178,8 @@ pub fn fill_column(
     let exists = Filter::all().with_cells_per_row_limit(1);
     let set = RowMutation::new().set(family, qualifier, value);
     let mut written = 0;
-    let keys = row_keys(store, None)?.collect::<crate::Result<Vec<_>>>()?;
-    for key in keys {
+    for key in row_keys(store, None)? {
+        let key = key?;
         if store.check_and_mutate(&key, &exists, &set, &RowMutation::new())? {
             written += 1;
         }
@@ -262,9 +264,11 @@ impl Session {
         Ok(view)
     }
 
-    /// Runs `SELECT columns FROM <rows of table> AS alias [, others] [WHERE
-    /// selection]` to its end. The statement's own expressions are put into
-    /// the query as syntax trees, never printed and parsed again.
+    /// Starts `SELECT columns FROM <rows of table> AS alias [, others]
+    /// [WHERE selection]`, and says whether the statement may write while
+    /// it reads: no other table and no other scan of `table` is in it. The
+    /// statement's own expressions are put into the query as syntax trees,
+    /// never printed and parsed again.
     async fn select_rows(
         &self,
         table: &Table,
@@ -272,7 +276,7 @@ impl Session {
         columns: Vec<SelectItem>,
         others: &[TableWithJoins],
         selection: Option<&SqlExpr>,
-    ) -> crate::Result<Vec<RecordBatch>> {
+    ) -> crate::Result<(SendableRecordBatchStream, bool)> {
         let template = format!("SELECT 1 FROM {ROWS_FUNCTION}('{}') AS {alias}", table.id());
         let mut query = match self.parse(&template)?.pop_front() {
             Some(DfStatement::Statement(statement)) => match *statement {
@@ -289,12 +293,15 @@ impl Session {
         select.selection = selection.cloned();
         let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
         let plan = self.context().state().statement_to_plan(statement).await?;
-        Ok(self
+        let physical = self
             .context()
             .execute_logical_plan(plan)
             .await?
-            .collect()
-            .await?)
+            .create_physical_plan()
+            .await?;
+        let streamed = others.is_empty() && scans_of(&physical, table.id()) == 1;
+        let rows = execute_stream(physical, self.context().task_ctx())?;
+        Ok((rows, streamed))
     }
 
     /// `alias._rowid`.
@@ -334,7 +341,7 @@ impl Session {
         let (table, alias) = self.dml_target(target, "DELETE")?;
         let view = self.writable_view(&table)?;
         let using = delete.using.as_deref().unwrap_or_default();
-        let batches = self
+        let (input, streamed) = self
             .select_rows(
                 &table,
                 &alias,
@@ -343,17 +350,19 @@ impl Session {
                 delete.selection.as_ref(),
             )
             .await?;
-        // USING may match a row more than once; it is deleted once.
         let writer = RowWriter::new(
             view.store().clone(),
             Arc::clone(view.shape()),
             self.write_settings(),
         );
-        let mut rows: RowChanges = batches.iter().flat_map(|b| writer.delete(b)).collect();
-        if !using.is_empty() {
-            rows.sort_by(|a, b| a.0.cmp(&b.0));
-            rows.dedup_by(|a, b| a.0 == b.0);
+        let build = |batch: &RecordBatch| Ok(writer.delete(batch));
+        if streamed {
+            return Ok(apply_input(writer.store().clone(), input, true, build).await?);
         }
+        // USING may match a row more than once; it is deleted once.
+        let mut rows = collect_rows(input, build).await?;
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows.dedup_by(|a, b| a.0 == b.0);
         Ok(writer.apply(rows).await?)
     }
 
@@ -414,7 +423,7 @@ impl Session {
             }
             None => &[],
         };
-        let batches = self
+        let (input, streamed) = self
             .select_rows(&table, &alias, select, from, update.selection.as_ref())
             .await?;
         let writer = RowWriter::new(
@@ -422,10 +431,11 @@ impl Session {
             Arc::clone(view.shape()),
             self.write_settings(),
         );
-        let mut rows = RowChanges::new();
-        for batch in &batches {
-            rows.extend(writer.update(&columns, batch)?);
+        let build = |batch: &RecordBatch| writer.update(&columns, batch);
+        if streamed {
+            return Ok(apply_input(writer.store().clone(), input, true, build).await?);
         }
+        let rows = collect_rows(input, build).await?;
         if !from.is_empty() {
             let mut keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
             keys.sort_unstable();

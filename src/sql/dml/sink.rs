@@ -1,39 +1,43 @@
 //! INSERT as a DataFusion data sink: the batches of the statement's input
 //! become row mutations through [`RowWriter`] and are applied as one
-//! statement once the input is exhausted (see [`crate::sql::dml::write`]).
+//! statement by [`apply_input`] (see [`crate::sql::dml::write`]).
 
 use std::fmt;
 use std::sync::Arc;
 
+use crate::sql::dml::write::{apply_input, RowWriter};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Result;
 use datafusion::datasource::sink::DataSink;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
-use futures::StreamExt;
-
-use crate::sql::dml::write::RowWriter;
 
 /// Writes INSERTed rows into a table.
 #[derive(Debug)]
 pub struct WideSink {
     writer: RowWriter,
+    streamed: bool,
 }
 
 impl WideSink {
-    /// A sink that writes through `writer`.
-    pub fn new(writer: RowWriter) -> Self {
-        Self { writer }
+    /// A sink that writes through `writer` the rows of an input that reads
+    /// the target table (`reads_target`) or not.
+    pub fn new(writer: RowWriter, reads_target: bool) -> Self {
+        Self {
+            writer,
+            streamed: !reads_target,
+        }
     }
 
-    /// Reads the whole input, then writes it as one statement.
-    pub async fn write_stream(&self, mut data: SendableRecordBatchStream) -> Result<u64> {
-        let mut rows = Vec::new();
-        while let Some(batch) = data.next().await {
-            rows.extend(self.writer.insert(&batch?)?);
-        }
-        self.writer.apply(rows).await
+    /// Writes the input as one statement: as it streams, unless it reads
+    /// the target table.
+    pub async fn write_stream(&self, data: SendableRecordBatchStream) -> Result<u64> {
+        let writer = self.writer.clone();
+        apply_input(self.writer.store().clone(), data, self.streamed, |batch| {
+            writer.insert(batch)
+        })
+        .await
     }
 }
 

@@ -6,11 +6,15 @@
 //! - Values are cast to the column type as DataFusion casts in expressions:
 //!   a value that does not fit is an error, never a NULL.
 //! - NOT NULL columns refuse NULL on INSERT and UPDATE.
-//! - A statement's mutations are all built, and so validated, before the
-//!   first write; the statement's reads have finished by then, so it sees
-//!   the table as of its start (a statement may read and write one table).
-//! - The rows are applied by [`TableStore::apply_statement`]: up to
-//!   [`crate::table::STATEMENT_ATOMIC_ROWS`] rows as one atomic batch.
+//! - A statement of up to [`crate::table::STATEMENT_ATOMIC_ROWS`] rows is
+//!   built, and so validated, whole before its first write, and applied as
+//!   one atomic batch. A larger one is applied in atomic batches of that
+//!   many rows as its input streams ([`apply_input`]), in bounded memory; an
+//!   error after the first batch says how many rows were written.
+//! - A statement sees the table as of its start: when its input reads the
+//!   table it writes other than through its own target scan (a subquery, a
+//!   self-join, `INSERT INTO t SELECT … FROM t`, `DELETE … USING`), the
+//!   input is read to its end before the first write.
 //!
 //! A row exists while it has a cell. A row whose every column is NULL gets
 //! a *row marker* instead: an empty cell under the empty qualifier of the
@@ -27,13 +31,16 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::FormatOptions;
 use datafusion::common::{exec_err, DataFusionError, Result};
 use datafusion::execution::config::SessionConfig;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::StreamExt;
 
 use crate::keys::{encode_tuple, Element};
-use crate::sql::scan::to_df;
+use crate::sql::error::from_df;
+use crate::sql::scan::{off_runtime, to_df};
 use crate::sql::shape::{Shape, Source};
 use crate::sql::values;
 use crate::storage::Durability;
-use crate::table::{DeleteScope, Mutation, RowMutation, TableStore};
+use crate::table::{DeleteScope, Mutation, RowMutation, StatementWriter, TableStore};
 
 /// Per-session write settings, kept as a DataFusion config extension.
 #[derive(Debug, Clone, Default)]
@@ -83,7 +90,7 @@ pub fn strict_cast(array: &ArrayRef, to: &DataType, column: &str) -> Result<Arra
 }
 
 /// Builds the row mutations of INSERT, UPDATE and DELETE for one table.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RowWriter {
     store: TableStore,
     shape: Arc<Shape>,
@@ -341,14 +348,63 @@ impl RowWriter {
     }
 }
 
+/// Applies the rows `build` makes of each batch of `input` as one
+/// statement, and returns how many rows were written.
+///
+/// `streamed`: nothing in the input reads the table but (for DELETE and
+/// UPDATE) its own target scan, which visits each row once and ahead of the
+/// writes to it; so the rows are applied as they come, in bounded memory,
+/// by a [`StatementWriter`]. Otherwise the input is read to its end first,
+/// so that the statement sees the table as of its start.
+pub async fn apply_input(
+    store: TableStore,
+    mut input: SendableRecordBatchStream,
+    streamed: bool,
+    build: impl Fn(&RecordBatch) -> Result<RowChanges>,
+) -> Result<u64> {
+    if !streamed {
+        let rows = collect_rows(input, build).await?;
+        return apply(store, rows).await;
+    }
+    let mut writer = StatementWriter::new(store).map_err(to_df)?;
+    while let Some(batch) = input.next().await {
+        let rows = batch
+            .and_then(|batch| build(&batch))
+            .map_err(|e| to_df(writer.stopped(from_df(e))))?;
+        writer = blocking(move || {
+            for (key, mutation) in rows {
+                writer.push(key, mutation)?;
+            }
+            Ok(writer)
+        })
+        .await?;
+    }
+    Ok(blocking(move || writer.finish()).await? as u64)
+}
+
+/// The rows `build` makes of every batch of `input`.
+pub async fn collect_rows(
+    mut input: SendableRecordBatchStream,
+    build: impl Fn(&RecordBatch) -> Result<RowChanges>,
+) -> Result<RowChanges> {
+    let mut rows = RowChanges::new();
+    while let Some(batch) = input.next().await {
+        rows.extend(build(&batch?)?);
+    }
+    Ok(rows)
+}
+
+/// Runs storage work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> crate::Result<T> + Send + 'static,
+) -> Result<T> {
+    off_runtime(move || work().map_err(to_df)).await
+}
+
 /// Applies a statement's row changes off the async runtime: all checked
 /// first, then written atomically up to the statement batch size.
 pub async fn apply(store: TableStore, rows: RowChanges) -> Result<u64> {
-    tokio::task::spawn_blocking(move || store.apply_statement(&rows))
-        .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))?
-        .map(|n| n as u64)
-        .map_err(to_df)
+    Ok(blocking(move || store.apply_statement(&rows)).await? as u64)
 }
 
 /// The family that holds row markers in `store`, if any: the first with
