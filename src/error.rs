@@ -43,6 +43,14 @@ pub enum Error {
         /// What stopped the statement.
         source: Box<Error>,
     },
+    /// A file to export to or import from could not be written or read.
+    #[error("{target}: {message}")]
+    File {
+        /// The file.
+        target: String,
+        /// What the system said.
+        message: String,
+    },
     /// A background thread could not be started.
     #[error("cannot start the {what} thread: {source}")]
     Thread {
@@ -96,7 +104,7 @@ impl Error {
             Error::Key(KeyError::TimestampRange(_)) => ErrorKind::InvalidArgument,
             Error::Key(_) => ErrorKind::Corruption,
             Error::Sql(_) | Error::DataFusion(_) | Error::Arrow(_) => ErrorKind::Sql,
-            Error::Thread { .. } => ErrorKind::Storage,
+            Error::Thread { .. } | Error::File { .. } => ErrorKind::Storage,
             Error::PartlyApplied { source, .. } => source.kind(),
         }
     }

@@ -57,6 +57,8 @@ pub(crate) mod clock;
 pub(crate) mod db;
 /// The crate error.
 pub(crate) mod error;
+/// Query results out to Parquet, Arrow IPC, CSV and JSON files.
+pub mod export;
 /// Typed project, dataset and table ids.
 pub(crate) mod ids;
 /// The key codec: order-preserving tuple encoding, the on-disk key format.

@@ -2,6 +2,7 @@
 
 mod demo;
 mod error;
+mod export;
 mod render;
 mod shell;
 mod test_files;
@@ -59,6 +60,26 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Writes a query's result to a file, or to stdout for piping (an
+    /// Arrow IPC stream unless --format says otherwise).
+    Export {
+        /// parquet, arrow (IPC file), arrows (IPC stream), csv, json or
+        /// ndjson; default: from the output's extension, else parquet.
+        #[arg(long)]
+        format: Option<String>,
+        /// The file to write, or '-' for stdout (the default).
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Write Utf8/Binary instead of Utf8View/BinaryView, for readers
+        /// that do not know the view types.
+        #[arg(long)]
+        plain_types: bool,
+        /// No progress bar and no summary.
+        #[arg(long)]
+        quiet: bool,
+        /// The query.
+        query: String,
+    },
     /// Lists projects, datasets, tables and their column families.
     Catalog,
     /// Loads the Bigtable paper's webtable example and reads it back.
@@ -108,6 +129,22 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
     match command {
         Command::Sql { format, statements } => run_sql(db, &statements, format),
         Command::Shell { format } => runtime()?.block_on(shell::run(&db.session(), format)),
+        Command::Export {
+            format,
+            output,
+            plain_types,
+            quiet,
+            query,
+        } => export::run(
+            db,
+            export::ExportArgs {
+                query,
+                output,
+                format,
+                plain_types,
+                quiet,
+            },
+        ),
         Command::Catalog => print_catalog(db),
         Command::Demo => demo::run(db),
         Command::Test { .. } => Ok(()),

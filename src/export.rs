@@ -1,0 +1,468 @@
+//! Query results out to files: Parquet, Arrow IPC (file and stream), CSV,
+//! JSON and newline-delimited JSON, written batch by batch as the query
+//! streams, so an export holds one batch in memory, not the result.
+//!
+//! - Parquet and Arrow IPC keep every Arrow type: MAP families, history
+//!   lists, timestamps with their unit, decimals.
+//! - CSV has no nested values: MAP, list, struct and binary columns become
+//!   their JSON text (binary as hex), as the JSON formats write them.
+//! - `plain_types` writes `Utf8`/`Binary` instead of `Utf8View`/`BinaryView`
+//!   (also inside maps, lists and structs), for readers that do not know
+//!   the view types.
+//! - An export to a path writes a temporary file next to it and renames it
+//!   at the end: a failed export leaves no file behind.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringBuilder};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::ipc::writer::{FileWriter, StreamWriter};
+use datafusion::arrow::json::writer::{make_encoder, EncoderOptions};
+use datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::parquet::arrow::ArrowWriter;
+use futures::StreamExt;
+
+use crate::error::{Error, Result};
+use crate::sql::Session;
+
+/// A file format of [`Session::export`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Apache Parquet.
+    Parquet,
+    /// Arrow IPC file (`.arrow`, Feather v2).
+    Arrow,
+    /// Arrow IPC stream (`.arrows`), readable while it is written.
+    ArrowStream,
+    /// Comma-separated values with a header row.
+    Csv,
+    /// One JSON array of objects.
+    Json,
+    /// One JSON object per line.
+    NdJson,
+}
+
+impl ExportFormat {
+    /// Every format, by its name.
+    pub const ALL: [ExportFormat; 6] = [
+        ExportFormat::Parquet,
+        ExportFormat::Arrow,
+        ExportFormat::ArrowStream,
+        ExportFormat::Csv,
+        ExportFormat::Json,
+        ExportFormat::NdJson,
+    ];
+
+    /// The name, also the usual file extension.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Parquet => "parquet",
+            ExportFormat::Arrow => "arrow",
+            ExportFormat::ArrowStream => "arrows",
+            ExportFormat::Csv => "csv",
+            ExportFormat::Json => "json",
+            ExportFormat::NdJson => "ndjson",
+        }
+    }
+
+    /// The format called `name` (`parquet`, `arrow`, `arrows`, `csv`,
+    /// `json`, `ndjson`; `feather`, `ipc` and `jsonl` too).
+    pub fn from_name(name: &str) -> Result<ExportFormat> {
+        let lower = name.to_ascii_lowercase();
+        let by_alias = match lower.as_str() {
+            "feather" | "ipc" => Some(ExportFormat::Arrow),
+            "jsonl" => Some(ExportFormat::NdJson),
+            _ => None,
+        };
+        by_alias
+            .or_else(|| Self::ALL.into_iter().find(|f| f.name() == lower))
+            .ok_or_else(|| {
+                Error::Sql(format!(
+                    "unknown export format '{name}': use one of parquet, arrow, arrows, csv, json, ndjson"
+                ))
+            })
+    }
+
+    /// The format a file name's extension names, if any.
+    pub fn from_path(path: &Path) -> Option<ExportFormat> {
+        Self::from_name(path.extension()?.to_str()?).ok()
+    }
+}
+
+/// How to write an export.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExportOptions {
+    /// Write `Utf8`/`Binary` instead of the view types.
+    pub plain_types: bool,
+}
+
+/// How far an export got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExportProgress {
+    /// Rows written.
+    pub rows: u64,
+    /// Bytes written (Parquet buffers a row group before it writes it).
+    pub bytes: u64,
+}
+
+/// A `Write` that counts the bytes through it.
+struct Counting<W> {
+    inner: W,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+enum Sink<W: Write + Send> {
+    Parquet(ArrowWriter<Counting<W>>),
+    Arrow(FileWriter<Counting<W>>),
+    ArrowStream(StreamWriter<Counting<W>>),
+    Csv(datafusion::arrow::csv::Writer<Counting<W>>),
+    Json(ArrayWriter<Counting<W>>),
+    NdJson(LineDelimitedWriter<Counting<W>>),
+}
+
+/// Writes record batches in one format, batch by batch.
+pub struct BatchWriter<W: Write + Send> {
+    sink: Sink<W>,
+    schema: SchemaRef,
+    progress: ExportProgress,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<W: Write + Send> BatchWriter<W> {
+    /// A writer of batches with `schema` into `out`.
+    pub fn new(
+        out: W,
+        schema: &SchemaRef,
+        format: ExportFormat,
+        options: ExportOptions,
+    ) -> Result<Self> {
+        let schema = export_schema(schema, format, options);
+        let bytes = Arc::new(AtomicU64::new(0));
+        let out = Counting {
+            inner: out,
+            bytes: Arc::clone(&bytes),
+        };
+        let sink = match format {
+            ExportFormat::Parquet => Sink::Parquet(
+                ArrowWriter::try_new(out, Arc::clone(&schema), None)
+                    .map_err(|e| Error::DataFusion(Box::new(e.into())))?,
+            ),
+            ExportFormat::Arrow => Sink::Arrow(FileWriter::try_new(out, &schema)?),
+            ExportFormat::ArrowStream => Sink::ArrowStream(StreamWriter::try_new(out, &schema)?),
+            ExportFormat::Csv => Sink::Csv(datafusion::arrow::csv::Writer::new(out)),
+            ExportFormat::Json => Sink::Json(ArrayWriter::new(out)),
+            ExportFormat::NdJson => Sink::NdJson(LineDelimitedWriter::new(out)),
+        };
+        Ok(Self {
+            sink,
+            schema,
+            progress: ExportProgress::default(),
+            bytes,
+        })
+    }
+
+    /// Writes one batch.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batch = conform(batch, &self.schema)?;
+        match &mut self.sink {
+            Sink::Parquet(w) => w
+                .write(&batch)
+                .map_err(|e| Error::DataFusion(Box::new(e.into())))?,
+            Sink::Arrow(w) => w.write(&batch)?,
+            Sink::ArrowStream(w) => w.write(&batch)?,
+            Sink::Csv(w) => w.write(&batch)?,
+            Sink::Json(w) => w.write(&batch)?,
+            Sink::NdJson(w) => w.write(&batch)?,
+        }
+        self.progress.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Rows and bytes written so far.
+    pub fn progress(&self) -> ExportProgress {
+        ExportProgress {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            ..self.progress
+        }
+    }
+
+    /// Writes the format's footer and flushes; returns the final progress.
+    pub fn finish(self) -> Result<ExportProgress> {
+        let mut progress = self.progress;
+        match self.sink {
+            Sink::Parquet(w) => {
+                w.close()
+                    .map_err(|e| Error::DataFusion(Box::new(e.into())))?;
+            }
+            Sink::Arrow(mut w) => {
+                w.finish()?;
+                w.into_inner()?.flush().map_err(io_error)?;
+            }
+            Sink::ArrowStream(mut w) => {
+                w.finish()?;
+                w.into_inner()?.flush().map_err(io_error)?;
+            }
+            Sink::Csv(w) => w.into_inner().flush().map_err(io_error)?,
+            Sink::Json(mut w) => {
+                w.finish()?;
+                w.into_inner().flush().map_err(io_error)?;
+            }
+            Sink::NdJson(mut w) => {
+                w.finish()?;
+                w.into_inner().flush().map_err(io_error)?;
+            }
+        }
+        progress.bytes = self.bytes.load(Ordering::Relaxed);
+        Ok(progress)
+    }
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::File {
+        target: "export".into(),
+        message: e.to_string(),
+    }
+}
+
+/// The schema an export of `schema` writes in `format`.
+pub fn export_schema(
+    schema: &SchemaRef,
+    format: ExportFormat,
+    options: ExportOptions,
+) -> SchemaRef {
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut to = f.data_type().clone();
+            if format == ExportFormat::Csv && !csv_writes(&to) {
+                to = DataType::Utf8;
+            } else if options.plain_types {
+                to = plain(&to);
+            }
+            Arc::new(f.as_ref().clone().with_data_type(to))
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Whether Arrow's CSV writer writes this type as a value.
+fn csv_writes(t: &DataType) -> bool {
+    !matches!(
+        t,
+        DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_)
+            | DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::ListView(_)
+            | DataType::LargeListView(_)
+            | DataType::FixedSizeList(..)
+            | DataType::Struct(_)
+            | DataType::Map(..)
+            | DataType::Union(..)
+            | DataType::Dictionary(..)
+            | DataType::RunEndEncoded(..)
+    )
+}
+
+/// `t` with `Utf8`/`Binary` for the view types, at every depth.
+fn plain(t: &DataType) -> DataType {
+    let field = |f: &FieldRef| Arc::new(f.as_ref().clone().with_data_type(plain(f.data_type())));
+    match t {
+        DataType::Utf8View => DataType::Utf8,
+        DataType::BinaryView => DataType::Binary,
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Struct(fs) => DataType::Struct(fs.iter().map(field).collect()),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        other => other.clone(),
+    }
+}
+
+/// `batch` with the columns of `schema`: cast, or as JSON text for CSV.
+fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch.clone());
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(batch.schema().fields())
+        .zip(schema.fields())
+        .map(|((array, from), to)| {
+            if from.data_type() == to.data_type() {
+                Ok(Arc::clone(array))
+            } else if to.data_type() == &DataType::Utf8 && !csv_writes(from.data_type()) {
+                json_text(array, from)
+            } else {
+                Ok(cast(array, to.data_type())?)
+            }
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}
+
+/// Each value of `array` as its JSON text; NULL stays NULL.
+fn json_text(array: &ArrayRef, field: &FieldRef) -> Result<ArrayRef> {
+    let options = EncoderOptions::default();
+    let mut encoder = make_encoder(field, array.as_ref(), &options)?;
+    let mut out = StringBuilder::with_capacity(array.len(), array.len() * 16);
+    let mut buf = Vec::new();
+    for i in 0..array.len() {
+        if encoder.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        buf.clear();
+        encoder.encode(i, &mut buf);
+        out.append_value(String::from_utf8_lossy(&buf));
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// Writes every batch of `stream` through `writer`, calling `progress`
+/// after each; storage and file work run off the async runtime.
+pub async fn write_stream<W: Write + Send + 'static>(
+    mut stream: SendableRecordBatchStream,
+    mut writer: BatchWriter<W>,
+    mut progress: impl FnMut(ExportProgress),
+) -> Result<ExportProgress> {
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        writer = tokio::task::spawn_blocking(move || writer.write(&batch).map(|()| writer))
+            .await
+            .map_err(|e| Error::Sql(format!("the export writer stopped: {e}")))??;
+        progress(writer.progress());
+    }
+    let done = tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .map_err(|e| Error::Sql(format!("the export writer stopped: {e}")))??;
+    progress(done);
+    Ok(done)
+}
+
+impl Session {
+    /// Runs the query `sql` and writes its result to `out` in `format`,
+    /// batch by batch; `progress` hears after every batch.
+    pub async fn export_to<W: Write + Send + 'static>(
+        &self,
+        sql: &str,
+        out: W,
+        format: ExportFormat,
+        options: ExportOptions,
+        progress: impl FnMut(ExportProgress),
+    ) -> Result<ExportProgress> {
+        let frame = self.sql(sql).await?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let stream = frame.execute_stream().await?;
+        let writer = BatchWriter::new(out, &schema, format, options)?;
+        write_stream(stream, writer, progress).await
+    }
+
+    /// Runs the query `sql` and writes its result to the file `path` in
+    /// `format`. The file appears, whole, only when the export succeeded:
+    /// it is written under a temporary name in the same directory first.
+    pub async fn export(
+        &self,
+        sql: &str,
+        path: &Path,
+        format: ExportFormat,
+        options: ExportOptions,
+        progress: impl FnMut(ExportProgress),
+    ) -> Result<ExportProgress> {
+        let file_error = |e: std::io::Error| Error::File {
+            target: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let partial = tempfile::Builder::new()
+            .prefix(".widesql-export-")
+            .tempfile_in(dir)
+            .map_err(file_error)?;
+        let file: File = partial.reopen().map_err(file_error)?;
+        let done = self
+            .export_to(sql, BufWriter::new(file), format, options, progress)
+            .await?;
+        partial.persist(path).map_err(|e| file_error(e.error))?;
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::Field;
+
+    #[test]
+    fn plain_types_replace_views_at_every_depth() {
+        let map = DataType::Map(
+            Arc::new(Field::new(
+                "entries",
+                DataType::Struct(
+                    vec![
+                        Field::new("key", DataType::Utf8View, false),
+                        Field::new("value", DataType::BinaryView, true),
+                    ]
+                    .into(),
+                ),
+                false,
+            )),
+            false,
+        );
+        let want = DataType::Map(
+            Arc::new(Field::new(
+                "entries",
+                DataType::Struct(
+                    vec![
+                        Field::new("key", DataType::Utf8, false),
+                        Field::new("value", DataType::Binary, true),
+                    ]
+                    .into(),
+                ),
+                false,
+            )),
+            false,
+        );
+        assert_eq!(plain(&map), want);
+        assert_eq!(plain(&DataType::Int64), DataType::Int64);
+    }
+
+    #[test]
+    fn formats_are_found_by_name_and_extension() -> Result<()> {
+        for format in ExportFormat::ALL {
+            assert_eq!(ExportFormat::from_name(format.name())?, format);
+        }
+        assert_eq!(
+            ExportFormat::from_path(Path::new("x/y.PARQUET")),
+            Some(ExportFormat::Parquet)
+        );
+        assert!(
+            matches!(ExportFormat::from_name("xlsx"), Err(e) if e.to_string().contains("'xlsx'"))
+        );
+        Ok(())
+    }
+}

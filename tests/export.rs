@@ -1,0 +1,153 @@
+//! Exports in every format, read back with the Arrow and Parquet readers.
+
+mod common;
+
+use std::fs::File;
+use std::path::Path;
+
+use common::{run, runtime};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::ipc::reader::{FileReader, StreamReader};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use widesql::export::{ExportFormat, ExportOptions};
+use widesql::Db;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const ROWS: usize = 300;
+
+fn fixture(dir: &Path) -> widesql::Result<Db> {
+    let db = Db::open(dir.join("db"))?;
+    run(
+        &db,
+        "CREATE TABLE t (k BIGINT PRIMARY KEY, name VARCHAR, price DECIMAL(10, 2), at TIMESTAMP,
+                         tags MAP(VARCHAR, VARCHAR));
+         INSERT INTO t (k, name, price, at) SELECT value, concat('n', CAST(value AS VARCHAR)),
+             CAST(value AS DECIMAL(10, 2)) / 4, to_timestamp(value * 60)
+             FROM generate_series(1, 300) AS s(value);
+         UPDATE t SET tags = MAP {'color': 'red', 'size': CAST(k AS VARCHAR)} WHERE k % 2 = 0",
+    )?;
+    Ok(db)
+}
+
+fn export(db: &Db, path: &Path, format: ExportFormat, plain: bool) -> widesql::Result<u64> {
+    let session = db.session();
+    let options = ExportOptions { plain_types: plain };
+    let done = runtime().block_on(session.export(
+        "SELECT k, name, price, at, tags FROM t ORDER BY k",
+        path,
+        format,
+        options,
+        |_| {},
+    ))?;
+    Ok(done.rows)
+}
+
+fn rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+#[test]
+fn every_format_reads_back() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = fixture(dir.path())?;
+    for plain in [false, true] {
+        for format in ExportFormat::ALL {
+            let path = dir.path().join(format!("out-{plain}.{}", format.name()));
+            assert_eq!(
+                export(&db, &path, format, plain)?,
+                ROWS as u64,
+                "{format:?}"
+            );
+            let text = || std::fs::read_to_string(&path);
+            match format {
+                ExportFormat::Parquet => {
+                    let reader =
+                        ParquetRecordBatchReaderBuilder::try_new(File::open(&path)?)?.build()?;
+                    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+                    assert_eq!(rows(&batches), ROWS);
+                    let schema = batches[0].schema();
+                    assert!(matches!(schema.field(4).data_type(), DataType::Map(..)));
+                    assert!(matches!(
+                        schema.field(2).data_type(),
+                        DataType::Decimal128(10, 2)
+                    ));
+                }
+                ExportFormat::Arrow | ExportFormat::ArrowStream => {
+                    let batches = if format == ExportFormat::Arrow {
+                        FileReader::try_new(File::open(&path)?, None)?
+                            .collect::<Result<Vec<_>, _>>()?
+                    } else {
+                        StreamReader::try_new(File::open(&path)?, None)?
+                            .collect::<Result<Vec<_>, _>>()?
+                    };
+                    assert_eq!(rows(&batches), ROWS);
+                    let schema = batches[0].schema();
+                    let name_type = schema.field(1).data_type().clone();
+                    let want = if plain {
+                        DataType::Utf8
+                    } else {
+                        DataType::Utf8View
+                    };
+                    assert_eq!(name_type, want, "plain_types: {plain}");
+                    assert!(matches!(
+                        schema.field(3).data_type(),
+                        DataType::Timestamp(..)
+                    ));
+                    assert!(matches!(schema.field(4).data_type(), DataType::Map(..)));
+                }
+                ExportFormat::Csv => {
+                    let text = text()?;
+                    let lines: Vec<&str> = text.lines().collect();
+                    assert_eq!(lines.len(), ROWS + 1);
+                    assert_eq!(lines[0], "k,name,price,at,tags");
+                    // Row 2 has a map, as JSON text in a quoted field.
+                    assert!(lines[2].starts_with("2,n2,0.50,"), "{}", lines[2]);
+                    assert!(
+                        lines[2].contains(r#"{""color"":""red"",""size"":""2""}"#),
+                        "{}",
+                        lines[2]
+                    );
+                }
+                ExportFormat::Json => {
+                    let value: serde_json::Value = serde_json::from_str(&text()?)?;
+                    let array = value.as_array().ok_or("a JSON array")?;
+                    assert_eq!(array.len(), ROWS);
+                    assert_eq!(array[1]["tags"]["color"], "red");
+                }
+                ExportFormat::NdJson => {
+                    let text = text()?;
+                    assert_eq!(text.lines().count(), ROWS);
+                    let second: serde_json::Value =
+                        serde_json::from_str(text.lines().nth(1).ok_or("a second line")?)?;
+                    assert_eq!(second["name"], "n2");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_failed_export_leaves_no_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = fixture(dir.path())?;
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out)?;
+    let path = out.join("bad.parquet");
+    let session = db.session();
+    common::run_in(&session, "SET datafusion.execution.batch_size = 16")?;
+    let failed = runtime().block_on(session.export(
+        "SELECT k, 10 / (250 - k) AS x FROM t",
+        &path,
+        ExportFormat::Parquet,
+        ExportOptions::default(),
+        |_| {},
+    ));
+    let err = failed.err().ok_or("a division by zero")?;
+    assert!(err.to_string().contains("Divide by zero"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&out)?.collect::<Result<_, _>>()?;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    Ok(())
+}
