@@ -176,3 +176,60 @@ fn cli_demo_loads_the_webtable() {
     // Running it again adds versions, never duplicate tables.
     assert!(widesql(dir.path(), &["demo"]).status.success());
 }
+
+#[test]
+fn cli_export_writes_files_and_streams_to_stdout() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("db");
+    let made = widesql(
+        &db,
+        &[
+            "sql",
+            "CREATE TABLE t (k BIGINT PRIMARY KEY, m MAP(VARCHAR, BIGINT)); \
+             INSERT INTO t VALUES (1, MAP {'a': 1}), (2, NULL), (3, MAP {'b': 3})",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+
+    // To a file: the format from the extension, MAP values as JSON text.
+    let csv = dir.path().join("t.csv");
+    let csv_arg = csv.to_string_lossy().into_owned();
+    let out = widesql(
+        &db,
+        &["export", "--output", &csv_arg, "SELECT * FROM t ORDER BY k"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exported 3 rows"));
+    let text = std::fs::read_to_string(&csv).expect("the CSV file");
+    assert_eq!(text, "k,m\n1,\"{\"\"a\"\":1}\"\n2,\n3,\"{\"\"b\"\":3}\"\n");
+
+    // To stdout: an Arrow IPC stream another program reads as it comes.
+    let out = widesql(&db, &["export", "--quiet", "SELECT k FROM t"]);
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty(), "--quiet prints nothing");
+    let reader = datafusion::arrow::ipc::reader::StreamReader::try_new(&out.stdout[..], None)
+        .expect("an IPC stream");
+    let rows: usize = reader.map(|b| b.expect("a batch").num_rows()).sum();
+    assert_eq!(rows, 3);
+
+    // A failed export leaves no file and exits non-zero with the reason.
+    let bad = dir.path().join("bad.parquet");
+    let bad_arg = bad.to_string_lossy().into_owned();
+    let out = widesql(
+        &db,
+        &["export", "--output", &bad_arg, "SELECT 1 / (k - 2) FROM t"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Divide by zero"));
+    assert!(!bad.exists());
+    let out = widesql(&db, &["export", "--format", "xlsx", "SELECT 1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown export format 'xlsx'"));
+}

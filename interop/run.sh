@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Exports a fixture table in every format with the widesql command (the IPC
+# stream through a pipe, as another program would read it), then reads the
+# files with pyarrow, DuckDB, Polars and pandas installed from PyPI into a
+# throwaway virtualenv (interop/check.py). Skips, saying why, only when
+# python3 or the install is impossible.
+#
+# usage: interop/run.sh PATH-TO-WIDESQL-BINARY
+set -euo pipefail
+widesql="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+if ! command -v python3 >/dev/null; then
+  echo "interop: skipped: no python3 on this machine"
+  exit 0
+fi
+if ! python3 -m venv "$work/venv" >/dev/null 2>&1 ||
+  ! "$work/venv/bin/pip" install --quiet --disable-pip-version-check \
+    pyarrow duckdb polars pandas >"$work/pip.log" 2>&1; then
+  echo "interop: skipped: cannot install pyarrow, duckdb, polars and pandas from PyPI:"
+  tail -n 5 "$work/pip.log" 2>/dev/null || true
+  exit 0
+fi
+
+db="$work/db"
+out="$work/out"
+mkdir -p "$out"
+"$widesql" --db "$db" sql "
+  CREATE TABLE t (k BIGINT PRIMARY KEY, name VARCHAR, price DECIMAL(10, 2), score DOUBLE,
+                  at TIMESTAMP, day DATE, ok BOOLEAN, tags MAP(VARCHAR, BIGINT));
+  INSERT INTO t (k, name, price, score, at, day, ok)
+    SELECT value, concat('n', CAST(value AS VARCHAR)), CAST(value AS DECIMAL(10, 2)) / 4,
+           value * 1.5, to_timestamp(value * 60), CAST(value AS INT) + DATE '1970-01-01',
+           value % 3 = 0
+    FROM generate_series(1, 1000) AS s(value);
+  UPDATE t SET tags = MAP {'k': k, 'even': 1} WHERE k % 2 = 0" >/dev/null
+
+query="SELECT k, name, price, score, at, day, ok, tags FROM t ORDER BY k"
+for format in parquet arrow csv json ndjson; do
+  "$widesql" --db "$db" export --quiet --output "$out/t.$format" "$query"
+done
+for format in parquet arrow; do
+  "$widesql" --db "$db" export --quiet --plain-types --output "$out/t-plain.$format" "$query"
+done
+"$widesql" --db "$db" export --quiet "$query" >"$out/t.arrows"
+"$widesql" --db "$db" export --quiet --plain-types --output - "$query" | cat >"$out/t-plain.arrows"
+
+"$work/venv/bin/python" "$(dirname "$0")/check.py" "$out"
