@@ -1,6 +1,8 @@
 //! Query results out to files: Parquet, Arrow IPC (file and stream), CSV,
 //! JSON and newline-delimited JSON, written batch by batch as the query
-//! streams, so an export holds one batch in memory, not the result.
+//! streams, so an export holds one batch in memory, not the result; and a
+//! query's result as a blocking [`RecordBatchReader`](datafusion::arrow::array::RecordBatchReader)
+//! ([`QueryReader`](crate::export::QueryReader)).
 //!
 //! - Parquet and Arrow IPC keep every Arrow type: MAP families, history
 //!   lists, timestamps with their unit, decimals.
@@ -18,9 +20,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, RecordBatchReader, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::writer::{FileWriter, StreamWriter};
 use datafusion::arrow::json::writer::{make_encoder, EncoderOptions};
 use datafusion::arrow::json::{ArrayWriter, LineDelimitedWriter};
@@ -362,7 +365,46 @@ pub async fn write_stream<W: Write + Send + 'static>(
     Ok(done)
 }
 
+/// A query's result as a blocking [`RecordBatchReader`], for code that is
+/// not async (writers of other libraries, FFI): each batch is computed when
+/// it is asked for, so the result is never held whole.
+pub struct QueryReader {
+    stream: SendableRecordBatchStream,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Iterator for QueryReader {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.runtime
+            .block_on(self.stream.next())
+            .map(|batch| batch.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+    }
+}
+
+impl RecordBatchReader for QueryReader {
+    fn schema(&self) -> SchemaRef {
+        self.stream.schema()
+    }
+}
+
 impl Session {
+    /// Runs the query `sql` on `runtime` and returns its result as a
+    /// blocking [`RecordBatchReader`]. Call it, and read the reader, from
+    /// outside the runtime's async tasks (tokio refuses to block inside
+    /// them).
+    pub fn query_reader(&self, sql: &str, runtime: &tokio::runtime::Handle) -> Result<QueryReader> {
+        let stream = runtime.block_on(async {
+            let frame = self.sql(sql).await?;
+            Ok::<_, Error>(frame.execute_stream().await?)
+        })?;
+        Ok(QueryReader {
+            stream,
+            runtime: runtime.clone(),
+        })
+    }
+
     /// Runs the query `sql` and writes its result to `out` in `format`,
     /// batch by batch; `progress` hears after every batch.
     pub async fn export_to<W: Write + Send + 'static>(

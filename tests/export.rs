@@ -151,3 +151,26 @@ fn a_failed_export_leaves_no_file() -> TestResult {
     assert!(left.is_empty(), "left behind: {left:?}");
     Ok(())
 }
+
+#[test]
+fn a_query_reads_as_a_record_batch_reader() -> TestResult {
+    use datafusion::arrow::record_batch::RecordBatchReader;
+    let dir = tempfile::tempdir()?;
+    let db = fixture(dir.path())?;
+    let runtime = runtime();
+    let session = db.session();
+    let reader = session.query_reader("SELECT k, tags FROM t", runtime.handle())?;
+    assert_eq!(reader.schema().field(1).name(), "tags");
+    // Any Arrow writer takes it: here the IPC stream writer, read back.
+    let mut bytes = Vec::new();
+    let schema = reader.schema();
+    let mut writer = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &schema)?;
+    for batch in reader {
+        writer.write(&batch?)?;
+    }
+    writer.finish()?;
+    drop(writer);
+    let back = StreamReader::try_new(&bytes[..], None)?.collect::<Result<Vec<_>, _>>()?;
+    assert_eq!(rows(&back), ROWS);
+    Ok(())
+}
