@@ -43,7 +43,7 @@ pub enum Error {
         /// What stopped the statement.
         source: Box<Error>,
     },
-    /// A file to export to or import from could not be written or read.
+    /// A file to export to could not be written.
     #[error("{target}: {message}")]
     File {
         /// The file.

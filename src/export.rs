@@ -32,6 +32,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use futures::StreamExt;
 
 use crate::error::{Error, Result};
+use crate::sql::scan::{off_runtime, to_df};
 use crate::sql::Session;
 
 /// A file format of [`Session::export`].
@@ -165,8 +166,7 @@ impl<W: Write + Send> BatchWriter<W> {
         };
         let sink = match format {
             ExportFormat::Parquet => Sink::Parquet(
-                ArrowWriter::try_new(out, Arc::clone(&schema), None)
-                    .map_err(|e| Error::DataFusion(Box::new(e.into())))?,
+                ArrowWriter::try_new(out, Arc::clone(&schema), None).map_err(parquet_error)?,
             ),
             ExportFormat::Arrow => Sink::Arrow(FileWriter::try_new(out, &schema)?),
             ExportFormat::ArrowStream => Sink::ArrowStream(StreamWriter::try_new(out, &schema)?),
@@ -186,9 +186,7 @@ impl<W: Write + Send> BatchWriter<W> {
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let batch = conform(batch, &self.schema)?;
         match &mut self.sink {
-            Sink::Parquet(w) => w
-                .write(&batch)
-                .map_err(|e| Error::DataFusion(Box::new(e.into())))?,
+            Sink::Parquet(w) => w.write(&batch).map_err(parquet_error)?,
             Sink::Arrow(w) => w.write(&batch)?,
             Sink::ArrowStream(w) => w.write(&batch)?,
             Sink::Csv(w) => w.write(&batch)?,
@@ -212,8 +210,7 @@ impl<W: Write + Send> BatchWriter<W> {
         let mut progress = self.progress;
         match self.sink {
             Sink::Parquet(w) => {
-                w.close()
-                    .map_err(|e| Error::DataFusion(Box::new(e.into())))?;
+                w.close().map_err(parquet_error)?;
             }
             Sink::Arrow(mut w) => {
                 w.finish()?;
@@ -236,6 +233,10 @@ impl<W: Write + Send> BatchWriter<W> {
         progress.bytes = self.bytes.load(Ordering::Relaxed);
         Ok(progress)
     }
+}
+
+fn parquet_error(e: datafusion::parquet::errors::ParquetError) -> Error {
+    Error::DataFusion(Box::new(e.into()))
 }
 
 fn io_error(e: std::io::Error) -> Error {
@@ -353,14 +354,14 @@ pub async fn write_stream<W: Write + Send + 'static>(
 ) -> Result<ExportProgress> {
     while let Some(batch) = stream.next().await {
         let batch = batch?;
-        writer = tokio::task::spawn_blocking(move || writer.write(&batch).map(|()| writer))
-            .await
-            .map_err(|e| Error::Sql(format!("the export writer stopped: {e}")))??;
+        writer = off_runtime(move || {
+            writer.write(&batch).map_err(to_df)?;
+            Ok(writer)
+        })
+        .await?;
         progress(writer.progress());
     }
-    let done = tokio::task::spawn_blocking(move || writer.finish())
-        .await
-        .map_err(|e| Error::Sql(format!("the export writer stopped: {e}")))??;
+    let done = off_runtime(move || writer.finish().map_err(to_df)).await?;
     progress(done);
     Ok(done)
 }
@@ -448,7 +449,15 @@ impl Session {
         let file: File = partial.reopen().map_err(file_error)?;
         let done = self
             .export_to(sql, BufWriter::new(file), format, options, progress)
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The writer does not know the path: name it here.
+                Error::File { message, .. } => Error::File {
+                    target: path.display().to_string(),
+                    message,
+                },
+                other => other,
+            })?;
         partial.persist(path).map_err(|e| file_error(e.error))?;
         Ok(done)
     }
@@ -459,36 +468,26 @@ mod tests {
     use super::*;
     use datafusion::arrow::datatypes::Field;
 
+    /// `MAP(key, value)` as Arrow spells it.
+    fn map_of(key: DataType, value: DataType) -> DataType {
+        let entries = vec![
+            Field::new("key", key, false),
+            Field::new("value", value, true),
+        ];
+        DataType::Map(
+            Arc::new(Field::new(
+                "entries",
+                DataType::Struct(entries.into()),
+                false,
+            )),
+            false,
+        )
+    }
+
     #[test]
     fn plain_types_replace_views_at_every_depth() {
-        let map = DataType::Map(
-            Arc::new(Field::new(
-                "entries",
-                DataType::Struct(
-                    vec![
-                        Field::new("key", DataType::Utf8View, false),
-                        Field::new("value", DataType::BinaryView, true),
-                    ]
-                    .into(),
-                ),
-                false,
-            )),
-            false,
-        );
-        let want = DataType::Map(
-            Arc::new(Field::new(
-                "entries",
-                DataType::Struct(
-                    vec![
-                        Field::new("key", DataType::Utf8, false),
-                        Field::new("value", DataType::Binary, true),
-                    ]
-                    .into(),
-                ),
-                false,
-            )),
-            false,
-        );
+        let map = map_of(DataType::Utf8View, DataType::BinaryView);
+        let want = map_of(DataType::Utf8, DataType::Binary);
         assert_eq!(plain(&map), want);
         assert_eq!(plain(&DataType::Int64), DataType::Int64);
     }

@@ -107,17 +107,14 @@ impl fmt::Debug for WideScanExec {
 /// while it reads (see [`crate::sql::dml::write::apply_input`]).
 pub fn scans_of(plan: &Arc<dyn ExecutionPlan>, id: crate::ids::TableId) -> usize {
     let mut scans = 0;
-    let visit = plan.apply(|node| {
+    let visited = plan.apply(|node| {
         if let Some(scan) = node.downcast_ref::<WideScanExec>() {
             scans += usize::from(scan.store.layout.id == id);
         }
         Ok(TreeNodeRecursion::Continue)
     });
-    // The visitor never fails; count a failure as a second reader.
-    if visit.is_err() {
-        scans += 2;
-    }
-    scans
+    // The visitor never fails; if the walk did, assume every reader.
+    visited.map_or(usize::MAX, |_| scans)
 }
 
 impl WideScanExec {

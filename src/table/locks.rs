@@ -15,12 +15,12 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-/// A stripe held shared; it derefs to the stripe's writer count.
-pub type StripeReadGuard<'a> = RwLockReadGuard<'a, u64>;
 use std::thread::ThreadId;
 
 const STRIPES: usize = 4096;
+
+/// A stripe held shared; it derefs to the stripe's writer count.
+pub type StripeReadGuard<'a> = RwLockReadGuard<'a, u64>;
 
 /// The lock stripes of one database.
 #[derive(Debug)]

@@ -412,15 +412,7 @@ impl Scanner {
                 }
             }
             let mut raw = Vec::new();
-            let whole = store.collect_row(
-                &mut self.cursors,
-                &row_enc,
-                reverse,
-                &self.options.filter,
-                self.now,
-                &mut raw,
-                LOCKED_ROW_ENTRIES,
-            )?;
+            let whole = self.collect(&row_enc, &mut raw, LOCKED_ROW_ENTRIES)?;
             let writers = guard.as_deref().copied();
             drop(guard);
             if !whole && !self.rest_of_wide_row(&row_enc, stripe, writers, &mut raw)? {
@@ -446,6 +438,26 @@ impl Scanner {
 }
 
 impl Scanner {
+    /// Appends up to `budget` more entries of the row `row_enc` from the
+    /// cursors to `raw`; `true` when the row ended.
+    fn collect(
+        &mut self,
+        row_enc: &[u8],
+        raw: &mut Vec<(Bytes, Bytes)>,
+        budget: usize,
+    ) -> Result<bool> {
+        let (reverse, filter, now) = (self.options.reverse, &self.options.filter, self.now);
+        self.store.collect_row(
+            &mut self.cursors,
+            row_enc,
+            reverse,
+            filter,
+            now,
+            raw,
+            budget,
+        )
+    }
+
     /// Opens fresh cursors at the row `row_enc` within the current range;
     /// `false` when the row is gone.
     fn reposition_at(&mut self, row_enc: &[u8]) -> Result<bool> {
@@ -482,24 +494,15 @@ impl Scanner {
         mut writers: Option<u64>,
         raw: &mut Vec<(Bytes, Bytes)>,
     ) -> Result<bool> {
-        let store = self.store.clone();
-        let (reverse, now) = (self.options.reverse, self.now);
-        for attempt in 0.. {
-            let filter = &self.options.filter;
-            store.collect_row(
-                &mut self.cursors,
-                row_enc,
-                reverse,
-                filter,
-                now,
-                raw,
-                usize::MAX,
-            )?;
+        let engine = std::sync::Arc::clone(&self.store.engine);
+        let mut attempts = 0;
+        loop {
+            self.collect(row_enc, raw, usize::MAX)?;
             // `None`: this thread holds every row lock, so nothing wrote.
             let Some(before) = writers else {
                 return Ok(true);
             };
-            let guard = store.engine.locks.read(stripe);
+            let guard = engine.locks.read(stripe);
             writers = guard.as_deref().copied();
             if writers == Some(before) {
                 return Ok(true);
@@ -509,25 +512,16 @@ impl Scanner {
             if !self.reposition_at(row_enc)? {
                 return Ok(false);
             }
-            let budget = if attempt >= 2 {
+            attempts += 1;
+            let budget = if attempts == 3 {
                 usize::MAX
             } else {
                 LOCKED_ROW_ENTRIES
             };
-            let filter = &self.options.filter;
-            if store.collect_row(
-                &mut self.cursors,
-                row_enc,
-                reverse,
-                filter,
-                now,
-                raw,
-                budget,
-            )? {
+            if self.collect(row_enc, raw, budget)? {
                 return Ok(true);
             }
         }
-        Ok(true)
     }
 }
 

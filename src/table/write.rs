@@ -529,10 +529,11 @@ impl TableStore {
     }
 
     /// Applies the row mutations of one statement: every row is checked
-    /// before anything is written, then up to [`STATEMENT_ATOMIC_ROWS`] rows
-    /// (or the database's setting) are applied as one atomic batch (all or nothing, for every reader and
-    /// across a crash); a larger statement is applied in batches of that
-    /// size. Returns how many rows were written.
+    /// before anything is written, then up to the database's statement batch
+    /// ([`STATEMENT_ATOMIC_ROWS`] by default) are applied as one atomic
+    /// batch (all or nothing, for every reader and across a crash); a
+    /// larger statement is applied in batches of that size. Returns how
+    /// many rows were written.
     ///
     /// This holds the whole statement in memory; [`StatementWriter`] takes
     /// the rows as they are produced.
