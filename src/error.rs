@@ -43,13 +43,22 @@ pub enum Error {
         /// What stopped the statement.
         source: Box<Error>,
     },
-    /// A file to export to could not be written.
+    /// A file could not be read or written.
     #[error("{target}: {message}")]
     File {
         /// The file.
         target: String,
         /// What the system said.
         message: String,
+    },
+    /// Importing a file stopped; the cause says whether rows of it were
+    /// written.
+    #[error("importing '{file}': {source}")]
+    Import {
+        /// The file.
+        file: String,
+        /// What stopped the import.
+        source: Box<Error>,
     },
     /// A background thread could not be started.
     #[error("cannot start the {what} thread: {source}")]
@@ -105,7 +114,7 @@ impl Error {
             Error::Key(_) => ErrorKind::Corruption,
             Error::Sql(_) | Error::DataFusion(_) | Error::Arrow(_) => ErrorKind::Sql,
             Error::Thread { .. } | Error::File { .. } => ErrorKind::Storage,
-            Error::PartlyApplied { source, .. } => source.kind(),
+            Error::PartlyApplied { source, .. } | Error::Import { source, .. } => source.kind(),
         }
     }
 }

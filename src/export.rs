@@ -32,72 +32,9 @@ use datafusion::parquet::arrow::ArrowWriter;
 use futures::StreamExt;
 
 use crate::error::{Error, Result};
+use crate::file_format::FileFormat;
 use crate::sql::scan::{off_runtime, to_df};
 use crate::sql::Session;
-
-/// A file format of [`Session::export`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// Apache Parquet.
-    Parquet,
-    /// Arrow IPC file (`.arrow`, Feather v2).
-    Arrow,
-    /// Arrow IPC stream (`.arrows`), readable while it is written.
-    ArrowStream,
-    /// Comma-separated values with a header row.
-    Csv,
-    /// One JSON array of objects.
-    Json,
-    /// One JSON object per line.
-    NdJson,
-}
-
-impl ExportFormat {
-    /// Every format, by its name.
-    pub const ALL: [ExportFormat; 6] = [
-        ExportFormat::Parquet,
-        ExportFormat::Arrow,
-        ExportFormat::ArrowStream,
-        ExportFormat::Csv,
-        ExportFormat::Json,
-        ExportFormat::NdJson,
-    ];
-
-    /// The name, also the usual file extension.
-    pub fn name(self) -> &'static str {
-        match self {
-            ExportFormat::Parquet => "parquet",
-            ExportFormat::Arrow => "arrow",
-            ExportFormat::ArrowStream => "arrows",
-            ExportFormat::Csv => "csv",
-            ExportFormat::Json => "json",
-            ExportFormat::NdJson => "ndjson",
-        }
-    }
-
-    /// The format called `name` (`parquet`, `arrow`, `arrows`, `csv`,
-    /// `json`, `ndjson`; `feather`, `ipc` and `jsonl` too).
-    pub fn from_name(name: &str) -> Result<ExportFormat> {
-        let lower = name.to_ascii_lowercase();
-        let by_alias = match lower.as_str() {
-            "feather" | "ipc" => Some(ExportFormat::Arrow),
-            "jsonl" => Some(ExportFormat::NdJson),
-            _ => None,
-        };
-        by_alias
-            .or_else(|| Self::ALL.into_iter().find(|f| f.name() == lower))
-            .ok_or_else(|| {
-                Error::Sql(format!(
-                    "unknown export format '{name}': use one of parquet, arrow, arrows, csv, json, ndjson"
-                ))
-            })
-    }
-
-    /// The format a file name's extension names, if any.
-    pub fn from_path(path: &Path) -> Option<ExportFormat> {
-        Self::from_name(path.extension()?.to_str()?).ok()
-    }
-}
 
 /// How to write an export.
 #[derive(Debug, Clone, Copy, Default)]
@@ -155,7 +92,7 @@ impl<W: Write + Send> BatchWriter<W> {
     pub fn new(
         out: W,
         schema: &SchemaRef,
-        format: ExportFormat,
+        format: FileFormat,
         options: ExportOptions,
     ) -> Result<Self> {
         let schema = export_schema(schema, format, options);
@@ -165,14 +102,14 @@ impl<W: Write + Send> BatchWriter<W> {
             bytes: Arc::clone(&bytes),
         };
         let sink = match format {
-            ExportFormat::Parquet => Sink::Parquet(
+            FileFormat::Parquet => Sink::Parquet(
                 ArrowWriter::try_new(out, Arc::clone(&schema), None).map_err(parquet_error)?,
             ),
-            ExportFormat::Arrow => Sink::Arrow(FileWriter::try_new(out, &schema)?),
-            ExportFormat::ArrowStream => Sink::ArrowStream(StreamWriter::try_new(out, &schema)?),
-            ExportFormat::Csv => Sink::Csv(datafusion::arrow::csv::Writer::new(out)),
-            ExportFormat::Json => Sink::Json(ArrayWriter::new(out)),
-            ExportFormat::NdJson => Sink::NdJson(LineDelimitedWriter::new(out)),
+            FileFormat::Arrow => Sink::Arrow(FileWriter::try_new(out, &schema)?),
+            FileFormat::ArrowStream => Sink::ArrowStream(StreamWriter::try_new(out, &schema)?),
+            FileFormat::Csv => Sink::Csv(datafusion::arrow::csv::Writer::new(out)),
+            FileFormat::Json => Sink::Json(ArrayWriter::new(out)),
+            FileFormat::NdJson => Sink::NdJson(LineDelimitedWriter::new(out)),
         };
         Ok(Self {
             sink,
@@ -247,17 +184,13 @@ fn io_error(e: std::io::Error) -> Error {
 }
 
 /// The schema an export of `schema` writes in `format`.
-pub fn export_schema(
-    schema: &SchemaRef,
-    format: ExportFormat,
-    options: ExportOptions,
-) -> SchemaRef {
+pub fn export_schema(schema: &SchemaRef, format: FileFormat, options: ExportOptions) -> SchemaRef {
     let fields: Vec<FieldRef> = schema
         .fields()
         .iter()
         .map(|f| {
             let mut to = f.data_type().clone();
-            if format == ExportFormat::Csv && !csv_writes(&to) {
+            if format == FileFormat::Csv && !csv_writes(&to) {
                 to = DataType::Utf8;
             } else if options.plain_types {
                 to = plain(&to);
@@ -290,7 +223,7 @@ fn csv_writes(t: &DataType) -> bool {
 }
 
 /// `t` with `Utf8`/`Binary` for the view types, at every depth.
-fn plain(t: &DataType) -> DataType {
+pub(crate) fn plain(t: &DataType) -> DataType {
     let field = |f: &FieldRef| Arc::new(f.as_ref().clone().with_data_type(plain(f.data_type())));
     match t {
         DataType::Utf8View => DataType::Utf8,
@@ -412,7 +345,7 @@ impl Session {
         &self,
         sql: &str,
         out: W,
-        format: ExportFormat,
+        format: FileFormat,
         options: ExportOptions,
         progress: impl FnMut(ExportProgress),
     ) -> Result<ExportProgress> {
@@ -430,7 +363,7 @@ impl Session {
         &self,
         sql: &str,
         path: &Path,
-        format: ExportFormat,
+        format: FileFormat,
         options: ExportOptions,
         progress: impl FnMut(ExportProgress),
     ) -> Result<ExportProgress> {
@@ -494,15 +427,15 @@ mod tests {
 
     #[test]
     fn formats_are_found_by_name_and_extension() -> Result<()> {
-        for format in ExportFormat::ALL {
-            assert_eq!(ExportFormat::from_name(format.name())?, format);
+        for format in FileFormat::ALL {
+            assert_eq!(FileFormat::from_name(format.name())?, format);
         }
         assert_eq!(
-            ExportFormat::from_path(Path::new("x/y.PARQUET")),
-            Some(ExportFormat::Parquet)
+            FileFormat::from_path(Path::new("x/y.PARQUET")),
+            Some(FileFormat::Parquet)
         );
         assert!(
-            matches!(ExportFormat::from_name("xlsx"), Err(e) if e.to_string().contains("'xlsx'"))
+            matches!(FileFormat::from_name("xlsx"), Err(e) if e.to_string().contains("'xlsx'"))
         );
         Ok(())
     }

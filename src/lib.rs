@@ -59,8 +59,12 @@ pub(crate) mod db;
 pub(crate) mod error;
 /// Query results out to Parquet, Arrow IPC, CSV and JSON files.
 pub mod export;
+/// The file formats of exports and imports.
+pub(crate) mod file_format;
 /// Typed project, dataset and table ids.
 pub(crate) mod ids;
+/// Parquet, Arrow IPC, CSV and JSON files into tables.
+pub mod import;
 /// The key codec: order-preserving tuple encoding, the on-disk key format.
 pub(crate) mod keys;
 /// SQL through DataFusion: catalog providers, scans, DDL and DML.
@@ -74,12 +78,14 @@ pub use catalog::{CatalogError, DropMode, ObjectKind};
 pub use clock::wall_micros;
 pub use db::{Dataset, Db, DbOptions, Project, Table};
 pub use error::{Error, ErrorKind, Result};
+pub use file_format::FileFormat;
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use keys::KeyError;
 pub use sql::{Session, SessionOptions, StatementOutput};
 pub use storage::{Bytes, Durability, StorageError};
 pub use table::spec::{
-    ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, Unit, ValueType,
+    ArrowType, ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, Unit,
+    ValueType,
 };
 pub use table::{
     Cell, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions,

@@ -40,17 +40,17 @@ fn a_boolean_key_byte_other_than_0_and_1_is_corrupt() {
 fn unsigned_bigint_key_parts_round_trip_or_are_refused() {
     let array: ArrayRef = Arc::new(UInt64Array::from(vec![0, 5, i64::MAX as u64, u64::MAX]));
     for row in 0..3 {
-        let element = encode_element(&array, row, ValueType::UInt64)
+        let element = encode_element(&array, row, &ValueType::UInt64)
             .expect("fits")
             .expect("not NULL");
-        let mut b = builder(ValueType::UInt64, 1);
-        append_element(b.as_mut(), ValueType::UInt64, &element).expect("decodes");
+        let mut b = builder(&ValueType::UInt64, 1);
+        append_element(b.as_mut(), &ValueType::UInt64, &element).expect("decodes");
         assert_eq!(
             encode_cell(&b.finish(), 0).expect("encodes"),
             encode_cell(&array, row).expect("encodes")
         );
     }
-    let e = encode_element(&array, 3, ValueType::UInt64).expect_err("too large");
+    let e = encode_element(&array, 3, &ValueType::UInt64).expect_err("too large");
     assert!(e.contains("at most 9223372036854775807"), "{e}");
     // SQL refuses the type in a composite key when the table is made.
     let dir = tempfile::tempdir().expect("a directory");
@@ -84,11 +84,11 @@ fn nan_key_parts_are_the_canonical_nan() {
         ),
     ];
     for (array, value_type, canonical) in arrays {
-        let element = encode_element(&array, 0, value_type)
+        let element = encode_element(&array, 0, &value_type)
             .expect("a key part")
             .expect("not NULL");
-        let mut b = builder(value_type, 1);
-        append_element(b.as_mut(), value_type, &element).expect("decodes");
+        let mut b = builder(&value_type, 1);
+        append_element(b.as_mut(), &value_type, &element).expect("decodes");
         assert_eq!(
             encode_cell(&b.finish(), 0).expect("encodes"),
             Some(canonical)

@@ -10,8 +10,9 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::ipc::reader::{FileReader, StreamReader};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use widesql::export::{ExportFormat, ExportOptions};
+use widesql::export::ExportOptions;
 use widesql::Db;
+use widesql::FileFormat;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -31,7 +32,7 @@ fn fixture(dir: &Path) -> widesql::Result<Db> {
     Ok(db)
 }
 
-fn export(db: &Db, path: &Path, format: ExportFormat, plain: bool) -> widesql::Result<u64> {
+fn export(db: &Db, path: &Path, format: FileFormat, plain: bool) -> widesql::Result<u64> {
     let session = db.session();
     let options = ExportOptions { plain_types: plain };
     let done = runtime().block_on(session.export(
@@ -53,7 +54,7 @@ fn every_format_reads_back() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = fixture(dir.path())?;
     for plain in [false, true] {
-        for format in ExportFormat::ALL {
+        for format in FileFormat::ALL {
             let path = dir.path().join(format!("out-{plain}.{}", format.name()));
             assert_eq!(
                 export(&db, &path, format, plain)?,
@@ -62,7 +63,7 @@ fn every_format_reads_back() -> TestResult {
             );
             let text = || std::fs::read_to_string(&path);
             match format {
-                ExportFormat::Parquet => {
+                FileFormat::Parquet => {
                     let reader =
                         ParquetRecordBatchReaderBuilder::try_new(File::open(&path)?)?.build()?;
                     let batches = reader.collect::<Result<Vec<_>, _>>()?;
@@ -74,8 +75,8 @@ fn every_format_reads_back() -> TestResult {
                         DataType::Decimal128(10, 2)
                     ));
                 }
-                ExportFormat::Arrow | ExportFormat::ArrowStream => {
-                    let batches = if format == ExportFormat::Arrow {
+                FileFormat::Arrow | FileFormat::ArrowStream => {
+                    let batches = if format == FileFormat::Arrow {
                         FileReader::try_new(File::open(&path)?, None)?
                             .collect::<Result<Vec<_>, _>>()?
                     } else {
@@ -97,7 +98,7 @@ fn every_format_reads_back() -> TestResult {
                     ));
                     assert!(matches!(schema.field(4).data_type(), DataType::Map(..)));
                 }
-                ExportFormat::Csv => {
+                FileFormat::Csv => {
                     let text = text()?;
                     let lines: Vec<&str> = text.lines().collect();
                     assert_eq!(lines.len(), ROWS + 1);
@@ -110,13 +111,13 @@ fn every_format_reads_back() -> TestResult {
                         lines[2]
                     );
                 }
-                ExportFormat::Json => {
+                FileFormat::Json => {
                     let value: serde_json::Value = serde_json::from_str(&text()?)?;
                     let array = value.as_array().ok_or("a JSON array")?;
                     assert_eq!(array.len(), ROWS);
                     assert_eq!(array[1]["tags"]["color"], "red");
                 }
-                ExportFormat::NdJson => {
+                FileFormat::NdJson => {
                     let text = text()?;
                     assert_eq!(text.lines().count(), ROWS);
                     let second: serde_json::Value =
@@ -141,7 +142,7 @@ fn a_failed_export_leaves_no_file() -> TestResult {
     let failed = runtime().block_on(session.export(
         "SELECT k, 10 / (250 - k) AS x FROM t",
         &path,
-        ExportFormat::Parquet,
+        FileFormat::Parquet,
         ExportOptions::default(),
         |_| {},
     ));

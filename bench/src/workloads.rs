@@ -941,8 +941,8 @@ fn w8_durability(config: &Config) -> Res<()> {
     Ok(())
 }
 
-/// W9: memory of full scans, and of an UPDATE and a DELETE of every row, of
-/// a table about ten times the cache. The table is written, the database
+/// W9: memory of full scans, an export and an import, and an UPDATE and a
+/// DELETE of every row, of a table about ten times the cache. The table is written, the database
 /// closed and opened again (a cold cache), and each step's peak resident
 /// memory is measured from its own start.
 fn w9_scan_memory(config: &Config) -> Res<()> {
@@ -979,7 +979,7 @@ fn w9_scan_memory(config: &Config) -> Res<()> {
     let sql = WidesqlSql::on(db.clone(), rt.clone(), "big");
     let mut table = MdTable::new(
         format!(
-            "W9 full scans, UPDATE and DELETE of {rows} rows ({} MiB on disk) with a {} MiB cache",
+            "W9 full scans, export, import, UPDATE and DELETE of {rows} rows ({} MiB on disk) with a {} MiB cache",
             on_disk >> 20,
             CACHE >> 20
         ),
@@ -1033,6 +1033,50 @@ fn w9_scan_memory(config: &Config) -> Res<()> {
         rate(rows as f64 / secs),
         format!("{} MiB", peak / 1024),
     ]);
+    // Out to Parquet and in again into a new table: both stream, batch by
+    // batch, so their memory is a few batches, not the table.
+    let parquet = config.root.join("w9-big.parquet");
+    let session = db.session();
+    let (secs, peak) = peak_above(&mut || {
+        let done = rt.block_on(session.export(
+            "SELECT * FROM big",
+            &parquet,
+            widesql::FileFormat::Parquet,
+            widesql::export::ExportOptions::default(),
+            |_| {},
+        ))?;
+        if done.rows != rows as u64 {
+            return Err(format!("W9: exported {} rows, not {rows}", done.rows).into());
+        }
+        Ok(())
+    })?;
+    table.row(vec![
+        format!(
+            "widesql export to Parquet ({} MiB)",
+            std::fs::metadata(&parquet)?.len() >> 20
+        ),
+        duration(secs),
+        rate(rows as f64 / secs),
+        format!("{} MiB", peak / 1024),
+    ]);
+    let (secs, peak) = peak_above(&mut || {
+        let options = widesql::import::ImportOptions {
+            create: true,
+            ..Default::default()
+        };
+        let imported = rt.block_on(session.import("big_copy", &parquet, options, |_| {}))?;
+        if imported != rows as u64 {
+            return Err(format!("W9: imported {imported} rows, not {rows}").into());
+        }
+        Ok(())
+    })?;
+    table.row(vec![
+        "widesql import of that file into a new table".into(),
+        duration(secs),
+        rate(rows as f64 / secs),
+        format!("{} MiB", peak / 1024),
+    ]);
+    std::fs::remove_file(&parquet)?;
     // Statements over every row: applied in atomic batches as they read,
     // so their memory is one batch, not the table.
     for statement in ["UPDATE big SET n = n + 1", "DELETE FROM big"] {

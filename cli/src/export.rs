@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
-use widesql::export::{ExportFormat, ExportOptions, ExportProgress};
+use widesql::export::{ExportOptions, ExportProgress};
 use widesql::Db;
+use widesql::FileFormat;
 
 use crate::error::CliError;
 
@@ -29,12 +30,12 @@ pub struct ExportArgs {
 pub fn run(db: &Db, args: ExportArgs) -> Result<(), CliError> {
     let to_stdout = args.output.as_deref().is_none_or(|p| p == Path::new("-"));
     let format = match (&args.format, &args.output) {
-        (Some(name), _) => ExportFormat::from_name(name)?,
+        (Some(name), _) => FileFormat::from_name(name)?,
         (None, Some(path)) if !to_stdout => {
-            ExportFormat::from_path(path).unwrap_or(ExportFormat::Parquet)
+            FileFormat::from_path(path).unwrap_or(FileFormat::Parquet)
         }
         // A stream is what a pipe can read as it comes.
-        (None, _) => ExportFormat::ArrowStream,
+        (None, _) => FileFormat::ArrowStream,
     };
     let options = ExportOptions {
         plain_types: args.plain_types,

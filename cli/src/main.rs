@@ -1,8 +1,8 @@
 //! The `widesql` command line: parses arguments and calls the library.
 
-mod demo;
 mod error;
 mod export;
+mod import;
 mod render;
 mod shell;
 mod test_files;
@@ -80,10 +80,31 @@ enum Command {
         /// The query.
         query: String,
     },
+    /// Imports Parquet, Arrow IPC, CSV or newline-delimited JSON files
+    /// into a table, columns matched by name. Each file is written in
+    /// atomic batches; a new table (--create) appears only when its file is
+    /// in.
+    Import {
+        /// The table: table, dataset.table or project.dataset.table.
+        #[arg(long)]
+        table: String,
+        /// parquet, arrow, arrows, csv, json or ndjson; default: from each
+        /// file's extension.
+        #[arg(long)]
+        format: Option<String>,
+        /// Create the table from the first file's columns (a column named
+        /// _key becomes the row key).
+        #[arg(long)]
+        create: bool,
+        /// No progress bar and no summary.
+        #[arg(long)]
+        quiet: bool,
+        /// Files, or directories of files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Lists projects, datasets, tables and their column families.
     Catalog,
-    /// Loads the Bigtable paper's webtable example and reads it back.
-    Demo,
 }
 
 /// The database directory when none is given.
@@ -145,8 +166,23 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                 quiet,
             },
         ),
+        Command::Import {
+            table,
+            format,
+            create,
+            quiet,
+            files,
+        } => import::run(
+            db,
+            import::ImportArgs {
+                table,
+                files,
+                format,
+                create,
+                quiet,
+            },
+        ),
         Command::Catalog => print_catalog(db),
-        Command::Demo => demo::run(db),
         Command::Test { .. } => Ok(()),
     }
 }

@@ -1,6 +1,6 @@
 //! The command line: `sql` in every format, errors as one line with a
-//! non-zero exit, the shell reading statements from standard input, and the
-//! demo.
+//! non-zero exit, the shell reading statements from standard input, export
+//! and import.
 
 #![allow(
     clippy::expect_used,
@@ -140,41 +140,77 @@ fn cli_shell_reads_multi_line_statements() {
 }
 
 #[test]
-fn cli_demo_loads_the_webtable() {
+fn cli_import_creates_fills_and_refuses_by_name() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = widesql(dir.path(), &["demo"]);
+    let db = dir.path().join("db");
+    let csv = dir.path().join("people.csv");
+    std::fs::write(&csv, "_key,name,age\nann,Ann,31\nbob,Bob,\n").expect("write csv");
+    let csv_arg = csv.to_string_lossy().into_owned();
+    let made = widesql(&db, &["import", "--table", "people", "--create", &csv_arg]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&made.stderr).contains("imported 2 rows from"),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let catalog = stdout(&widesql(&db, &["catalog"]));
+    assert!(catalog.contains("default.public.people"), "{catalog}");
+
+    // Out as Parquet, and in again into the same table: versions, not rows.
+    let parquet = dir.path().join("people.parquet");
+    let parquet_arg = parquet.to_string_lossy().into_owned();
+    let out = widesql(
+        &db,
+        &[
+            "export",
+            "--quiet",
+            "--output",
+            &parquet_arg,
+            "SELECT _key, age FROM people",
+        ],
+    );
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = stdout(&out);
-    assert!(text.contains("com.cnn.www  anchor:com.cnnsi.www"), "{text}");
-    assert!(
-        text.contains("contents versions kept for com.cnn.www: 3"),
-        "{text}"
+    let again = widesql(
+        &db,
+        &[
+            "import",
+            "--quiet",
+            "--table",
+            "default.public.people",
+            &parquet_arg,
+        ],
     );
     assert!(
-        text.contains(
-            "| com.cnn.www    | EN       | <html>v4 | {ca.look.my: CNN.com, com.cnnsi.www: CNN} |"
-        ),
-        "{text}"
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
     );
-    assert!(
-        text.contains("| 2       | <html>v2 |"),
-        "the second-oldest kept version: {text}"
-    );
-    assert!(
-        !text.contains("<html>v1"),
-        "the oldest version is hidden by GC: {text}"
-    );
-    let catalog = stdout(&widesql(dir.path(), &["catalog"]));
-    assert!(
-        catalog.contains("default.public.webtable  cf [default], page [blobs], anchor [default]"),
-        "{catalog}"
-    );
-    // Running it again adds versions, never duplicate tables.
-    assert!(widesql(dir.path(), &["demo"]).status.success());
+    let rows = stdout(&widesql(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT _key, name, age FROM people ORDER BY _key",
+        ],
+    ));
+    assert_eq!(rows, "_key,name,age\nann,Ann,31\nbob,Bob,\n");
+
+    // A bad row: exit 1, one line naming the file and the line.
+    std::fs::write(&csv, "_key,name,age\ncy,Cy,old\n").expect("write csv");
+    let bad = widesql(&db, &["import", "--table", "people", &csv_arg]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("people.csv") && err.contains("line"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 #[test]
@@ -231,5 +267,5 @@ fn cli_export_writes_files_and_streams_to_stdout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Divide by zero"));
     assert!(!bad.exists());
     let out = widesql(&db, &["export", "--format", "xlsx", "SELECT 1"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown export format 'xlsx'"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown file format 'xlsx'"));
 }

@@ -95,7 +95,7 @@ impl SystemTable {
             FamilySpec::new(FAMILY)
                 .with_max_versions(1)
                 .with_qualifier_type(None),
-            |family, (name, ty)| family.with_column(ColumnSpec::new(*name, *ty)),
+            |family, (name, ty)| family.with_column(ColumnSpec::new(*name, ty.clone())),
         );
         TableSpec::new()
             .with_key(RowKeySpec::Columns(key))

@@ -45,7 +45,7 @@ impl Catalog {
                 }
                 for c in columns {
                     check_name(ObjectKind::Column, &c.name)?;
-                    if crate::table::spec::key_element_kind(c.value_type).is_none() {
+                    if crate::table::spec::key_element_kind(&c.value_type).is_none() {
                         return Err(invalid(format!(
                             "primary key column '{}' has type {:?}, which cannot be part of a row key",
                             c.name, c.value_type

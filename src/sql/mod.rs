@@ -7,12 +7,13 @@
 //! everything else (queries, `INSERT`, `EXPLAIN`, `TRUNCATE`) is planned
 //! and run by DataFusion over widesql's table providers.
 
+mod arrow_cells;
 pub mod catalog;
 mod ddl;
 mod dispatch;
 pub mod dml;
 mod error;
-mod names;
+pub(crate) mod names;
 pub mod pushdown;
 pub mod scan;
 mod session;

@@ -200,7 +200,7 @@ fn key_column(shape: &Shape, expr: &Expr) -> Option<KeyColumn> {
         Source::KeyPart {
             index: 0,
             value_type,
-        } => Some(KeyColumn::FirstPart(*value_type)),
+        } => Some(KeyColumn::FirstPart(value_type.clone())),
         _ => None,
     }
 }
@@ -213,9 +213,9 @@ fn literal_bytes(column: &KeyColumn, value: &ScalarValue) -> Option<Vec<u8>> {
     let value_type = match column {
         KeyColumn::Whole { utf8: true } => ValueType::Utf8,
         KeyColumn::Whole { utf8: false } => ValueType::Bytes,
-        KeyColumn::FirstPart(vt) => *vt,
+        KeyColumn::FirstPart(vt) => vt.clone(),
     };
-    let cast = value.cast_to(&values::arrow_type(value_type)).ok()?;
+    let cast = value.cast_to(&values::arrow_type(&value_type)).ok()?;
     // The cast must not change the value (e.g. 1.5 -> 1).
     if cast.cast_to(&value.data_type()).ok()? != *value {
         return None;
@@ -224,7 +224,7 @@ fn literal_bytes(column: &KeyColumn, value: &ScalarValue) -> Option<Vec<u8>> {
     match column {
         KeyColumn::Whole { .. } => values::encode_cell(&array, 0).ok().flatten(),
         KeyColumn::FirstPart(vt) => {
-            let element: Element = values::encode_element(&array, 0, *vt).ok().flatten()?;
+            let element: Element = values::encode_element(&array, 0, vt).ok().flatten()?;
             let mut out = Vec::new();
             element.encode_into(&mut out).ok()?;
             Some(out)

@@ -78,7 +78,7 @@ pub struct Shape {
 
 /// The Arrow type of a `MAP(VARCHAR, value_type)` column, with the field
 /// names of DataFusion's map literals (`MAP {'k': v}`).
-pub fn map_type(value_type: ValueType) -> DataType {
+pub fn map_type(value_type: &ValueType) -> DataType {
     map_of(DataType::Utf8, values::map_value_type(value_type))
 }
 
@@ -130,12 +130,16 @@ impl Shape {
             }
             RowKeySpec::Columns(columns) => {
                 for (index, c) in columns.iter().enumerate() {
-                    fields.push(Field::new(&c.name, values::arrow_type(c.value_type), false));
+                    fields.push(Field::new(
+                        &c.name,
+                        values::arrow_type(&c.value_type),
+                        false,
+                    ));
                     sources.push(Source::KeyPart {
                         index,
-                        value_type: c.value_type,
+                        value_type: c.value_type.clone(),
                     });
-                    key_kinds.push(key_element_kind(c.value_type).unwrap_or(ElementKind::Bytes));
+                    key_kinds.push(key_element_kind(&c.value_type).unwrap_or(ElementKind::Bytes));
                 }
             }
             RowKeySpec::Generated => {}
@@ -144,18 +148,18 @@ impl Shape {
             for c in &family.columns {
                 fields.push(Field::new(
                     &c.name,
-                    values::arrow_type(c.value_type),
+                    values::arrow_type(&c.value_type),
                     c.nullable,
                 ));
                 sources.push(Source::Column {
                     family: family.id,
                     qualifier: c.name.as_bytes().to_vec(),
-                    value_type: c.value_type,
+                    value_type: c.value_type.clone(),
                     missing: c.missing.clone(),
                 });
             }
-            if let Some(value_type) = family.qualifier_type {
-                fields.push(Field::new(&family.name, map_type(value_type), true));
+            if let Some(value_type) = family.qualifier_type.clone() {
+                fields.push(Field::new(&family.name, map_type(&value_type), true));
                 sources.push(Source::Map {
                     family: family.id,
                     value_type,
@@ -197,11 +201,11 @@ impl Shape {
             .zip(&self.sources)
             .map(|(f, source)| match source {
                 Source::Column { value_type, .. } => {
-                    Field::new(f.name(), list_of(values::arrow_type(*value_type)), true)
+                    Field::new(f.name(), list_of(values::arrow_type(value_type)), true)
                 }
                 Source::Map { value_type, .. } => Field::new(
                     f.name(),
-                    map_of(DataType::Utf8, list_of(values::map_value_type(*value_type))),
+                    map_of(DataType::Utf8, list_of(values::map_value_type(value_type))),
                     true,
                 ),
                 _ => f.as_ref().clone(),
@@ -367,28 +371,28 @@ impl BatchBuilder {
             .iter()
             .map(|&c| match &self.shape.sources[c] {
                 Source::RowKey { utf8: true } => {
-                    ColumnBuilder::Plain(values::builder(ValueType::Utf8, 1024))
+                    ColumnBuilder::Plain(values::builder(&ValueType::Utf8, 1024))
                 }
                 Source::RowKey { utf8: false } => {
-                    ColumnBuilder::Plain(values::builder(ValueType::Bytes, 1024))
+                    ColumnBuilder::Plain(values::builder(&ValueType::Bytes, 1024))
                 }
                 Source::Column { value_type, .. } if history => {
-                    ColumnBuilder::List(ListBuilder::new(values::builder(*value_type, 1024)))
+                    ColumnBuilder::List(ListBuilder::new(values::builder(value_type, 1024)))
                 }
                 Source::Map { value_type, .. } if history => {
                     ColumnBuilder::MapOfLists(Box::new(MapBuilder::new(
                         Some(map_field_names()),
                         StringBuilder::new(),
-                        ListBuilder::new(values::map_value_builder(*value_type, 1024)),
+                        ListBuilder::new(values::map_value_builder(value_type, 1024)),
                     )))
                 }
                 Source::KeyPart { value_type, .. } | Source::Column { value_type, .. } => {
-                    ColumnBuilder::Plain(values::builder(*value_type, 1024))
+                    ColumnBuilder::Plain(values::builder(value_type, 1024))
                 }
                 Source::Map { value_type, .. } => ColumnBuilder::Map(Box::new(MapBuilder::new(
                     Some(map_field_names()),
                     StringBuilder::new(),
-                    values::map_value_builder(*value_type, 1024),
+                    values::map_value_builder(value_type, 1024),
                 ))),
             })
             .collect()
@@ -455,11 +459,11 @@ impl BatchBuilder {
                     } else {
                         ValueType::Bytes
                     };
-                    values::append_cell(b.as_mut(), ty, Some(&row.key))
+                    values::append_cell(b.as_mut(), &ty, Some(&row.key))
                 }
                 (Source::KeyPart { index, value_type }, ColumnBuilder::Plain(b)) => {
                     match key_parts.get(*index) {
-                        Some(element) => values::append_element(b.as_mut(), *value_type, element),
+                        Some(element) => values::append_element(b.as_mut(), value_type, element),
                         None => Err("has too few key parts".to_string()),
                     }
                 }
@@ -472,10 +476,10 @@ impl BatchBuilder {
                     ColumnBuilder::Plain(b),
                 ) => {
                     let value = plain[out].first().copied().or(missing.as_deref());
-                    values::append_cell(b.as_mut(), *value_type, value)
+                    values::append_cell(b.as_mut(), value_type, value)
                 }
                 (Source::Column { value_type, .. }, ColumnBuilder::List(b)) => {
-                    append_versions(b, *value_type, &plain[out])
+                    append_versions(b, value_type, &plain[out])
                         .map(|()| b.append(!plain[out].is_empty()))
                 }
                 (Source::Map { value_type, .. }, ColumnBuilder::Map(b)) => {
@@ -483,8 +487,7 @@ impl BatchBuilder {
                     for (q, versions) in &maps[out] {
                         b.keys().append_value(String::from_utf8_lossy(q));
                         let newest = versions.first().copied();
-                        if let Err(e) =
-                            values::append_cell(b.values().as_mut(), *value_type, newest)
+                        if let Err(e) = values::append_cell(b.values().as_mut(), value_type, newest)
                         {
                             result = Err(e);
                         }
@@ -496,7 +499,7 @@ impl BatchBuilder {
                     for (q, versions) in &maps[out] {
                         b.keys().append_value(String::from_utf8_lossy(q));
                         let list = b.values();
-                        result = result.and(append_versions(list, *value_type, versions));
+                        result = result.and(append_versions(list, value_type, versions));
                         list.append(true);
                     }
                     result.and_then(|()| b.append(!maps[out].is_empty()).map_err(|e| e.to_string()))
@@ -548,7 +551,7 @@ impl BatchBuilder {
 /// Appends every version of a column to a list's values.
 fn append_versions(
     list: &mut ListBuilder<Box<dyn ArrayBuilder>>,
-    value_type: ValueType,
+    value_type: &ValueType,
     versions: &[&[u8]],
 ) -> Result<(), String> {
     for v in versions {

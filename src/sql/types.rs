@@ -5,8 +5,8 @@
 //! scalar type name DataFusion accepts (`VARCHAR`, `DECIMAL(10, 2)`,
 //! `TIMESTAMP(3)`, …) means the same inside a MAP as it does anywhere else.
 //! Whether a table can store the map is decided later, by the table spec
-//! (`MAP(VARCHAR, T)` with `T` a scalar type), with an error naming the
-//! column.
+//! (a MAP column is a family: `MAP(VARCHAR, T)`), with an error naming
+//! the column.
 
 use std::sync::Arc;
 
@@ -33,8 +33,14 @@ impl TypePlanner for WidesqlTypes {
         let SqlDataType::Map(key, value) = sql_type else {
             return Ok(None);
         };
-        let key = self.plan_part(key)?;
-        let value = self.plan_part(value)?;
+        // Text is `Utf8` in maps, as in DataFusion's map literals
+        // (`MAP {'k': 'v'}`), whose lookups compare keys of that type.
+        let as_map_text = |t: DataType| match t {
+            DataType::Utf8View => DataType::Utf8,
+            other => other,
+        };
+        let key = as_map_text(self.plan_part(key)?);
+        let value = as_map_text(self.plan_part(value)?);
         if key.is_nested() {
             return plan_err!("the key of {sql_type} must be a scalar type, not {key}");
         }

@@ -14,12 +14,13 @@ use datafusion::arrow::datatypes::{
     UInt8Type,
 };
 
+use super::arrow_cells::{self, ArrowCellBuilder};
 use crate::keys::Element;
-use crate::table::spec::{Unit, ValueType};
+use crate::table::spec::{ArrowType, Unit, ValueType};
 
 /// The Arrow type SQL shows for a column of a value type. Text is
 /// `Utf8View`, as DataFusion 55 types VARCHAR.
-pub fn arrow_type(value_type: ValueType) -> DataType {
+pub fn arrow_type(value_type: &ValueType) -> DataType {
     match value_type {
         ValueType::Utf8 => DataType::Utf8View,
         other => map_value_type(other),
@@ -28,7 +29,7 @@ pub fn arrow_type(value_type: ValueType) -> DataType {
 
 /// The Arrow type of map values of a value type: text is `Utf8`, as in
 /// DataFusion's map literals (`MAP {'k': 'v'}`).
-pub fn map_value_type(value_type: ValueType) -> DataType {
+pub fn map_value_type(value_type: &ValueType) -> DataType {
     match value_type {
         ValueType::Bytes => DataType::Binary,
         ValueType::Utf8 => DataType::Utf8,
@@ -45,12 +46,13 @@ pub fn map_value_type(value_type: ValueType) -> DataType {
         ValueType::Float64 => DataType::Float64,
         ValueType::Date32 => DataType::Date32,
         ValueType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
-        ValueType::Decimal128(p, s) => DataType::Decimal128(p, s),
-        ValueType::Time32(u) => DataType::Time32(arrow_unit(u)),
-        ValueType::Time64(u) => DataType::Time64(arrow_unit(u)),
+        ValueType::Decimal128(p, s) => DataType::Decimal128(*p, *s),
+        ValueType::Time32(u) => DataType::Time32(arrow_unit(*u)),
+        ValueType::Time64(u) => DataType::Time64(arrow_unit(*u)),
         ValueType::Date64 => DataType::Date64,
-        ValueType::Duration(u) => DataType::Duration(arrow_unit(u)),
-        ValueType::TimestampIn(u) => DataType::Timestamp(arrow_unit(u), None),
+        ValueType::Duration(u) => DataType::Duration(arrow_unit(*u)),
+        ValueType::TimestampIn(u) => DataType::Timestamp(arrow_unit(*u), None),
+        ValueType::Arrow(ArrowType(data_type)) => data_type.clone(),
     }
 }
 
@@ -98,12 +100,15 @@ pub fn value_type_of(data_type: &DataType) -> Option<ValueType> {
         DataType::Decimal128(p, s) => ValueType::Decimal128(*p, *s),
         // A dictionary is an encoding: the values are stored.
         DataType::Dictionary(_, value) => return value_type_of(value),
-        _ => return None,
+        // Arrow IPC, which stores the other types, cannot write views of
+        // lists.
+        DataType::ListView(_) | DataType::LargeListView(_) => return None,
+        other => ValueType::Arrow(ArrowType(other.clone())),
     })
 }
 
 /// A builder for a column of values of `value_type` (see `arrow_type`).
-pub fn builder(value_type: ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
+pub fn builder(value_type: &ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
     match value_type {
         ValueType::Utf8 => Box::new(StringViewBuilder::with_capacity(capacity)),
         other => map_value_builder(other, capacity),
@@ -111,7 +116,7 @@ pub fn builder(value_type: ValueType, capacity: usize) -> Box<dyn ArrayBuilder> 
 }
 
 /// A builder for map values of `value_type` ([`map_value_type`]).
-pub fn map_value_builder(value_type: ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
+pub fn map_value_builder(value_type: &ValueType, capacity: usize) -> Box<dyn ArrayBuilder> {
     match value_type {
         ValueType::Bytes => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
         ValueType::Utf8 => Box::new(StringBuilder::with_capacity(capacity, capacity * 8)),
@@ -129,7 +134,7 @@ pub fn map_value_builder(value_type: ValueType, capacity: usize) -> Box<dyn Arra
         ValueType::Date32 => Box::new(Date32Builder::with_capacity(capacity)),
         ValueType::Timestamp => Box::new(TimestampMicrosecondBuilder::with_capacity(capacity)),
         ValueType::Decimal128(p, s) => Box::new(
-            Decimal128Builder::with_capacity(capacity).with_data_type(DataType::Decimal128(p, s)),
+            Decimal128Builder::with_capacity(capacity).with_data_type(DataType::Decimal128(*p, *s)),
         ),
         // Built as their physical integers; the batch is cast to the
         // column's type when it is finished.
@@ -138,13 +143,16 @@ pub fn map_value_builder(value_type: ValueType, capacity: usize) -> Box<dyn Arra
         | ValueType::Date64
         | ValueType::Duration(_)
         | ValueType::TimestampIn(_) => Box::new(Int64Builder::with_capacity(capacity)),
+        ValueType::Arrow(ArrowType(data_type)) => {
+            Box::new(ArrowCellBuilder::new(data_type.clone(), capacity))
+        }
     }
 }
 
 /// Why bytes could not be read as a value.
 pub type DecodeError = String;
 
-fn fixed<const N: usize>(bytes: &[u8], value_type: ValueType) -> Result<[u8; N], DecodeError> {
+fn fixed<const N: usize>(bytes: &[u8], value_type: &ValueType) -> Result<[u8; N], DecodeError> {
     <[u8; N]>::try_from(bytes).map_err(|_| {
         format!(
             "holds {} bytes, a {} value has {N}",
@@ -170,7 +178,7 @@ macro_rules! append_fixed {
 /// Appends cell bytes (or NULL) decoded as `value_type`.
 pub fn append_cell(
     builder: &mut dyn ArrayBuilder,
-    value_type: ValueType,
+    value_type: &ValueType,
     bytes: Option<&[u8]>,
 ) -> Result<(), DecodeError> {
     match value_type {
@@ -332,6 +340,11 @@ pub fn append_cell(
                 i64::from_be_bytes
             )
         }
+        ValueType::Arrow(_) => builder
+            .as_any_mut()
+            .downcast_mut::<ArrowCellBuilder>()
+            .ok_or_else(|| "builder mismatch".to_string())?
+            .append(bytes)?,
     }
     Ok(())
 }
@@ -339,7 +352,7 @@ pub fn append_cell(
 /// Appends a row-key element decoded as `value_type`.
 pub fn append_element(
     builder: &mut dyn ArrayBuilder,
-    value_type: ValueType,
+    value_type: &ValueType,
     element: &Element,
 ) -> Result<(), DecodeError> {
     let mismatch = || {
@@ -467,7 +480,7 @@ pub fn encode_cell(array: &ArrayRef, row: usize) -> Result<Option<Vec<u8>>, Deco
             .value(row)
             .to_be_bytes()
             .to_vec(),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => array
+        DataType::Timestamp(TimeUnit::Microsecond, None) => array
             .as_primitive::<TimestampMicrosecondType>()
             .value(row)
             .to_be_bytes()
@@ -490,7 +503,7 @@ pub fn encode_cell(array: &ArrayRef, row: usize) -> Result<Option<Vec<u8>>, Deco
             .value(row)
             .to_be_bytes()
             .to_vec(),
-        other => return Err(format!("values of type {other} cannot be stored")),
+        _ => return arrow_cells::encode(array, row).map(Some),
     }))
 }
 
@@ -509,7 +522,7 @@ fn physical(array: &ArrayRef, as_type: DataType) -> Result<ArrayRef, DecodeError
 pub fn encode_element(
     array: &ArrayRef,
     row: usize,
-    value_type: ValueType,
+    value_type: &ValueType,
 ) -> Result<Option<Element>, DecodeError> {
     let Some(bytes) = encode_cell(array, row)? else {
         return Ok(None);
@@ -569,7 +582,7 @@ fn canonical_nan(v: f64) -> f64 {
 }
 
 /// The SQL name of a value type, for messages and `DESCRIBE`.
-pub fn sql_type_name(value_type: ValueType) -> String {
+pub fn sql_type_name(value_type: &ValueType) -> String {
     match value_type {
         ValueType::Bytes => "BYTEA".into(),
         ValueType::Utf8 => "VARCHAR".into(),
@@ -587,10 +600,11 @@ pub fn sql_type_name(value_type: ValueType) -> String {
         ValueType::Date32 => "DATE".into(),
         ValueType::Timestamp => "TIMESTAMP".into(),
         ValueType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
-        ValueType::Time32(u) | ValueType::Time64(u) => format!("TIME({})", unit_name(u)),
+        ValueType::Time32(u) | ValueType::Time64(u) => format!("TIME({})", unit_name(*u)),
         ValueType::Date64 => "DATE64".into(),
-        ValueType::Duration(u) => format!("DURATION({})", unit_name(u)),
-        ValueType::TimestampIn(u) => format!("TIMESTAMP({})", unit_name(u)),
+        ValueType::Duration(u) => format!("DURATION({})", unit_name(*u)),
+        ValueType::TimestampIn(u) => format!("TIMESTAMP({})", unit_name(*u)),
+        ValueType::Arrow(ArrowType(data_type)) => data_type.to_string(),
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use datafusion::arrow::datatypes::DataType;
 use serde::{Deserialize, Serialize};
 
 use crate::keys::ElementKind;
@@ -17,8 +18,8 @@ pub const DEFAULT_LOCALITY_GROUP: &str = "default";
 /// Integers, dates, timestamps and decimals are stored big-endian two's
 /// complement of their width (an `Int64` cell is what Bigtable's increment
 /// reads and writes), floats as big-endian IEEE bits, strings as UTF-8,
-/// booleans as one byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// booleans as one byte. Every other Arrow type is [`ValueType::Arrow`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ValueType {
     /// Raw bytes.
@@ -63,6 +64,33 @@ pub enum ValueType {
     Duration(Unit),
     /// A timestamp in a unit other than microseconds (no time zone).
     TimestampIn(Unit),
+    /// Any other Arrow type: lists, structs, unions, nested maps,
+    /// fixed-size binary, intervals, `Decimal256`, timestamps with a time
+    /// zone. A fixed-width value is stored as its Arrow bytes
+    /// (little-endian, as in an Arrow buffer), any other as a one-row
+    /// Arrow IPC stream, so whatever Arrow can hold, a cell can hold.
+    Arrow(ArrowType),
+}
+
+/// An Arrow type in a [`ValueType::Arrow`], stored in the catalog by its
+/// Arrow name (`List(Int64)`, `Timestamp(ns, "UTC")`), which Arrow parses
+/// back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ArrowType(pub DataType);
+
+impl Serialize for ArrowType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ArrowType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse::<DataType>()
+            .map(ArrowType)
+            .map_err(|e| serde::de::Error::custom(format!("Arrow type '{name}': {e}")))
+    }
 }
 
 /// The unit of a time, duration or timestamp.
@@ -342,7 +370,7 @@ impl TableSpec {
 
 /// The key element that encodes a primary-key column of `value_type`, or
 /// `None` when the type cannot be part of a row key.
-pub fn key_element_kind(value_type: ValueType) -> Option<ElementKind> {
+pub fn key_element_kind(value_type: &ValueType) -> Option<ElementKind> {
     use ValueType::*;
     Some(match value_type {
         Bytes | Utf8 => ElementKind::Bytes,
@@ -350,6 +378,6 @@ pub fn key_element_kind(value_type: ValueType) -> Option<ElementKind> {
         Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | Date32 | Timestamp | Time32(_)
         | Time64(_) | Date64 | Duration(_) | TimestampIn(_) => ElementKind::Int,
         Float32 | Float64 => ElementKind::Float,
-        UInt64 | Decimal128(..) => return None,
+        UInt64 | Decimal128(..) | Arrow(_) => return None,
     })
 }

@@ -179,7 +179,7 @@ pub(super) fn spec_from_schema(
                 .map(|&i| {
                     let f = schema.field(i);
                     let vt = value_type_of(f.data_type())
-                        .filter(|vt| crate::table::spec::key_element_kind(*vt).is_some())
+                        .filter(|vt| crate::table::spec::key_element_kind(vt).is_some())
                         .ok_or_else(|| {
                             sql_error(format!(
                                 "primary key column '{}' has type {}, which cannot be part of a row key",
@@ -227,7 +227,7 @@ pub(super) fn spec_from_schema(
             }
             .ok_or_else(|| {
                 sql_error(format!(
-                    "map column '{}' must be MAP(VARCHAR, T) with T a scalar type",
+                    "map column '{}' must be MAP(VARCHAR, T): a MAP column is a column family, its keys are the qualifiers",
                     field.name()
                 ))
             })?;

@@ -70,12 +70,12 @@ impl Session {
                 Source::RowKey { utf8 } => {
                     (if *utf8 { "VARCHAR" } else { "BYTEA" }.to_string(), None)
                 }
-                Source::KeyPart { value_type, .. } => (sql_type_name(*value_type), None),
+                Source::KeyPart { value_type, .. } => (sql_type_name(value_type), None),
                 Source::Column {
                     family, value_type, ..
-                } => (sql_type_name(*value_type), family_of(*family)),
+                } => (sql_type_name(value_type), family_of(*family)),
                 Source::Map { family, value_type } => (
-                    format!("MAP(VARCHAR, {})", sql_type_name(*value_type)),
+                    format!("MAP(VARCHAR, {})", sql_type_name(value_type)),
                     family_of(*family),
                 ),
             };

@@ -355,7 +355,7 @@ impl Session {
             Arc::clone(view.shape()),
             self.write_settings(),
         );
-        let build = |batch: &RecordBatch| Ok(writer.delete(batch));
+        let build = |batch: &RecordBatch, _| Ok(writer.delete(batch));
         if streamed {
             return Ok(apply_input(writer.store().clone(), input, true, build).await?);
         }
@@ -431,7 +431,7 @@ impl Session {
             Arc::clone(view.shape()),
             self.write_settings(),
         );
-        let build = |batch: &RecordBatch| writer.update(&columns, batch);
+        let build = |batch: &RecordBatch, _| writer.update(&columns, batch);
         if streamed {
             return Ok(apply_input(writer.store().clone(), input, true, build).await?);
         }

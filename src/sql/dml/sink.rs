@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::sql::dml::write::{apply_input, RowWriter};
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::Result;
 use datafusion::datasource::sink::DataSink;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -18,15 +18,27 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 pub struct WideSink {
     writer: RowWriter,
     streamed: bool,
+    /// The table's columns, all nullable: NOT NULL is checked row by row
+    /// by [`RowWriter::insert`], whose error names the row and the column,
+    /// not by DataFusion, whose error names neither.
+    schema: SchemaRef,
 }
 
 impl WideSink {
     /// A sink that writes through `writer` the rows of an input that reads
     /// the target table (`reads_target`) or not.
     pub fn new(writer: RowWriter, reads_target: bool) -> Self {
+        let shape = &writer.shape().schema;
+        let fields: Vec<Field> = shape
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let schema = Arc::new(Schema::new_with_metadata(fields, shape.metadata().clone()));
         Self {
             writer,
             streamed: !reads_target,
+            schema,
         }
     }
 
@@ -34,9 +46,12 @@ impl WideSink {
     /// the target table.
     pub async fn write_stream(&self, data: SendableRecordBatchStream) -> Result<u64> {
         let writer = self.writer.clone();
-        apply_input(self.writer.store().clone(), data, self.streamed, |batch| {
-            writer.insert(batch)
-        })
+        apply_input(
+            self.writer.store().clone(),
+            data,
+            self.streamed,
+            |batch, first_row| writer.insert(batch, first_row),
+        )
         .await
     }
 }
@@ -50,7 +65,7 @@ impl DisplayAs for WideSink {
 #[async_trait]
 impl DataSink for WideSink {
     fn schema(&self) -> &SchemaRef {
-        &self.writer.shape().schema
+        &self.schema
     }
 
     async fn write_all(

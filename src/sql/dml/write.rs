@@ -229,7 +229,9 @@ impl RowWriter {
     /// INSERT: one row mutation per row of `batch`, whose columns are the
     /// table's. Each non-NULL column gets a new version; a NULL writes
     /// nothing, so INSERT of an existing key updates the columns it gives.
-    pub fn insert(&self, batch: &RecordBatch) -> Result<RowChanges> {
+    /// `first_row`: the input's number (from 0) of the batch's first row,
+    /// which an error about a row names.
+    pub fn insert(&self, batch: &RecordBatch, first_row: u64) -> Result<RowChanges> {
         if batch.num_columns() != self.shape.sources.len() {
             return exec_err!(
                 "table '{}' has {} columns but the rows to insert have {}",
@@ -243,46 +245,56 @@ impl RowWriter {
             .collect::<Result<Vec<_>>>()?;
         let mut rows = Vec::with_capacity(batch.num_rows());
         for row in 0..batch.num_rows() {
-            let mut key: Option<Vec<u8>> = None;
-            let mut parts: Vec<(usize, Element)> = Vec::new();
-            let mut mutation = RowMutation::new();
-            for (c, source) in self.shape.sources.iter().enumerate() {
-                let array = &columns[c];
-                let name = self.shape.schema.field(c).name();
-                let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
-                match source {
-                    Source::RowKey { .. } => match values::encode_cell(array, row).map_err(bad)? {
-                        Some(bytes) => key = Some(bytes),
-                        None => return exec_err!("column '{name}': the row key must not be NULL"),
-                    },
-                    Source::KeyPart { index, value_type } => {
-                        match values::encode_element(array, row, *value_type).map_err(bad)? {
-                            Some(element) => parts.push((*index, element)),
-                            None => {
-                                return exec_err!("primary key column '{name}' must not be NULL")
-                            }
-                        }
-                    }
-                    Source::Column { .. } | Source::Map { .. } => {
-                        mutation = self.write_value(mutation, c, array, row, false)?;
-                    }
-                }
-            }
-            let key = match key {
-                Some(key) => key,
-                None if !parts.is_empty() => {
-                    parts.sort_by_key(|(i, _)| *i);
-                    let tuple: Vec<Element> = parts.into_iter().map(|(_, e)| e).collect();
-                    encode_tuple(&tuple).map_err(|e| DataFusionError::Execution(e.to_string()))?
-                }
-                None => uuid::Uuid::now_v7().as_bytes().to_vec(),
+            let at_row = |e: DataFusionError| {
+                DataFusionError::Execution(format!(
+                    "row {}: {}",
+                    first_row + row as u64 + 1,
+                    e.message()
+                ))
             };
-            if mutation.is_empty() {
-                mutation = self.with_marker(mutation);
-            }
-            rows.push((key, mutation));
+            rows.push(self.insert_row(&columns, row).map_err(at_row)?);
         }
         Ok(rows)
+    }
+
+    /// The key and mutation of row `row` of the insert's `columns`.
+    fn insert_row(&self, columns: &[ArrayRef], row: usize) -> Result<(Vec<u8>, RowMutation)> {
+        let mut key: Option<Vec<u8>> = None;
+        let mut parts: Vec<(usize, Element)> = Vec::new();
+        let mut mutation = RowMutation::new();
+        for (c, source) in self.shape.sources.iter().enumerate() {
+            let array = &columns[c];
+            let name = self.shape.schema.field(c).name();
+            let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
+            match source {
+                Source::RowKey { .. } => match values::encode_cell(array, row).map_err(bad)? {
+                    Some(bytes) => key = Some(bytes),
+                    None => return exec_err!("column '{name}': the row key must not be NULL"),
+                },
+                Source::KeyPart { index, value_type } => {
+                    match values::encode_element(array, row, value_type).map_err(bad)? {
+                        Some(element) => parts.push((*index, element)),
+                        None => return exec_err!("primary key column '{name}' must not be NULL"),
+                    }
+                }
+                Source::Column { .. } | Source::Map { .. } => {
+                    mutation = self.write_value(mutation, c, array, row, false)?;
+                }
+            }
+        }
+        let key = match key {
+            Some(key) => key,
+            None if !parts.is_empty() => {
+                parts.sort_by_key(|(i, _)| *i);
+                let tuple: Vec<Element> = parts.into_iter().map(|(_, e)| e).collect();
+                encode_tuple(&tuple).map_err(|e| DataFusionError::Execution(e.to_string()))?
+            }
+            None => uuid::Uuid::now_v7().as_bytes().to_vec(),
+        };
+        if mutation.is_empty() {
+            mutation = self.with_marker(mutation);
+        }
+        Ok((key, mutation))
     }
 
     /// UPDATE: `batch` holds the raw row key (`_rowid`) and then the new
@@ -360,16 +372,21 @@ pub async fn apply_input(
     store: TableStore,
     mut input: SendableRecordBatchStream,
     streamed: bool,
-    build: impl Fn(&RecordBatch) -> Result<RowChanges>,
+    build: impl Fn(&RecordBatch, u64) -> Result<RowChanges>,
 ) -> Result<u64> {
     if !streamed {
         let rows = collect_rows(input, build).await?;
         return apply(store, rows).await;
     }
     let mut writer = StatementWriter::new(store).map_err(to_df)?;
+    let mut seen = 0;
     while let Some(batch) = input.next().await {
         let rows = batch
-            .and_then(|batch| build(&batch))
+            .and_then(|batch| {
+                let first_row = seen;
+                seen += batch.num_rows() as u64;
+                build(&batch, first_row)
+            })
             .map_err(|e| to_df(writer.stopped(from_df(e))))?;
         writer = blocking(move || {
             for (key, mutation) in rows {
@@ -382,14 +399,18 @@ pub async fn apply_input(
     Ok(blocking(move || writer.finish()).await? as u64)
 }
 
-/// The rows `build` makes of every batch of `input`.
+/// The rows `build` makes of every batch of `input`; `build` also gets the
+/// input's number (from 0) of the batch's first row.
 pub async fn collect_rows(
     mut input: SendableRecordBatchStream,
-    build: impl Fn(&RecordBatch) -> Result<RowChanges>,
+    build: impl Fn(&RecordBatch, u64) -> Result<RowChanges>,
 ) -> Result<RowChanges> {
     let mut rows = RowChanges::new();
+    let mut seen = 0;
     while let Some(batch) = input.next().await {
-        rows.extend(build(&batch?)?);
+        let batch = batch?;
+        rows.extend(build(&batch, seen)?);
+        seen += batch.num_rows() as u64;
     }
     Ok(rows)
 }

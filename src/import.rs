@@ -1,0 +1,504 @@
+//! Files into tables: Parquet, Arrow IPC (file and stream), CSV and
+//! newline-delimited JSON, read batch by batch and written through SQL's
+//! one write path (`INSERT … SELECT`, or `CREATE TABLE … AS SELECT` for a
+//! new table), so an import holds a few batches in memory, not the file.
+//!
+//! - Columns are matched by name. A column of the file the table does not
+//!   have is an error; a column of the table the file does not have gets
+//!   its DEFAULT (or NULL). Values are cast to the column types as INSERT
+//!   casts them: a value that does not fit is an error, never a NULL.
+//! - CSV and JSON text is parsed with the table's column types (so a code
+//!   like `007` stays text in a VARCHAR column); a new table (`create`)
+//!   takes the types Arrow infers from the first 1,000 rows. Parquet and
+//!   Arrow files bring their own types, nested ones included.
+//! - Atomicity: a new table appears only when the whole file is in (an
+//!   error leaves no table). Into an existing table, a file is written in
+//!   atomic batches of the statement batch size
+//!   ([`DbOptions::with_statement_batch_rows`](crate::DbOptions::with_statement_batch_rows));
+//!   a file of up to one batch is written whole or not at all, and an error
+//!   in a larger one says how many of its rows were written. Errors name
+//!   the file and the row (CSV: the line).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::RecordBatchReader;
+use datafusion::arrow::csv::reader::Format as CsvFormat;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+use datafusion::arrow::ipc::reader::{FileReader, StreamReader};
+use datafusion::catalog::streaming::StreamingTable;
+use datafusion::common::{DataFusionError, TableReference};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
+
+use crate::error::{Error, Result};
+use crate::file_format::FileFormat;
+use crate::sql::names::name_parts_of_text;
+use crate::sql::scan::off_runtime;
+use crate::sql::{from_df, Session};
+
+/// Rows read to infer the column types of a CSV or JSON file.
+const INFER_ROWS: usize = 1000;
+
+/// How to import a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImportOptions {
+    /// The file's format; `None`: from its extension.
+    pub format: Option<FileFormat>,
+    /// Create the table from the file's columns; it must not exist. A
+    /// column named `_key` becomes the row key, else rows get generated
+    /// keys.
+    pub create: bool,
+}
+
+/// How far an import of one file got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportProgress {
+    /// Rows read from the file (written once the import returns).
+    pub rows: u64,
+    /// Bytes of the file read (Parquet: estimated from its row groups).
+    pub bytes: u64,
+    /// The file's size.
+    pub total_bytes: u64,
+}
+
+/// Hears an import's progress after every batch read.
+pub type ProgressFn = Arc<dyn Fn(ImportProgress) + Send + Sync>;
+
+impl Session {
+    /// Imports the file `path` into the table named `table` (one to three
+    /// parts, as in SQL) and returns the rows written; `progress` hears
+    /// after every batch read. See [the module](crate::import) for what is
+    /// matched, cast and atomic.
+    pub async fn import(
+        &self,
+        table: &str,
+        path: &Path,
+        options: ImportOptions,
+        progress: impl Fn(ImportProgress) + Send + Sync + 'static,
+    ) -> Result<u64> {
+        self.import_file(table, path, options, Arc::new(progress))
+            .await
+            .map_err(|e| Error::Import {
+                file: path.display().to_string(),
+                source: Box::new(e),
+            })
+    }
+
+    async fn import_file(
+        &self,
+        table: &str,
+        path: &Path,
+        options: ImportOptions,
+        progress: ProgressFn,
+    ) -> Result<u64> {
+        let format = match options.format {
+            Some(format) => format,
+            None => FileFormat::from_path(path).ok_or_else(|| {
+                Error::Sql(
+                    "its extension names no format: give one (parquet, arrow, arrows, csv, json, ndjson)"
+                        .into(),
+                )
+            })?,
+        };
+        let (project, dataset, name) = self
+            .options()
+            .resolve(&name_parts_of_text(table))
+            .ok_or_else(|| Error::Sql(format!("'{table}' is not a table name")))?;
+        let qualified = format!("{project}.{dataset}.{name}");
+        let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
+        let exists = dataset_handle.table(&name)?.is_some();
+        match (exists, options.create) {
+            (true, true) => {
+                return Err(Error::Sql(format!(
+                    "table {qualified} exists: import into it without create, or drop it first"
+                )))
+            }
+            (false, false) => {
+                return Err(Error::Sql(format!(
+                    "table {qualified} does not exist: create it first, or import with create"
+                )))
+            }
+            _ => {}
+        }
+        // A session of its own: one partition keeps the file's row order,
+        // so the row an error names is the file's.
+        let session = self.db().session();
+        session
+            .run("SET datafusion.execution.target_partitions = 1")
+            .await?;
+        let target = quoted(&[&project, &dataset, &name]);
+        let columns = if exists {
+            let frame = session
+                .sql(&format!("SELECT * FROM {target} LIMIT 0"))
+                .await?;
+            Some(Arc::new(frame.schema().as_arrow().clone()))
+        } else {
+            None
+        };
+        let path_buf = path.to_path_buf();
+        let source = {
+            let columns = columns.clone();
+            off_runtime(move || {
+                open_file(&path_buf, format, columns.as_ref(), progress)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))
+            })
+            .await
+            .map_err(from_df)?
+        };
+        let file_columns: Vec<String> = source
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        if let Some(columns) = &columns {
+            let unknown: Vec<&str> = file_columns
+                .iter()
+                .filter(|c| columns.field_with_name(c).is_err())
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                return Err(Error::Sql(format!(
+                    "the file has column(s) '{}', which table {qualified} does not have",
+                    unknown.join("', '")
+                )));
+            }
+        }
+        let source_name = format!("widesql_import_{}", uuid::Uuid::now_v7().simple());
+        let source_ref =
+            TableReference::full(project.as_str(), dataset.as_str(), source_name.as_str());
+        let rows = Arc::clone(&source.rows);
+        let schema = Arc::clone(&source.schema);
+        let provider = StreamingTable::try_new(schema, vec![Arc::new(source)])?;
+        session
+            .context()
+            .register_table(source_ref.clone(), Arc::new(provider))?;
+        let from = quoted(&[&project, &dataset, &source_name]);
+        let list = file_columns
+            .iter()
+            .map(|c| quoted(&[c]))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let statement = if exists {
+            format!("INSERT INTO {target} ({list}) SELECT {list} FROM {from}")
+        } else {
+            format!("CREATE TABLE {target} AS SELECT {list} FROM {from}")
+        };
+        let result = session.run(&statement).await;
+        session.context().deregister_table(source_ref)?;
+        result?;
+        Ok(rows.load(Ordering::Relaxed))
+    }
+}
+
+/// `"a"."b"`: identifiers quoted as SQL quotes them.
+fn quoted(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A file as the one partition of a table, read once on a thread of its
+/// own.
+struct FileSource {
+    schema: SchemaRef,
+    reader: Mutex<Option<Box<dyn RecordBatchReader + Send>>>,
+    rows: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionStream for FileSource {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let (sender, receiver) = tokio::sync::mpsc::channel(2);
+        let reader = self.reader.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let started = match reader {
+            None => Err("the file was read already".to_string()),
+            Some(reader) => std::thread::Builder::new()
+                .name("widesql-import".into())
+                .spawn(move || {
+                    for batch in reader {
+                        let batch =
+                            batch.map_err(|e| DataFusionError::ArrowError(Box::new(e), None));
+                        if sender.blocking_send(batch).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map(drop)
+                .map_err(|e| format!("cannot start the import thread: {e}")),
+        };
+        let failed = started.err().map(DataFusionError::Execution);
+        let stream =
+            futures::stream::unfold((receiver, failed), |(mut receiver, failed)| async move {
+                if let Some(e) = failed {
+                    return Some((Err(e), (receiver, None)));
+                }
+                receiver.recv().await.map(|batch| (batch, (receiver, None)))
+            });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        ))
+    }
+}
+
+/// A `Read` that counts the bytes through it.
+struct Counting<R> {
+    inner: R,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Reports progress after every batch of `inner`.
+struct Reporting {
+    inner: Box<dyn RecordBatchReader + Send>,
+    rows: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+    total_bytes: u64,
+    /// Parquet: the file's rows, from which bytes read are estimated.
+    total_rows: Option<u64>,
+    progress: ProgressFn,
+}
+
+impl Iterator for Reporting {
+    type Item = Result<datafusion::arrow::array::RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = self.inner.next()?;
+        if let Ok(batch) = &batch {
+            let rows = self
+                .rows
+                .fetch_add(batch.num_rows() as u64, Ordering::Relaxed)
+                + batch.num_rows() as u64;
+            let bytes = match self.total_rows {
+                Some(total) if total > 0 => {
+                    (self.total_bytes as u128 * u128::from(rows) / u128::from(total)) as u64
+                }
+                _ => self.bytes.load(Ordering::Relaxed),
+            };
+            (self.progress)(ImportProgress {
+                rows,
+                bytes: bytes.min(self.total_bytes),
+                total_bytes: self.total_bytes,
+            });
+        }
+        Some(batch)
+    }
+}
+
+impl RecordBatchReader for Reporting {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}
+
+/// Opens `path` as a reader of record batches in `format`. `columns`: the
+/// target table's columns, whose types parse CSV and JSON text; `None`:
+/// the types are inferred.
+fn open_file(
+    path: &Path,
+    format: FileFormat,
+    columns: Option<&SchemaRef>,
+    progress: ProgressFn,
+) -> Result<FileSource> {
+    let file_error = |e: std::io::Error| Error::File {
+        target: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let open = || File::open(path).map_err(file_error);
+    let total_bytes = open()?.metadata().map_err(file_error)?.len();
+    let bytes = Arc::new(AtomicU64::new(0));
+    let counted = || -> Result<BufReader<Counting<File>>> {
+        Ok(BufReader::new(Counting {
+            inner: open()?,
+            bytes: Arc::clone(&bytes),
+        }))
+    };
+    let mut total_rows = None;
+    let inner: Box<dyn RecordBatchReader + Send> = match format {
+        FileFormat::Parquet => {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                .map_err(|e| Error::Sql(format!("not a Parquet file: {e}")))?;
+            total_rows = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
+            Box::new(
+                builder
+                    .build()
+                    .map_err(|e| Error::Sql(format!("not a Parquet file: {e}")))?,
+            )
+        }
+        FileFormat::Arrow => Box::new(
+            FileReader::try_new(open()?, None)
+                .map_err(|e| Error::Sql(format!("not an Arrow IPC file: {e}")))?,
+        ),
+        FileFormat::ArrowStream => Box::new(
+            StreamReader::try_new(counted()?, None)
+                .map_err(|e| Error::Sql(format!("not an Arrow IPC stream: {e}")))?,
+        ),
+        FileFormat::Csv => {
+            let csv = CsvFormat::default().with_header(true);
+            let (inferred, _) = csv
+                .infer_schema(open()?, Some(INFER_ROWS))
+                .map_err(|e| Error::Sql(format!("not a CSV file with a header row: {e}")))?;
+            let schema = parse_schema(&inferred, columns, csv_parses);
+            Box::new(
+                datafusion::arrow::csv::ReaderBuilder::new(schema)
+                    .with_format(csv)
+                    .build(counted()?)?,
+            )
+        }
+        FileFormat::Json | FileFormat::NdJson => {
+            let mut text = counted()?;
+            if starts_with_array(&mut text).map_err(file_error)? {
+                return Err(Error::Sql(
+                    "it is one JSON array: widesql imports newline-delimited JSON, one object per line (jq -c '.[]' converts it)"
+                        .into(),
+                ));
+            }
+            let mut sample = BufReader::new(open()?);
+            let (inferred, _) =
+                datafusion::arrow::json::reader::infer_json_schema(&mut sample, Some(INFER_ROWS))
+                    .map_err(|e| Error::Sql(format!("not newline-delimited JSON: {e}")))?;
+            let schema = parse_schema(&inferred, columns, |_| true);
+            Box::new(datafusion::arrow::json::ReaderBuilder::new(schema).build(text)?)
+        }
+    };
+    let schema = inner.schema();
+    let rows = Arc::new(AtomicU64::new(0));
+    let reporting = Reporting {
+        inner,
+        rows: Arc::clone(&rows),
+        bytes,
+        total_bytes,
+        total_rows,
+        progress,
+    };
+    Ok(FileSource {
+        schema,
+        reader: Mutex::new(Some(Box::new(reporting))),
+        rows,
+    })
+}
+
+/// Whether the text starts, after white space, with `[`. Reads nothing
+/// away: the bytes stay in the reader's buffer.
+fn starts_with_array<R: Read>(text: &mut BufReader<R>) -> std::io::Result<bool> {
+    loop {
+        let buffer = text.fill_buf()?;
+        let Some(first) = buffer.iter().position(|b| !b.is_ascii_whitespace()) else {
+            if buffer.is_empty() {
+                return Ok(false);
+            }
+            let n = buffer.len();
+            text.consume(n);
+            continue;
+        };
+        return Ok(buffer[first] == b'[');
+    }
+}
+
+/// The schema to parse a text file with: each column of `inferred` with
+/// the type of the table's column of that name where the parser `parses`
+/// it (views as their plain types), else as text for the cast to convert.
+fn parse_schema(
+    inferred: &Schema,
+    columns: Option<&SchemaRef>,
+    parses: impl Fn(&DataType) -> bool,
+) -> SchemaRef {
+    let fields: Vec<Field> = inferred
+        .fields()
+        .iter()
+        .map(|f| {
+            let wanted = columns
+                .and_then(|c| c.field_with_name(f.name()).ok())
+                .map(|c| crate::export::plain(c.data_type()));
+            let data_type = match wanted {
+                Some(t) if parses(&t) => t,
+                Some(_) => DataType::Utf8,
+                None => f.data_type().clone(),
+            };
+            Field::new(f.name(), data_type, true)
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// Whether Arrow's CSV reader parses this type.
+fn csv_parses(t: &DataType) -> bool {
+    t.is_primitive()
+        || matches!(
+            t,
+            DataType::Boolean | DataType::Utf8 | DataType::LargeUtf8 | DataType::Null
+        )
+}
+
+/// The files of `paths` in order, directories expanded to their files.
+pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut inside: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| Error::File {
+                    target: path.display().to_string(),
+                    message: e.to_string(),
+                })?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            inside.sort();
+            files.extend(inside);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_array_is_told_from_lines() -> std::io::Result<()> {
+        for (text, array) in [
+            ("  \n [{\"a\": 1}]", true),
+            ("{\"a\": 1}\n{\"a\": 2}\n", false),
+            ("", false),
+        ] {
+            let mut reader = BufReader::new(text.as_bytes());
+            assert_eq!(starts_with_array(&mut reader)?, array, "{text:?}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn names_are_quoted_as_sql_quotes_them() {
+        assert_eq!(quoted(&["a", "b\"c"]), "\"a\".\"b\"\"c\"");
+    }
+}

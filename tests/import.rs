@@ -1,0 +1,307 @@
+//! Imports of every format, into existing and new tables, and what a bad
+//! file leaves behind.
+
+mod common;
+
+use std::path::Path;
+
+use common::{query, run, runtime};
+use widesql::export::ExportOptions;
+use widesql::import::ImportOptions;
+use widesql::{Db, DbOptions, Error, ErrorKind, FileFormat};
+
+type TestResult = Result<(), common::BoxError>;
+
+/// A table with a composite key, text, a decimal, a timestamp and a MAP
+/// family.
+fn source(db: &Db) -> widesql::Result<()> {
+    run(
+        db,
+        "CREATE TABLE src (k BIGINT PRIMARY KEY, name VARCHAR, price DECIMAL(10, 2),
+                           at TIMESTAMP, tags MAP(VARCHAR, VARCHAR));
+         INSERT INTO src (k, name, price, at) SELECT value, concat('n', CAST(value AS VARCHAR)),
+             CAST(value AS DECIMAL(10, 2)) / 4, to_timestamp(value * 60)
+             FROM generate_series(1, 250) AS s(value);
+         UPDATE src SET tags = MAP {'color': 'red', 'size': CAST(k AS VARCHAR)} WHERE k % 2 = 0;
+         UPDATE src SET name = NULL WHERE k % 7 = 0",
+    )
+}
+
+fn import(db: &Db, table: &str, path: &Path, options: ImportOptions) -> widesql::Result<u64> {
+    runtime().block_on(db.session().import(table, path, options, |_| {}))
+}
+
+fn export(db: &Db, sql: &str, path: &Path, format: FileFormat) -> widesql::Result<()> {
+    let session = db.session();
+    runtime()
+        .block_on(session.export(sql, path, format, ExportOptions::default(), |_| {}))
+        .map(|_| ())
+}
+
+#[test]
+fn every_format_imports_back_into_an_existing_and_a_new_table() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    source(&db)?;
+    let expected = query(&db, "SELECT k, name, price, at, tags FROM src ORDER BY k")?;
+    for format in FileFormat::ALL {
+        if format == FileFormat::Json {
+            continue; // a JSON array is refused: see below
+        }
+        // CSV carries no maps: the text formats import the scalar columns.
+        let columns = match format {
+            FileFormat::Csv => "k, name, price, at",
+            _ => "k, name, price, at, tags",
+        };
+        let path = dir.path().join(format!("src.{}", format.name()));
+        export(&db, &format!("SELECT {columns} FROM src"), &path, format)?;
+
+        let existing = format!("into_{}", format.name());
+        run(
+            &db,
+            &format!("CREATE TABLE {existing} AS SELECT * FROM src WHERE false"),
+        )?;
+        let written = import(&db, &existing, &path, ImportOptions::default())?;
+        assert_eq!(written, 250, "{format:?}");
+        let back = query(&db, &format!("SELECT {columns} FROM {existing} ORDER BY k"))?;
+        let want = query(&db, &format!("SELECT {columns} FROM src ORDER BY k"))?;
+        assert_eq!(back, want, "{format:?} into an existing table");
+
+        let created = format!("new_{}", format.name());
+        let options = ImportOptions {
+            create: true,
+            ..ImportOptions::default()
+        };
+        assert_eq!(import(&db, &created, &path, options)?, 250, "{format:?}");
+        let count = query(&db, &format!("SELECT count(*), count(name) FROM {created}"))?;
+        assert_eq!(
+            count,
+            vec![vec!["250".to_string(), "215".to_string()]],
+            "{format:?}"
+        );
+    }
+    // The binary formats keep every type: the new table equals the source.
+    let created = query(
+        &db,
+        "SELECT k, name, price, at, tags FROM new_parquet ORDER BY k",
+    )?;
+    assert_eq!(created, expected);
+    Ok(())
+}
+
+#[test]
+fn a_bad_csv_row_is_named_and_a_small_file_writes_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    run(
+        &db,
+        "CREATE TABLE people (id BIGINT PRIMARY KEY, name VARCHAR NOT NULL, zip VARCHAR)",
+    )?;
+    let path = dir.path().join("people.csv");
+    std::fs::write(&path, "id,name,zip\n1,ann,007\n2,bob,01234\nx,cy,9\n")?;
+    let err = import(&db, "people", &path, ImportOptions::default())
+        .err()
+        .ok_or("a row whose id is not a number was imported")?;
+    let message = err.to_string();
+    assert!(message.contains("people.csv"), "{message}");
+    assert!(message.contains("line"), "{message}");
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM people")?,
+        vec![vec!["0".to_string()]]
+    );
+
+    // A NULL in a NOT NULL column names the file's row.
+    std::fs::write(&path, "id,name,zip\n1,ann,007\n2,,01234\n")?;
+    let err = import(&db, "people", &path, ImportOptions::default())
+        .err()
+        .ok_or("a NULL name was imported")?;
+    let message = err.to_string();
+    assert!(
+        message.contains("people.csv") && message.contains("row 2"),
+        "{message}"
+    );
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM people")?,
+        vec![vec!["0".to_string()]]
+    );
+
+    // Text is parsed with the table's types: the zip codes keep their zeros.
+    std::fs::write(&path, "id,name,zip\n1,ann,007\n2,bob,01234\n")?;
+    assert_eq!(import(&db, "people", &path, ImportOptions::default())?, 2);
+    assert_eq!(
+        query(&db, "SELECT zip FROM people ORDER BY id")?,
+        vec![vec!["007".to_string()], vec!["01234".to_string()]]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_file_larger_than_a_batch_says_how_many_rows_it_wrote() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open_with(
+        dir.path().join("db"),
+        DbOptions::default().with_statement_batch_rows(100),
+    )?;
+    run(
+        &db,
+        "CREATE TABLE n (id BIGINT PRIMARY KEY, v INT NOT NULL)",
+    )?;
+    let path = dir.path().join("n.ndjson");
+    let mut text = String::new();
+    for i in 1..=5000 {
+        if i == 4950 {
+            text.push_str(&format!("{{\"id\": {i}}}\n"));
+        } else {
+            text.push_str(&format!("{{\"id\": {i}, \"v\": {i}}}\n"));
+        }
+    }
+    std::fs::write(&path, text)?;
+    let err = import(&db, "n", &path, ImportOptions::default())
+        .err()
+        .ok_or("a row without its NOT NULL value was imported")?;
+    let message = err.to_string();
+    assert!(
+        message.contains("n.ndjson") && message.contains("row 4950"),
+        "{message}"
+    );
+    let written = match &err {
+        Error::Import { source, .. } => match source.as_ref() {
+            Error::PartlyApplied { written, .. } => *written,
+            other => return Err(format!("not partly applied: {other}").into()),
+        },
+        other => return Err(format!("not an import error: {other}").into()),
+    };
+    assert!(written > 0 && written < 4950, "{written}");
+    let count = query(&db, "SELECT count(*), max(id) FROM n")?;
+    assert_eq!(count, vec![vec![written.to_string(), written.to_string()]]);
+    Ok(())
+}
+
+#[test]
+fn wrong_files_and_tables_are_refused_by_name() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    run(&db, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR)")?;
+    let csv = dir.path().join("extra.csv");
+    std::fs::write(&csv, "id,v,color\n1,a,red\n")?;
+    let cases: Vec<(&str, std::path::PathBuf, ImportOptions, &str)> = vec![
+        ("t", csv.clone(), ImportOptions::default(), "'color'"),
+        (
+            "missing",
+            csv.clone(),
+            ImportOptions::default(),
+            "does not exist",
+        ),
+        (
+            "t",
+            csv.clone(),
+            ImportOptions {
+                create: true,
+                ..ImportOptions::default()
+            },
+            "exists",
+        ),
+        (
+            "t",
+            dir.path().join("none.csv"),
+            ImportOptions::default(),
+            "none.csv",
+        ),
+        (
+            "t",
+            dir.path().join("data.bin"),
+            ImportOptions::default(),
+            "extension",
+        ),
+    ];
+    for (table, path, options, expected) in cases {
+        let err = import(&db, table, &path, options)
+            .err()
+            .ok_or(format!("{table} <- {} was imported", path.display()))?;
+        let message = err.to_string();
+        assert!(message.contains(expected), "{expected}: {message}");
+    }
+    let array = dir.path().join("rows.json");
+    std::fs::write(&array, "[{\"id\": 1, \"v\": \"a\"}]")?;
+    let message = import(&db, "t", &array, ImportOptions::default())
+        .err()
+        .ok_or("a JSON array was imported")?
+        .to_string();
+    assert!(message.contains("newline-delimited"), "{message}");
+    let parquet = dir.path().join("not.parquet");
+    std::fs::write(&parquet, "id,v\n1,a\n")?;
+    let err = import(&db, "t", &parquet, ImportOptions::default())
+        .err()
+        .ok_or("a CSV file named .parquet was imported")?;
+    assert!(err.to_string().contains("not a Parquet file"), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Sql);
+    assert_eq!(
+        query(&db, "SELECT count(*) FROM t")?,
+        vec![vec!["0".to_string()]]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_new_table_appears_only_when_its_file_is_in() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    let path = dir.path().join("bad.csv");
+    let mut text = String::from("_key,n\n");
+    for i in 0..3000 {
+        text.push_str(&format!("row{i:05},{i}\n"));
+    }
+    text.push_str(",7\n"); // a NULL row key
+    std::fs::write(&path, text)?;
+    let options = ImportOptions {
+        create: true,
+        ..ImportOptions::default()
+    };
+    let err = import(&db, "keyed", &path, options)
+        .err()
+        .ok_or("a NULL row key was imported")?;
+    assert!(err.to_string().contains("row 3001"), "{err}");
+    let tables = query(
+        &db,
+        "SELECT table_name FROM information_schema.tables WHERE table_name = 'keyed'",
+    )?;
+    assert!(tables.is_empty(), "{tables:?}");
+
+    std::fs::write(&path, "_key,n\nb,2\na,1\n")?;
+    assert_eq!(import(&db, "keyed", &path, options)?, 2);
+    assert_eq!(
+        query(&db, "SELECT _key, n FROM keyed")?,
+        vec![
+            vec!["a".to_string(), "1".to_string()],
+            vec!["b".to_string(), "2".to_string()]
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn insert_select_reads_an_external_file() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    let path = dir.path().join("in.csv");
+    std::fs::write(&path, "id,name\n1,ann\n2,bob\n3,cy\n")?;
+    let session = db.session();
+    common::run_in(
+        &session,
+        &format!(
+            "CREATE TABLE people (id BIGINT PRIMARY KEY, name VARCHAR);
+             CREATE EXTERNAL TABLE staged (id BIGINT, name VARCHAR) STORED AS CSV
+                 LOCATION '{}' OPTIONS ('format.has_header' 'true');
+             INSERT INTO people SELECT id, upper(name) FROM staged WHERE id > 1",
+            path.display()
+        ),
+    )?;
+    assert_eq!(
+        common::query_in(&session, "SELECT id, name FROM people ORDER BY id")?,
+        vec![
+            vec!["2".to_string(), "BOB".to_string()],
+            vec!["3".to_string(), "CY".to_string()]
+        ]
+    );
+    Ok(())
+}
