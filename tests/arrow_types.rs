@@ -114,6 +114,13 @@ fn every_type() -> Result<RecordBatch, common::BoxError> {
     let dictionary: DictionaryArray<Int32Type> = vec![Some("red"), Some("red"), None, Some("blue")]
         .into_iter()
         .collect();
+    let words: DictionaryArray<Int32Type> = vec!["x", "y", "x"].into_iter().collect();
+    let dictionary_list = ListArray::new(
+        Arc::new(Field::new_list_field(words.data_type().clone(), true)),
+        OffsetBuffer::from_lengths([2, 0, 0, 1]),
+        Arc::new(words),
+        Some(vec![true, true, false, true].into()),
+    );
     let columns: Vec<(&str, ArrayRef)> = vec![
         ("ints", Arc::new(ints)),
         ("nested", Arc::new(nested)),
@@ -128,6 +135,7 @@ fn every_type() -> Result<RecordBatch, common::BoxError> {
         ("utc", Arc::new(utc)),
         ("plus_two", Arc::new(plus_two)),
         ("dictionary", Arc::new(dictionary)),
+        ("dictionary_list", Arc::new(dictionary_list)),
     ];
     let mut fields = vec![Field::new("_key", DataType::Utf8, false)];
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec!["r0", "r1", "r2", "r3"]))];
@@ -248,6 +256,14 @@ fn nested_types_work_from_sql() -> TestResult {
         query(&db, "SELECT id FROM t WHERE array_has(tags, 'b')")?,
         vec![vec!["1".to_string()]]
     );
+    // A list cell is one IPC record-batch message, its schema in the
+    // catalog: a few hundred bytes at most, not a whole stream.
+    let sizes = query(
+        &db,
+        "SELECT length(encode(value, 'hex')) / 2 FROM cells('t') WHERE qualifier = 'tags' ORDER BY id",
+    )?;
+    let first: usize = sizes[0][0].parse()?;
+    assert!((100..300).contains(&first), "{sizes:?}");
     // A nested value cannot be part of a row key.
     let err = run(&db, "CREATE TABLE bad (k INT[] PRIMARY KEY)")
         .err()

@@ -1,5 +1,12 @@
 //! The examples run, and show what they say they show.
 
+mod common;
+
+/// Every row of a query as display strings (the examples' error type).
+fn query(db: &widesql::Db, sql: &str) -> Result<Vec<Vec<String>>, Box<dyn std::error::Error>> {
+    common::query(db, sql).map_err(|e| e as Box<dyn std::error::Error>)
+}
+
 #[allow(dead_code, reason = "the example's own main is not called here")]
 #[path = "../examples/catalog_admin.rs"]
 mod catalog_admin;
@@ -168,38 +175,6 @@ fn webtable_crawls_keeps_versions_backlinks_and_exports() -> Result<(), Box<dyn 
     Ok(())
 }
 
-/// Runs a query on `db`; every row as its columns' display strings.
-fn query_strings(
-    db: &widesql::Db,
-    sql: &str,
-) -> Result<Vec<Vec<String>>, Box<dyn std::error::Error>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let session = db.session();
-    let batches = runtime.block_on(async {
-        session
-            .sql(sql)
-            .await?
-            .collect()
-            .await
-            .map_err(widesql::Error::from)
-    })?;
-    let mut rows = Vec::new();
-    for batch in batches {
-        for r in 0..batch.num_rows() {
-            rows.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| datafusion::arrow::util::display::array_value_to_string(c, r))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-    }
-    Ok(rows)
-}
-
 /// The text of `shown` from the line starting with `from` up to the next
 /// line starting with `to`.
 fn section<'a>(shown: &'a str, from: &str, to: &str) -> &'a str {
@@ -338,7 +313,7 @@ fn user_profiles_sparse_attributes_event_versions_and_ttl() -> Result<(), Box<dy
         "not {hidden} removed in:\n{shown}"
     );
     assert_eq!(users.compact()?, 0, "hidden cells left after compaction");
-    let stored = query_strings(
+    let stored = query(
         &db,
         &format!("SELECT count(*) FROM cells('{TABLE}') WHERE family = 'events'"),
     )?;
@@ -358,7 +333,7 @@ fn user_profiles_sparse_attributes_event_versions_and_ttl() -> Result<(), Box<dy
             );
         }
     }
-    let websites = query_strings(
+    let websites = query(
         &db,
         &format!("SELECT _key FROM {TABLE} WHERE profile['website'] IS NOT NULL"),
     )?;
@@ -387,7 +362,7 @@ fn flights_three_layouts_answer_alike() -> Result<(), Box<dyn std::error::Error>
         ("wide", p, 2 * p + f * (1 + pos)),
         ("flights", f, f * (4 + pos)),
     ] {
-        let counted = query_strings(
+        let counted = query(
             &db,
             &format!("SELECT count(*), count(DISTINCT _key) FROM cells('fleet.ops.{table}')"),
         )?;
@@ -447,7 +422,7 @@ fn flights_three_layouts_answer_alike() -> Result<(), Box<dyn std::error::Error>
 
     // Per-model totals agree between the join on (a) and the denormalized
     // (c), and with the generated fleet.
-    let totals = |sql: &str| query_strings(&db, sql);
+    let totals = |sql: &str| query(&db, sql);
     let joined = totals(
         "SELECT p.model, count(*), sum(f.minutes) FROM fleet.ops.tall f JOIN fleet.ops.tall p \
          ON p._key = split_part(f._key, '#', 1) || '#' || split_part(f._key, '#', 2) \

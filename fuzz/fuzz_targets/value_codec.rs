@@ -81,8 +81,9 @@ fuzz_target!(|input: Input| {
         .expect("not NULL");
     if let ValueType::Arrow(ArrowType(t)) = &value_type {
         if t.is_nested() {
-            // An IPC stream may be written other than it was read: the
-            // value it holds is what must come back.
+            // An IPC message may be written other than it was read
+            // (padding, unused buffer bytes): the value is what must come
+            // back.
             let again = decode(&value_type, &encoded).expect("an encoded value decodes");
             assert_eq!(again.as_ref(), array.as_ref(), "{value_type:?}");
             return;

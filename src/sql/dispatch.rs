@@ -1,19 +1,30 @@
 //! Which statements widesql runs itself (DDL, DELETE, UPDATE, `SET
-//! widesql.*`) and which go to DataFusion.
+//! widesql.*`, `COPY … TO` a file) and which go to DataFusion.
+
+use std::path::{Path, PathBuf};
 
 use datafusion::common::DataFusionError;
 use datafusion::dataframe::DataFrame;
-use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
 use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatementIn, Statement};
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
 use crate::error::{Error, Result};
+use crate::file_format::FileFormat;
 use crate::sql::{from_df, Session};
 
 impl Session {
     /// Runs one parsed statement.
     pub(super) async fn execute(&self, statement: DfStatement) -> Result<DataFrame> {
+        if let DfStatement::CopyTo(copy) = &statement {
+            if let Some((query, path, format)) = file_copy(copy) {
+                let options = crate::export::ExportOptions::default();
+                // Boxed: the export runs the query through `execute` again.
+                let done = Box::pin(self.export(&query, &path, format, options, |_| {})).await?;
+                return self.count(done.rows);
+            }
+        }
         let DfStatement::Statement(inner) = statement else {
             return self.datafusion(statement).await;
         };
@@ -183,4 +194,35 @@ pub(super) fn select_into(query: &mut Query) -> Option<&mut Select> {
         SetExpr::Select(select) if select.into.is_some() => Some(select),
         _ => None,
     }
+}
+
+/// `COPY … TO 'file'` without options, as an export: `(query, file,
+/// format)`. Exports stream, write CSV's nested values as JSON text, and
+/// leave no file when they fail. Copies with options, partitions, a
+/// directory or a URL as the target are DataFusion's. As in DataFusion,
+/// `json` is newline-delimited.
+fn file_copy(copy: &CopyToStatement) -> Option<(String, PathBuf, FileFormat)> {
+    let target = &copy.target;
+    if !copy.options.is_empty()
+        || !copy.partitioned_by.is_empty()
+        || target.contains("://")
+        || target.ends_with('/')
+        || Path::new(target).is_dir()
+    {
+        return None;
+    }
+    let path = PathBuf::from(target);
+    let format = match &copy.stored_as {
+        Some(name) => FileFormat::from_name(name).ok()?,
+        None => FileFormat::from_path(&path)?,
+    };
+    let format = match format {
+        FileFormat::Json => FileFormat::NdJson,
+        other => other,
+    };
+    let query = match &copy.source {
+        CopyToSource::Relation(name) => format!("SELECT * FROM {name}"),
+        CopyToSource::Query(query) => query.to_string(),
+    };
+    Some((query, path, format))
 }

@@ -2,6 +2,8 @@
 //! decode into Arrow builders, and how Arrow values encode into cell bytes
 //! and row-key elements.
 
+use std::sync::Arc;
+
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
     Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
@@ -9,7 +11,7 @@ use datafusion::arrow::array::{
     UInt32Builder, UInt64Builder, UInt8Builder,
 };
 use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    DataType, Date32Type, Decimal128Type, FieldRef, Float32Type, Float64Type, Int16Type, Int32Type,
     Int64Type, Int8Type, TimeUnit, TimestampMicrosecondType, UInt16Type, UInt32Type, UInt64Type,
     UInt8Type,
 };
@@ -103,8 +105,29 @@ pub fn value_type_of(data_type: &DataType) -> Option<ValueType> {
         // Arrow IPC, which stores the other types, cannot write views of
         // lists.
         DataType::ListView(_) | DataType::LargeListView(_) => return None,
-        other => ValueType::Arrow(ArrowType(other.clone())),
+        other => ValueType::Arrow(ArrowType(without_dictionaries(other))),
     })
+}
+
+/// `data_type` with every dictionary inside it replaced by its value type:
+/// a dictionary is an encoding, and a cell holds one value.
+fn without_dictionaries(data_type: &DataType) -> DataType {
+    let field = |f: &FieldRef| -> FieldRef {
+        Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(without_dictionaries(f.data_type())),
+        )
+    };
+    match data_type {
+        DataType::Dictionary(_, value) => without_dictionaries(value),
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(field).collect()),
+        other => other.clone(),
+    }
 }
 
 /// A builder for a column of values of `value_type` (see `arrow_type`).
