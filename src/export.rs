@@ -358,7 +358,8 @@ impl Session {
 
     /// Runs the query `sql` and writes its result to the file `path` in
     /// `format`. The file appears, whole, only when the export succeeded:
-    /// it is written under a temporary name in the same directory first.
+    /// it is written under a temporary name in the same directory first (a
+    /// missing directory is made).
     pub async fn export(
         &self,
         sql: &str,
@@ -375,6 +376,8 @@ impl Session {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
+        // As DataFusion's COPY does, a missing directory is made.
+        std::fs::create_dir_all(dir).map_err(file_error)?;
         let partial = tempfile::Builder::new()
             .prefix(".widesql-export-")
             .tempfile_in(dir)
