@@ -19,7 +19,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer};
 use datafusion::arrow::compute::concat;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::read_record_batch;
 use datafusion::arrow::ipc::writer::{
@@ -115,6 +115,8 @@ fn encode_batch_message(array: &ArrayRef, row: usize) -> Result<Vec<u8>, DecodeE
 #[derive(Debug)]
 pub struct ArrowCellBuilder {
     data_type: DataType,
+    /// The schema IPC values are decoded with, made once, not per cell.
+    schema: SchemaRef,
     codec: Codec,
     /// Fixed-width values in Arrow's layout (NULLs are zeroes).
     fixed: MutableBuffer,
@@ -133,6 +135,7 @@ impl ArrowCellBuilder {
             Codec::Ipc => 0,
         };
         Self {
+            schema: Arc::new(value_schema(&data_type)),
             data_type,
             codec,
             fixed: MutableBuffer::with_capacity(capacity * width),
@@ -185,11 +188,10 @@ impl ArrowCellBuilder {
         let batch = message
             .header_as_record_batch()
             .ok_or_else(|| bad("it holds no record batch".into()))?;
-        let schema = Arc::new(value_schema(&self.data_type));
         let decoded = read_record_batch(
             &Buffer::from(body.to_vec()),
             batch,
-            schema,
+            Arc::clone(&self.schema),
             &HashMap::new(),
             None,
             &message.version(),
