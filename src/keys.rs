@@ -1,6 +1,6 @@
 //! The key codec: the only place where widesql lays out bytes in a sled key.
 //!
-//! # On-disk format, version 1
+//! # On-disk format, version 2
 //!
 //! Keys are tuples of elements written one after another without type tags;
 //! the reader knows the schema (which element kind comes next). Every
@@ -26,8 +26,11 @@
 //! 0xFF` (an embedded zero) and below any other byte, so `"a"` < `"a\0"` <
 //! `"ab"` holds whatever follows.
 //!
-//! A cell of a wide-column table is stored under
+//! A cell of a wide-column table has the key
 //! `row ‖ family id ‖ qualifier ‖ timestamp`, see [`CellKey`](crate::keys::CellKey).
+//! Cells are stored in chunks, one storage entry per row and locality
+//! group (more for a very wide row), see [`crate::table::chunks`]; version 1
+//! stored one entry per cell.
 //!
 //! The format version is persisted by the storage layer and checked on open.
 
@@ -35,7 +38,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// Version of the key and value layout written by this build.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Bytes that end an encoded byte string.
 const TERMINATOR: [u8; 2] = [0x00, 0x01];
@@ -70,6 +73,12 @@ pub enum KeyError {
     Trailing {
         /// How many bytes were left.
         extra: usize,
+    },
+    /// A stored chunk of cells whose framing this format never writes.
+    #[error("corrupt chunk: {reason}")]
+    BadChunk {
+        /// What was wrong.
+        reason: &'static str,
     },
     /// A timestamp outside `0..=i64::MAX` microseconds.
     #[error("timestamp {0} is out of range: timestamps are microseconds in 0..=i64::MAX")]

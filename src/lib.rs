@@ -81,7 +81,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use file_format::FileFormat;
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use keys::KeyError;
-pub use sql::{Session, SessionOptions, StatementOutput};
+pub use sql::{Prepared, Session, SessionOptions, StatementOutput};
 pub use storage::{Bytes, Durability, StorageError};
 pub use table::spec::{
     ArrowType, ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, Unit,
@@ -109,6 +109,7 @@ pub mod internals {
         append_cell, append_element, builder, encode_cell, encode_element,
     };
     pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};
+    pub use crate::table::chunks::{encode_chunk, ChunkReader};
 }
 
 /// The README's examples, compiled and run as doc tests.

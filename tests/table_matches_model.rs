@@ -1,6 +1,7 @@
 //! The table layer against a model: random mutations on a table with three
 //! families in two locality groups, compared after every step with a
-//! `BTreeMap` of cells that applies the same GC rules.
+//! `BTreeMap` of cells that applies the same GC rules. Values run up to
+//! 18 KB, so rows pass the chunk size and are split, rewritten and merged.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -66,6 +67,11 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The value a cell holds for `seed`: 1 to 18,001 bytes.
+fn value_bytes(seed: u8) -> Vec<u8> {
+    vec![seed; usize::from(seed % 4) * 6000 + 1]
+}
+
 /// (row, family id, qualifier, Reverse(ts)) -> value: the stored cells.
 type Model = BTreeMap<(Vec<u8>, usize, Vec<u8>, std::cmp::Reverse<i64>), u8>;
 
@@ -91,7 +97,7 @@ fn visible(model: &Model) -> BTreeMap<Vec<u8>, Vec<FlatCell>> {
             FAMILIES[*family].0.to_string(),
             qualifier.clone(),
             ts.0,
-            vec![*value],
+            value_bytes(*value),
         ));
     }
     rows
@@ -153,7 +159,7 @@ fn mutation(op: &Op) -> Option<(Vec<u8>, RowMutation)> {
             value,
         } => (
             row.clone(),
-            RowMutation::new().set_at(FAMILIES[*family].0, qualifier, *ts, [*value]),
+            RowMutation::new().set_at(FAMILIES[*family].0, qualifier, *ts, value_bytes(*value)),
         ),
         Op::DeleteColumn {
             row,

@@ -9,6 +9,16 @@ use std::ops::Deref;
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bytes(pub(super) sled::IVec);
 
+impl Bytes {
+    /// `len` bytes from `offset`, sharing this value's memory.
+    ///
+    /// # Panics
+    /// When the range is out of bounds (callers check it first).
+    pub fn slice(&self, offset: usize, len: usize) -> Bytes {
+        Bytes(self.0.subslice(offset, len))
+    }
+}
+
 impl Deref for Bytes {
     type Target = [u8];
 

@@ -277,19 +277,6 @@ impl Storage {
 }
 
 impl Tree {
-    /// The value stored under `key`.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
-        self.keys_read.fetch_add(1, Ordering::Relaxed);
-        self.inner.get(key).map_err(|source| self.err(source))
-    }
-
-    fn err(&self, source: BackendError) -> StorageError {
-        StorageError::Store {
-            path: self.path.to_string(),
-            source,
-        }
-    }
-
     /// The entries with keys in `(lo, hi)`, in key order or reversed.
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> RangeIter {
         RangeIter {
@@ -297,15 +284,6 @@ impl Tree {
             keys_read: Arc::clone(&self.keys_read),
             path: Arc::clone(&self.path),
         }
-    }
-
-    /// The entries whose key starts with `prefix`.
-    pub fn scan_prefix(&self, prefix: &[u8], reverse: bool) -> RangeIter {
-        let hi = match crate::keys::prefix_successor(prefix) {
-            Some(end) => Bound::Excluded(end),
-            None => Bound::Unbounded,
-        };
-        self.range(Bound::Included(prefix.to_vec()), hi, reverse)
     }
 
     /// A counter that grows after every applied batch that wrote this tree.
@@ -384,7 +362,6 @@ impl std::str::FromStr for Durability {
 #[derive(Debug, Default)]
 pub struct WriteBatch {
     trees: Vec<(Tree, Vec<Write>)>,
-    len: usize,
     durability: Durability,
 }
 
@@ -400,7 +377,6 @@ impl WriteBatch {
     /// The writes of `tree`. Tables have one to three locality groups, so
     /// a linear search is cheaper than a map.
     fn writes_for(&mut self, tree: &Tree) -> &mut Vec<Write> {
-        self.len += 1;
         let at = match self.trees.iter().position(|(t, _)| {
             Arc::ptr_eq(&t.inner, &tree.inner) || t.inner.name() == tree.inner.name()
         }) {
@@ -422,15 +398,5 @@ impl WriteBatch {
     /// Removes `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
         self.writes_for(tree).push(Write::Delete(key.into()));
-    }
-
-    /// How many writes the batch holds.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the batch holds no write.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }

@@ -4,10 +4,11 @@
 //! delete marker hides stay (reads of the past see them) until GC removes
 //! them.
 //!
-//! Hidden cells stay hidden (newer writes and passing time only hide more;
-//! loosening a policy is done so that nothing hidden comes back), so
-//! compaction can delete them without holding row locks. Two things need
-//! more care:
+//! A pass reads each group without locks to find the rows with something
+//! to remove, then rewrites those rows' chunks in batches, each row judged
+//! again from its current cells under its lock: a chunk holds visible cells
+//! too, so a rewrite must not undo a write made since the row was read.
+//! Two more things need care:
 //!
 //! - The layout it judges by must still be the table's when it deletes: a
 //!   family added or a policy loosened during the pass would otherwise lose
@@ -15,19 +16,20 @@
 //!   off and confirms the layout is current (the catalog's, below).
 //! - Removing the last cells of a row that were of a dropped column would
 //!   make the row vanish, so the same batch writes a row marker for it,
-//!   under the row's lock and only if the cell is still there (a concurrent
-//!   DELETE must not be undone).
+//!   unless a delete marker hides the cell (a DELETE must not be undone).
 
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::keys::CellKey;
+use crate::keys::{prefix_successor, CellKey};
 use crate::storage::{Durability, WriteBatch};
+use crate::table::chunks::{CellCursor, StoredCell};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
+use crate::table::write::RowPlan;
 use crate::table::TableStore;
 
-/// Deletes per storage batch.
+/// Cells removed per storage batch (about).
 const COMPACTION_BATCH: usize = 1000;
 
 /// Applies a compaction batch only while `layout` is still the table's
@@ -41,23 +43,11 @@ pub(crate) fn unchecked(_: &Arc<Layout>, apply: &mut dyn FnMut() -> Result<()>) 
     apply().map(|()| true)
 }
 
-/// One compaction batch: the deletes, and the rows whose dropped-column
-/// cells are deleted (row key, the cell's key in the tree, its timestamp).
-struct Pending {
-    batch: WriteBatch,
-    dropped: Vec<(Vec<u8>, usize, Vec<u8>, i64)>,
-}
-
-impl Default for Pending {
-    /// Compaction removes only what reads hide already, so a crash that
-    /// loses a pass loses nothing a reader could see: its batches reach the
-    /// disk with the next flush ([`Durability::Eventual`]).
-    fn default() -> Self {
-        Self {
-            batch: WriteBatch::with_durability(Durability::Eventual),
-            dropped: Vec::new(),
-        }
-    }
+/// How one compaction pass judges cells.
+#[derive(Clone, Copy)]
+struct Judge {
+    override_policy: Option<(u16, GcPolicy)>,
+    now: i64,
 }
 
 impl TableStore {
@@ -76,119 +66,175 @@ impl TableStore {
         override_policy: Option<(u16, GcPolicy)>,
     ) -> Result<u64> {
         let prefix = &self.layout.prefix;
-        let now = crate::clock::wall_micros();
+        let judge = Judge {
+            override_policy,
+            now: crate::clock::wall_micros(),
+        };
         let mut removed = 0;
-        for (group_index, group) in self.layout.groups.iter().enumerate() {
-            let tree = &group.tree;
-            let mut column: Option<(u16, Vec<u8>, Vec<u8>)> = None;
-            let mut index = 0;
-            let mut pending = Pending::default();
-            // The oldest cell of the current row that stays: a delete marker
-            // goes once nothing older than it is left to hide.
-            let mut row: Vec<u8> = Vec::new();
-            let mut oldest_kept: Option<i64> = None;
-            for entry in tree.scan_prefix(prefix, false) {
-                let (key, _) = entry?;
-                let cell = self.layout.decode_key(&key)?;
-                if *cell.row != *row {
-                    row = cell.row.to_vec();
-                    oldest_kept = None;
-                }
-                if cell.family == MARK_FAMILY {
-                    if oldest_kept.is_none_or(|oldest| oldest >= cell.timestamp) {
-                        pending.batch.delete(tree, key);
-                        removed += 1;
+        for group in 0..self.layout.groups.len() {
+            let tree = &self.layout.groups[group].tree;
+            let mut cursor = CellCursor::open(
+                &self.layout,
+                tree,
+                prefix.clone(),
+                prefix_successor(prefix),
+                false,
+            )?;
+            // Rows to rewrite (row parts), and how many cells they drop.
+            let mut rows: Vec<Vec<u8>> = Vec::new();
+            let mut expected = 0;
+            let mut cells: Vec<StoredCell> = Vec::new();
+            while let Some((first, _)) = &cursor.head {
+                let row_part = first[..self.layout.row_len(first)?].to_vec();
+                cells.clear();
+                while let Some(cell) = cursor.head.take() {
+                    if !cell.0.starts_with(&row_part) {
+                        cursor.head = Some(cell);
+                        break;
                     }
-                    continue;
+                    cells.push(cell);
+                    cursor.advance()?;
                 }
-                let same_column = column.as_ref().is_some_and(|(f, r, q)| {
-                    *f == cell.family && *r == *cell.row && *q == *cell.qualifier
-                });
-                if !same_column {
-                    column = Some((cell.family, cell.row.to_vec(), cell.qualifier.to_vec()));
-                    index = 0;
+                let plan = self.compaction_plan(group, &row_part, &cells, judge)?;
+                if plan.removed > 0 {
+                    rows.push(row_part);
+                    expected += plan.removed;
                 }
-                index += 1;
-                let hidden = match self.layout.family_by_id(cell.family) {
-                    None => Hidden::ByGc,
-                    Some(family) => {
-                        let gc = match override_policy {
-                            Some((id, policy)) if id == cell.family => policy,
-                            _ => family.gc,
-                        };
-                        family.hidden_by(&gc, &cell.qualifier, index, cell.timestamp, now)
-                    }
-                };
-                if hidden == Hidden::No {
-                    oldest_kept =
-                        Some(oldest_kept.map_or(cell.timestamp, |t| t.min(cell.timestamp)));
-                    continue;
-                }
-                if hidden == Hidden::Dropped {
-                    pending.dropped.push((
-                        cell.row.to_vec(),
-                        group_index,
-                        key.to_vec(),
-                        cell.timestamp,
-                    ));
-                } else {
-                    pending.batch.delete(tree, key);
-                }
-                removed += 1;
-                if pending.batch.len() + pending.dropped.len() >= COMPACTION_BATCH
-                    && !self.apply_compaction(std::mem::take(&mut pending), check)?
-                {
-                    return Ok(removed);
+                if expected >= COMPACTION_BATCH {
+                    let Some(n) =
+                        self.apply_compaction(group, &std::mem::take(&mut rows), judge, check)?
+                    else {
+                        return Ok(removed + expected as u64);
+                    };
+                    removed += n;
+                    expected = 0;
                 }
             }
-            if !self.apply_compaction(pending, check)? {
-                return Ok(removed);
+            match self.apply_compaction(group, &rows, judge, check)? {
+                Some(n) => removed += n,
+                None => return Ok(removed),
             }
         }
         Ok(removed)
     }
 
-    /// Applies one batch through `check`: cells of dropped columns are
-    /// deleted under their row locks, each with a row marker in its place.
-    fn apply_compaction(&self, mut pending: Pending, check: LayoutCheck<'_>) -> Result<bool> {
-        if pending.batch.is_empty() && pending.dropped.is_empty() {
-            return Ok(true);
+    /// What compaction removes from one row's cells of group `group`
+    /// (`cells`, in key order), and the row markers that keep the row
+    /// alive where it removes the last cells of a dropped column.
+    fn compaction_plan(
+        &self,
+        group: usize,
+        row_part: &[u8],
+        cells: &[StoredCell],
+        judge: Judge,
+    ) -> Result<RowCompaction> {
+        let mut out = RowCompaction::default();
+        // A row's delete markers sort after its cells.
+        let mut marks = Marks::default();
+        for (key, _) in cells.iter().rev() {
+            let cell = self.layout.decode_key(key)?;
+            if cell.family != MARK_FAMILY {
+                break;
+            }
+            marks.add(&cell.qualifier, cell.timestamp, None);
         }
         let marker = self
             .layout
             .marker_family
             .and_then(|id| self.layout.family_by_id(id));
-        check(&self.layout, &mut || {
-            let _locks = self
-                .engine
-                .locks
-                .write_all(pending.dropped.iter().map(|(row, ..)| self.row_stripe(row)));
-            let mut batch = std::mem::take(&mut pending.batch);
-            for (row, group, key, ts) in &pending.dropped {
-                let tree = &self.layout.groups[*group].tree;
-                if tree.get(key)?.is_none() {
-                    continue; // deleted meanwhile: nothing to keep alive
+        let mut column: Option<(u16, Vec<u8>)> = None;
+        let mut index = 0;
+        // The oldest cell of the row that stays: a delete marker goes once
+        // nothing older than it is left to hide.
+        let mut oldest_kept: Option<i64> = None;
+        for (key, _) in cells {
+            let cell = self.layout.decode_key(key)?;
+            if cell.family == MARK_FAMILY {
+                if oldest_kept.is_none_or(|oldest| oldest >= cell.timestamp) {
+                    out.plan.deletes.insert(key.to_vec(), group);
+                    out.removed += 1;
                 }
-                batch.delete(tree, key.clone());
-                // A row deleted by a marker stays deleted.
-                let cell = self.layout.decode_key(key)?;
-                let mut marks = Marks::default();
-                let marks_prefix = CellKey::family_prefix(&self.layout.prefix, row, MARK_FAMILY);
-                for entry in tree.scan_prefix(&marks_prefix, false) {
-                    let (k, _) = entry?;
-                    let mark = self.layout.decode_key(&k)?;
-                    marks.add(&mark.qualifier, mark.timestamp, None);
+                continue;
+            }
+            let same_column = column
+                .as_ref()
+                .is_some_and(|(f, q)| *f == cell.family && q.as_slice() == &*cell.qualifier);
+            if !same_column {
+                column = Some((cell.family, cell.qualifier.to_vec()));
+                index = 0;
+            }
+            index += 1;
+            let hidden = match self.layout.family_by_id(cell.family) {
+                None => Hidden::ByGc,
+                Some(family) => {
+                    let gc = match judge.override_policy {
+                        Some((id, policy)) if id == cell.family => policy,
+                        _ => family.gc,
+                    };
+                    family.hidden_by(&gc, &cell.qualifier, index, cell.timestamp, judge.now)
                 }
-                if marks.covers(cell.family, &cell.qualifier, cell.timestamp) {
-                    continue;
-                }
-                if let Some(marker) = marker {
-                    let marker_key =
-                        CellKey::encode(&self.layout.prefix, row, marker.id, b"", *ts)?;
-                    batch.put(&self.layout.groups[marker.group].tree, marker_key, &b""[..]);
-                }
+            };
+            if hidden == Hidden::No {
+                oldest_kept = Some(oldest_kept.map_or(cell.timestamp, |t| t.min(cell.timestamp)));
+                continue;
+            }
+            out.plan.deletes.insert(key.to_vec(), group);
+            out.removed += 1;
+            let keep_alive = hidden == Hidden::Dropped
+                && !marks.covers(cell.family, &cell.qualifier, cell.timestamp);
+            if let Some(marker) = marker.filter(|_| keep_alive) {
+                let row = &row_part[self.layout.prefix.len()..];
+                let row = crate::keys::KeyReader::new(row).bytes()?;
+                let marker_key =
+                    CellKey::encode(&self.layout.prefix, &row, marker.id, b"", cell.timestamp)?;
+                out.plan.puts.insert(marker_key, (marker.group, Vec::new()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rewrites the chunks of `rows` (row parts) of group `group` through
+    /// `check`, each row judged again under its lock. Returns the cells
+    /// removed, or `None` when the check ended the pass.
+    fn apply_compaction(
+        &self,
+        group: usize,
+        rows: &[Vec<u8>],
+        judge: Judge,
+        check: LayoutCheck<'_>,
+    ) -> Result<Option<u64>> {
+        if rows.is_empty() {
+            return Ok(Some(0));
+        }
+        let prefix_len = self.layout.prefix.len();
+        let mut removed = 0;
+        let applied = check(&self.layout, &mut || {
+            let salt = self.layout.lock_salt();
+            let _locks = self.engine.locks.write_all(
+                rows.iter()
+                    .map(|row| self.engine.locks.stripe(salt, &row[prefix_len..])),
+            );
+            // Compaction removes only what reads hide already, so a crash
+            // that loses a pass loses nothing a reader could see: its
+            // batches reach the disk with the next flush.
+            let mut batch = WriteBatch::with_durability(Durability::Eventual);
+            removed = 0;
+            for row_part in rows {
+                let cells = self.cells_with_prefix(group, row_part)?;
+                let row = self.compaction_plan(group, row_part, &cells, judge)?;
+                removed += row.removed;
+                let key = crate::keys::KeyReader::new(&row_part[prefix_len..]).bytes()?;
+                self.add_to_batch(&key, &row.plan, &mut batch)?;
             }
             Ok(self.engine.storage.apply(batch)?)
-        })
+        })?;
+        Ok(applied.then_some(removed as u64))
     }
+}
+
+/// What compaction does to one row.
+#[derive(Default)]
+struct RowCompaction {
+    plan: RowPlan,
+    removed: usize,
 }

@@ -366,7 +366,8 @@ impl Layout {
             .map_err(|reason| self.corrupt(key, reason))
     }
 
-    fn corrupt(&self, key: &[u8], reason: KeyError) -> TableError {
+    /// A [`TableError::Corrupt`] naming this table and the stored `key`.
+    pub(crate) fn corrupt(&self, key: &[u8], reason: KeyError) -> TableError {
         let mut hex: Vec<String> = key.iter().take(64).map(|b| format!("{b:02x}")).collect();
         if key.len() > 64 {
             hex.push(format!("… ({} bytes)", key.len()));

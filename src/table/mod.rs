@@ -6,6 +6,7 @@
 //! call from the catalog's current layout.
 
 mod cell;
+pub(crate) mod chunks;
 mod filter;
 mod gc;
 pub(crate) mod layout;

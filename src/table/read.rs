@@ -16,7 +16,10 @@ use std::ops::Bound;
 
 use crate::error::Result;
 use crate::keys::{prefix_successor, CellKey, KeyReader};
-use crate::storage::{Bytes, RangeIter, Tree};
+use std::sync::Arc;
+
+use crate::storage::Bytes;
+use crate::table::chunks::{CellCursor, StoredCell};
 use crate::table::filter::{Filter, ReadOptions, ResumeToken, RowRange, RowSet};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
@@ -218,42 +221,11 @@ fn key_ranges(prefix: &[u8], rows: &RowSet) -> Vec<KeyRange> {
     merged
 }
 
-/// A cursor over one group tree with its next entry.
-struct Cursor {
-    tree: Tree,
-    hi: Bound<Vec<u8>>,
-    reverse: bool,
-    iter: RangeIter,
-    head: Option<(Bytes, Bytes)>,
-}
-
-impl Cursor {
-    fn open(tree: &Tree, range: &KeyRange, reverse: bool) -> Result<Cursor> {
-        let hi = range.hi.clone().map_or(Bound::Unbounded, Bound::Excluded);
-        let mut iter = tree.range(Bound::Included(range.lo.clone()), hi.clone(), reverse);
-        let head = iter.next().transpose()?;
-        Ok(Cursor {
-            tree: tree.clone(),
-            hi,
-            reverse,
-            iter,
-            head,
-        })
-    }
-
-    fn advance(&mut self) -> Result<()> {
-        self.head = self.iter.next().transpose()?;
-        Ok(())
-    }
-
-    /// Moves a forward cursor to the first key at or after `lo`, without
-    /// visiting the keys in between.
-    fn seek(&mut self, lo: Vec<u8>) -> Result<()> {
-        debug_assert!(!self.reverse, "only forward cursors seek");
-        self.iter = self
-            .tree
-            .range(Bound::Included(lo), self.hi.clone(), self.reverse);
-        self.advance()
+impl KeyRange {
+    /// A cursor over this range of group `group`.
+    fn cursor(&self, layout: &Arc<Layout>, group: usize, reverse: bool) -> Result<CellCursor> {
+        let tree = &layout.groups[group].tree;
+        CellCursor::open(layout, tree, self.lo.clone(), self.hi.clone(), reverse)
     }
 }
 
@@ -274,7 +246,7 @@ fn column_part(key: &[u8]) -> Option<&[u8]> {
 }
 
 /// The cursor with the next key in scan order.
-fn next_cursor(cursors: &[Cursor], reverse: bool) -> Option<usize> {
+fn next_cursor(cursors: &[CellCursor], reverse: bool) -> Option<usize> {
     let mut best: Option<(usize, &[u8])> = None;
     for (at, cursor) in cursors.iter().enumerate() {
         if let Some((key, _)) = &cursor.head {
@@ -310,7 +282,7 @@ pub struct Scanner {
     groups: Vec<usize>,
     ranges: VecDeque<KeyRange>,
     current: Option<KeyRange>,
-    cursors: Vec<Cursor>,
+    cursors: Vec<CellCursor>,
     epoch: u64,
     now: i64,
     rows_left: Option<usize>,
@@ -361,9 +333,8 @@ impl Scanner {
     fn open_cursors(&mut self, range: KeyRange) -> Result<()> {
         self.cursors.clear();
         for &g in &self.groups {
-            let tree = &self.store.layout.groups[g].tree;
-            self.cursors
-                .push(Cursor::open(tree, &range, self.options.reverse)?);
+            let cursor = range.cursor(&self.store.layout, g, self.options.reverse)?;
+            self.cursors.push(cursor);
         }
         self.current = Some(range);
         Ok(())
@@ -568,7 +539,7 @@ impl TableStore {
     )]
     fn collect_row(
         &self,
-        cursors: &mut [Cursor],
+        cursors: &mut [CellCursor],
         row_enc: &[u8],
         reverse: bool,
         filter: &Filter,
@@ -640,13 +611,19 @@ impl TableStore {
         let mut marks_prefix = row_enc.to_vec();
         crate::keys::put_u16(&mut marks_prefix, MARK_FAMILY);
         for g in groups_for(&self.layout, filter) {
-            for entry in self.layout.groups[g].tree.scan_prefix(&marks_prefix, false) {
-                let (k, _) = entry?;
+            for (k, _) in self.cells_with_prefix(g, &marks_prefix)? {
                 let cell = self.layout.decode_key(&k)?;
                 marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
             }
         }
         Ok(marks)
+    }
+
+    /// Every stored cell of one row in group `group` whose key starts with
+    /// `scope` (the row part, or a family or column prefix in it).
+    pub(crate) fn cells_with_prefix(&self, group: usize, scope: &[u8]) -> Result<Vec<StoredCell>> {
+        let tree = &self.layout.groups[group].tree;
+        crate::table::chunks::cells_with_prefix(&self.layout, tree, scope)
     }
 
     /// Applies the selector, then the per-row offset and limit, to the
@@ -779,7 +756,7 @@ impl TableStore {
         };
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
-            .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
+            .map(|g| range.cursor(&self.layout, g, false))
             .collect::<Result<Vec<_>>>()?;
         let now = crate::clock::wall_micros();
         let mut raw = Vec::new();
@@ -819,10 +796,7 @@ impl TableStore {
             Some(token) => CellKey::column_prefix(prefix, key, token.family, &token.qualifier),
             None => row_enc.clone(),
         };
-        let range = KeyRange {
-            lo,
-            hi: prefix_successor(&row_enc),
-        };
+        let hi = prefix_successor(&row_enc);
         let stripe = self
             .engine
             .locks
@@ -830,7 +804,10 @@ impl TableStore {
         let _guard = self.engine.locks.read(stripe);
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
-            .map(|g| Cursor::open(&self.layout.groups[g].tree, &range, false))
+            .map(|g| {
+                let tree = &self.layout.groups[g].tree;
+                CellCursor::open_inside_row(&self.layout, tree, &lo, hi.clone())
+            })
             .collect::<Result<Vec<_>>>()?;
         let marks = self.row_marks(&row_enc, filter)?;
         let mut selector = Selector::new(&self.layout, filter, crate::clock::wall_micros());

@@ -12,6 +12,7 @@ use std::ops::Range;
 use crate::error::{Error, Result};
 use crate::keys::{CellKey, KeyReader};
 use crate::storage::{Durability, WriteBatch};
+use crate::table::chunks::{self, CellChanges};
 use crate::table::filter::Filter;
 use crate::table::layout::FamilyLayout;
 use crate::table::layout::Hidden;
@@ -40,12 +41,12 @@ pub const STATEMENT_ATOMIC_ROWS: usize = 10_000;
 /// The planned effect of one row's mutations: cell keys to write and to
 /// delete, each with its group index.
 #[derive(Debug, Default)]
-struct RowPlan {
-    puts: BTreeMap<Vec<u8>, (usize, Vec<u8>)>,
+pub(crate) struct RowPlan {
+    pub(crate) puts: BTreeMap<Vec<u8>, (usize, Vec<u8>)>,
     /// Delete markers to write: group and cell key (a row's marker goes
     /// into every group under the same key).
-    marks: std::collections::BTreeSet<(usize, Vec<u8>)>,
-    deletes: BTreeMap<Vec<u8>, usize>,
+    pub(crate) marks: std::collections::BTreeSet<(usize, Vec<u8>)>,
+    pub(crate) deletes: BTreeMap<Vec<u8>, usize>,
 }
 
 /// Applies the rows of one statement as they are produced, in bounded
@@ -201,11 +202,9 @@ impl TableStore {
         plan: &mut RowPlan,
         now: i64,
     ) -> Result<()> {
-        let tree = &self.layout.groups[family.group].tree;
         let mut column: Option<Vec<u8>> = None;
         let mut index = 0;
-        for entry in tree.scan_prefix(prefix, false) {
-            let (key, _) = entry?;
+        for (key, _) in self.cells_with_prefix(family.group, prefix)? {
             let cell = self.layout.decode_key(&key)?;
             if column.as_deref() != Some(cell.qualifier.as_ref()) {
                 column = Some(cell.qualifier.to_vec());
@@ -357,9 +356,7 @@ impl TableStore {
                         Some(ts) => *ts,
                         None => {
                             for &g in &groups {
-                                let tree = &self.layout.groups[g].tree;
-                                for entry in tree.scan_prefix(&scope_prefix, false) {
-                                    let (k, _) = entry?;
+                                for (k, _) in self.cells_with_prefix(g, &scope_prefix)? {
                                     let cell = self.layout.decode_key(&k)?;
                                     if cell.family != MARK_FAMILY && cell.timestamp >= server_ts {
                                         plan.deletes.insert(k.to_vec(), g);
@@ -380,9 +377,8 @@ impl TableStore {
                 }
                 Mutation::DeleteRow => {
                     let row = CellKey::row_prefix(prefix, key);
-                    for (group, g) in self.layout.groups.iter().enumerate() {
-                        for entry in g.tree.scan_prefix(&row, false) {
-                            let (k, _) = entry?;
+                    for group in 0..self.layout.groups.len() {
+                        for (k, _) in self.cells_with_prefix(group, &row)? {
                             plan.deletes.insert(k.to_vec(), group);
                         }
                     }
@@ -404,9 +400,8 @@ impl TableStore {
         let prefix = &self.layout.prefix;
         let mut marks = Marks::default();
         let marks_prefix = CellKey::family_prefix(prefix, key, MARK_FAMILY);
-        for group in &self.layout.groups {
-            for entry in group.tree.scan_prefix(&marks_prefix, false) {
-                let (k, _) = entry?;
+        for group in 0..self.layout.groups.len() {
+            for (k, _) in self.cells_with_prefix(group, &marks_prefix)? {
                 if !plan.deletes.contains_key(k.as_ref()) {
                     let cell = self.layout.decode_key(&k)?;
                     marks.add(&cell.qualifier, cell.timestamp, None);
@@ -430,8 +425,7 @@ impl TableStore {
                 }
             }
             for &g in groups {
-                for entry in self.layout.groups[g].tree.scan_prefix(scope, false) {
-                    let (k, _) = entry?;
+                for (k, _) in self.cells_with_prefix(g, scope)? {
                     if !plan.deletes.contains_key(k.as_ref()) && visible(&k)? {
                         return Ok(true);
                     }
@@ -467,19 +461,30 @@ impl TableStore {
             .into())
     }
 
-    fn add_to_batch(&self, plan: RowPlan, batch: &mut WriteBatch) {
-        let groups = &self.layout.groups;
-        for (key, group) in plan.deletes {
-            if !plan.puts.contains_key(&key) {
-                batch.delete(&groups[group].tree, key);
-            }
+    /// Adds the chunk writes of row `key`'s plan to `batch`; a batch
+    /// carries at most one plan per row (see [`chunks::write_changes`]).
+    pub(crate) fn add_to_batch(
+        &self,
+        key: &[u8],
+        plan: &RowPlan,
+        batch: &mut WriteBatch,
+    ) -> Result<()> {
+        let mut changes: Vec<CellChanges<'_>> = vec![CellChanges::new(); self.layout.groups.len()];
+        for (cell, group) in &plan.deletes {
+            changes[*group].insert(cell.clone(), None);
         }
-        for (key, (group, value)) in plan.puts {
-            batch.put(&groups[group].tree, key, value);
+        for (cell, (group, value)) in &plan.puts {
+            changes[*group].insert(cell.clone(), Some(value.as_slice()));
         }
-        for (group, key) in plan.marks {
-            batch.put(&groups[group].tree, key, &b""[..]);
+        for (group, cell) in &plan.marks {
+            changes[*group].insert(cell.clone(), Some(&[]));
         }
+        let row_part = CellKey::row_prefix(&self.layout.prefix, key);
+        for (group, changes) in changes.iter().enumerate() {
+            let tree = &self.layout.groups[group].tree;
+            chunks::write_changes(&self.layout, tree, &row_part, changes, batch)?;
+        }
+        Ok(())
     }
 
     /// Applies a mutation to one row atomically.
@@ -517,7 +522,7 @@ impl TableStore {
         self.plan_row(key, mutation, ts, &mut plan)?;
         self.check_not_null(key, &plan)?;
         let mut batch = WriteBatch::with_durability(self.durability);
-        self.add_to_batch(plan, &mut batch);
+        self.add_to_batch(key, &plan, &mut batch)?;
         Ok(self.engine.storage.apply(batch)?)
     }
 
@@ -578,7 +583,7 @@ impl TableStore {
         let mut batch = WriteBatch::with_durability(self.durability);
         for (key, plan) in plans {
             self.check_not_null(key, &plan)?;
-            self.add_to_batch(plan, &mut batch);
+            self.add_to_batch(key, &plan, &mut batch)?;
         }
         self.engine.storage.apply(batch)?;
         Ok(chunk.len())
@@ -699,7 +704,7 @@ impl TableStore {
         let plan = if matched { match_plan } else { miss_plan };
         self.check_not_null(key, &plan)?;
         let mut batch = WriteBatch::with_durability(self.durability);
-        self.add_to_batch(plan, &mut batch);
+        self.add_to_batch(key, &plan, &mut batch)?;
         self.engine.storage.apply(batch)?;
         Ok(matched)
     }
@@ -717,11 +722,22 @@ pub(crate) fn mutate_rows_atomically(
         .locks
         .write_all(rows.iter().map(|(s, k, _)| s.row_stripe(k)));
     let ts = engine.clock.next(&engine.storage)?;
-    let mut batch = WriteBatch::with_durability(Durability::Immediate);
+    // One plan per row: a row's chunks are rewritten once per batch.
+    let mut plans: Vec<(&TableStore, &[u8], RowPlan)> = Vec::new();
     for (store, key, mutation) in rows {
-        let mut plan = RowPlan::default();
-        store.plan_row(key, mutation, ts, &mut plan)?;
-        store.add_to_batch(plan, &mut batch);
+        let at = plans
+            .iter()
+            .position(|(s, k, _)| s.layout.id == store.layout.id && k == key);
+        let at = at.unwrap_or_else(|| {
+            plans.push((store, key, RowPlan::default()));
+            plans.len() - 1
+        });
+        let (_, _, plan) = &mut plans[at];
+        store.plan_row(key, mutation, ts, plan)?;
+    }
+    let mut batch = WriteBatch::with_durability(Durability::Immediate);
+    for (store, key, plan) in &plans {
+        store.add_to_batch(key, plan, &mut batch)?;
     }
     Ok(engine.storage.apply(batch)?)
 }

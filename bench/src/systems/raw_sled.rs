@@ -1,12 +1,12 @@
-//! sled with nothing on top: the keys and values widesql's current layout
-//! writes (a key per cell: row, family id, qualifier, timestamp; two trees
-//! for two locality groups), loaded in batches of 1,000 rows. The physical
-//! limit of widesql's storage.
+//! sled with nothing on top: the keys and values widesql's layout writes (a
+//! chunk per row and locality group, encoded by widesql's own
+//! `encode_chunk`, in two trees for two locality groups), loaded in batches
+//! of 1,000 rows. The physical limit of widesql's storage.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use widesql::internals::{put_bytes, CellKey};
+use widesql::internals::{encode_chunk, put_bytes, CellKey, ChunkReader};
 
 use super::System;
 use crate::data::Page;
@@ -47,15 +47,15 @@ impl RawSled {
         &self.db
     }
 
-    /// Sums the 8-byte values of qualifier `name` in family `cf` over the
-    /// default group, or counts each distinct value when `count` is set.
-    fn scan_column(&self, name: &[u8]) -> Res<Vec<(Vec<u8>, sled::IVec)>> {
+    /// The value of column `name` of family `cf` of every page, from the
+    /// default group.
+    fn scan_column(&self, name: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        let wanted = suffix(CF, name)?;
         let mut out = Vec::new();
         for item in self.small.iter() {
-            let (key, value) = item?;
-            let cell = CellKey::decode(&key, 0)?;
-            if cell.family == CF && cell.qualifier.as_ref() == name {
-                out.push((cell.row.into_owned(), value));
+            let (key, chunk) = item?;
+            if let Some(value) = find(&chunk, &wanted)? {
+                out.push((key.to_vec(), value.to_vec()));
             }
         }
         Ok(out)
@@ -67,22 +67,63 @@ pub fn cell_key(row: &str, family: u16, qualifier: &[u8]) -> Res<Vec<u8>> {
     Ok(CellKey::encode(&[], row.as_bytes(), family, qualifier, TS)?)
 }
 
+/// The row part of a row's cell keys: a chunk's key.
+fn row_part(row: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_bytes(&mut out, row.as_bytes());
+    out
+}
+
+/// A cell key without its row part.
+fn suffix(family: u16, qualifier: &[u8]) -> Res<Vec<u8>> {
+    // The empty row's part is its two-byte terminator.
+    Ok(CellKey::encode(&[], b"", family, qualifier, TS)?[2..].to_vec())
+}
+
+/// The value of the cell with key suffix `wanted` in a chunk.
+fn find<'c>(chunk: &'c [u8], wanted: &[u8]) -> Res<Option<&'c [u8]>> {
+    let mut reader = ChunkReader::new(chunk);
+    while let Some((suffix, value)) = reader.next_cell()? {
+        if suffix == wanted {
+            return Ok(Some(&chunk[value]));
+        }
+    }
+    Ok(None)
+}
+
+/// Encodes one row's cells (key, value; any order) as one chunk.
+fn chunk(row: &str, mut cells: Vec<(Vec<u8>, &[u8])>) -> Vec<u8> {
+    cells.sort();
+    encode_chunk(
+        row_part(row).len(),
+        cells.iter().map(|(k, v)| (k.as_slice(), *v)),
+    )
+}
+
 impl System for RawSled {
     fn name(&self) -> String {
         "raw sled".into()
     }
 
     fn load(&mut self, pages: &[Page]) -> Res<()> {
-        for chunk in pages.chunks(1000) {
+        for batch in pages.chunks(1000) {
             let (mut small, mut blobs) = (sled::Batch::default(), sled::Batch::default());
-            for p in chunk {
-                small.insert(cell_key(&p.key, CF, b"language")?, p.language.as_bytes());
-                small.insert(cell_key(&p.key, CF, b"checksum")?, &p.checksum[..]);
-                small.insert(cell_key(&p.key, CF, b"rank")?, &p.rank.to_be_bytes()[..]);
+            for p in batch {
+                let rank = p.rank.to_be_bytes();
+                let mut cells = vec![
+                    (cell_key(&p.key, CF, b"language")?, p.language.as_bytes()),
+                    (cell_key(&p.key, CF, b"checksum")?, &p.checksum[..]),
+                    (cell_key(&p.key, CF, b"rank")?, &rank[..]),
+                ];
                 for (from, text) in &p.anchors {
-                    small.insert(cell_key(&p.key, ANCHOR, from.as_bytes())?, text.as_bytes());
+                    cells.push((cell_key(&p.key, ANCHOR, from.as_bytes())?, text.as_bytes()));
                 }
-                blobs.insert(cell_key(&p.key, PAGE, b"contents")?, p.contents.as_bytes());
+                small.insert(row_part(&p.key), chunk(&p.key, cells));
+                let contents = cell_key(&p.key, PAGE, b"contents")?;
+                blobs.insert(
+                    row_part(&p.key),
+                    chunk(&p.key, vec![(contents, p.contents.as_bytes())]),
+                );
             }
             self.small.apply_batch(small)?;
             self.blobs.apply_batch(blobs)?;
@@ -92,13 +133,13 @@ impl System for RawSled {
     }
 
     fn point(&mut self, key: &str) -> Res<bool> {
-        let mut prefix = Vec::new();
-        put_bytes(&mut prefix, key.as_bytes());
         let mut cells = 0;
         for tree in [&self.small, &self.blobs] {
-            for item in tree.scan_prefix(&prefix) {
-                let (_, value) = item?;
-                cells += usize::from(!value.is_empty());
+            if let Some(chunk) = tree.get(row_part(key))? {
+                let mut reader = ChunkReader::new(&chunk);
+                while let Some((_, value)) = reader.next_cell()? {
+                    cells += usize::from(!value.is_empty());
+                }
             }
         }
         Ok(cells > 0)
@@ -106,12 +147,12 @@ impl System for RawSled {
 
     fn range(&mut self, prefix: &str) -> Res<usize> {
         // Domain prefixes hold no zero byte: their escaped form is the
-        // prefix itself.
+        // prefix itself. A page is a chunk with a language.
+        let language = suffix(CF, b"language")?;
         let mut pages = 0;
         for item in self.small.scan_prefix(prefix.as_bytes()) {
-            let (key, _) = item?;
-            let cell = CellKey::decode(&key, 0)?;
-            pages += usize::from(cell.family == CF && cell.qualifier.as_ref() == b"language");
+            let (_, chunk) = item?;
+            pages += usize::from(find(&chunk, &language)?.is_some());
         }
         Ok(pages)
     }

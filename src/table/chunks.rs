@@ -1,0 +1,494 @@
+//! How a table's cells are stored: one storage entry, a *chunk*, per row
+//! and locality group, holding that row's cells of the group in key order.
+//!
+//! sled costs about a microsecond for every key it stores or visits, so a
+//! key per cell made a page of eight cells cost eight keys to write and to
+//! scan. A chunk makes it one per group (benchmark W1–W5 and the README's
+//! design section have the figures).
+//!
+//! # Keys
+//!
+//! A row's first chunk in a group is stored under the *row part* of its
+//! cells' keys (`prefix ‖ row`, see [`CellKey`](crate::keys::CellKey));
+//! every further chunk under the full cell key of the cell it started
+//! with. The chunk stored under key `K` holds the row's cells from `K` up to
+//! the next chunk's key: the cell with key `C` lives in the last chunk whose
+//! key is at most `C`. Keys of different rows never interleave, because the
+//! row part ends with a terminator.
+//!
+//! # Splitting
+//!
+//! Once a chunk's cells pass [`CHUNK_SPLIT_BYTES`] they are split at cell
+//! boundaries into chunks of about [`CHUNK_TARGET_BYTES`], so a write
+//! rewrites, and a read decodes, a bounded part of a wide or very versioned
+//! row. A value larger than the target gets a chunk of its own: writing
+//! the other cells of its row does not copy it.
+//!
+//! # Chunk bytes
+//!
+//! The cells in key order, each as
+//! `shared ‖ unshared ‖ suffix[shared..] ‖ value length ‖ value`, where the
+//! *suffix* is the cell key after the row part (family id, qualifier and
+//! timestamp), `shared` is how many leading bytes it has in common with the
+//! previous cell's suffix, and the three lengths are LEB128 varints. The
+//! versions of one column cost their timestamp, their value and four bytes.
+
+use std::collections::BTreeMap;
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::keys::KeyError;
+use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
+use crate::table::layout::Layout;
+
+/// A chunk whose cells pass this many bytes is split.
+pub const CHUNK_SPLIT_BYTES: usize = 32 * 1024;
+/// The size of the chunks a split makes.
+pub const CHUNK_TARGET_BYTES: usize = 16 * 1024;
+
+/// A stored cell: its full cell key and its value.
+pub type StoredCell = (Bytes, Bytes);
+
+fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn bad(reason: &'static str) -> KeyError {
+    KeyError::BadChunk { reason }
+}
+
+fn take_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyError> {
+    let mut n: usize = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at).ok_or(bad("it ends inside a length"))?;
+        *at += 1;
+        n |= usize::from(byte & 0x7F)
+            .checked_shl(shift)
+            .ok_or(bad("a length overflows"))?;
+        if byte & 0x80 == 0 {
+            return Ok(n);
+        }
+    }
+    Err(bad("a length overflows"))
+}
+
+/// The encoded size of one cell, framing included.
+fn encoded_len(suffix_len: usize, value_len: usize) -> usize {
+    suffix_len + value_len + 6
+}
+
+/// Encodes cells (full cell keys after a row part of `row_len` bytes, in
+/// key order) into a chunk.
+fn encode<'c>(row_len: usize, cells: impl IntoIterator<Item = (&'c [u8], &'c [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut previous: &[u8] = &[];
+    for (key, value) in cells {
+        let suffix = &key[row_len..];
+        let shared = suffix
+            .iter()
+            .zip(previous)
+            .take_while(|(a, b)| a == b)
+            .count();
+        put_varint(&mut out, shared);
+        put_varint(&mut out, suffix.len() - shared);
+        out.extend_from_slice(&suffix[shared..]);
+        put_varint(&mut out, value.len());
+        out.extend_from_slice(value);
+        previous = suffix;
+    }
+    out
+}
+
+/// Reads the cells of a chunk in order.
+pub struct ChunkReader<'c> {
+    chunk: &'c [u8],
+    at: usize,
+    suffix: Vec<u8>,
+}
+
+impl<'c> ChunkReader<'c> {
+    /// A reader of the chunk bytes `chunk`.
+    pub fn new(chunk: &'c [u8]) -> Self {
+        Self {
+            chunk,
+            at: 0,
+            suffix: Vec::new(),
+        }
+    }
+
+    /// The next cell: its key suffix (the cell key after the row part) and
+    /// where its value lies in the chunk; `None` after the last one.
+    pub fn next_cell(
+        &mut self,
+    ) -> std::result::Result<Option<(&[u8], std::ops::Range<usize>)>, KeyError> {
+        let chunk = self.chunk;
+        if self.at >= chunk.len() {
+            return Ok(None);
+        }
+        let at = &mut self.at;
+        let shared = take_varint(chunk, at)?;
+        let unshared = take_varint(chunk, at)?;
+        if shared > self.suffix.len() {
+            return Err(bad("a cell shares more bytes than the previous one has"));
+        }
+        let end = at
+            .checked_add(unshared)
+            .filter(|end| *end <= chunk.len())
+            .ok_or(bad("it ends inside a cell key"))?;
+        self.suffix.truncate(shared);
+        self.suffix.extend_from_slice(&chunk[*at..end]);
+        *at = end;
+        let value_len = take_varint(chunk, at)?;
+        let value_end = at
+            .checked_add(value_len)
+            .filter(|end| *end <= chunk.len())
+            .ok_or(bad("it ends inside a value"))?;
+        let value = *at..value_end;
+        *at = value_end;
+        Ok(Some((&self.suffix, value)))
+    }
+}
+
+/// Encodes cells, given by full cell key (with a row part of `row_len`
+/// bytes) and value in key order, into the bytes of one chunk.
+pub fn encode_chunk<'c>(
+    row_len: usize,
+    cells: impl IntoIterator<Item = (&'c [u8], &'c [u8])>,
+) -> Vec<u8> {
+    encode(row_len, cells)
+}
+
+/// Decodes the chunk stored under `key` into its cells, appended to `out`
+/// in key order. Values share the chunk's memory.
+fn decode(layout: &Layout, key: &[u8], chunk: &Bytes, out: &mut Vec<StoredCell>) -> Result<()> {
+    let row_len = layout.row_len(key)?;
+    let row_part = &key[..row_len];
+    let mut reader = ChunkReader::new(chunk);
+    while let Some((suffix, value)) = reader
+        .next_cell()
+        .map_err(|reason| layout.corrupt(key, reason))?
+    {
+        let mut full = Vec::with_capacity(row_len + suffix.len());
+        full.extend_from_slice(row_part);
+        full.extend_from_slice(suffix);
+        out.push((Bytes::from(full), chunk.slice(value.start, value.len())));
+    }
+    Ok(())
+}
+
+/// The key to start a forward chunk scan from so that it meets the cell
+/// `at` (a position inside a row): the key of the chunk that holds it, or
+/// `at` itself when the row has no chunk at or before it.
+fn chunk_holding(layout: &Layout, tree: &Tree, at: &[u8]) -> Result<Vec<u8>> {
+    let row_len = layout.row_len(at)?;
+    if row_len == at.len() {
+        return Ok(at.to_vec());
+    }
+    let before = tree
+        .range(
+            Bound::Included(at[..row_len].to_vec()),
+            Bound::Included(at.to_vec()),
+            true,
+        )
+        .next()
+        .transpose()?;
+    Ok(before.map_or_else(|| at.to_vec(), |(key, _)| key.to_vec()))
+}
+
+/// Iterates the cells of a key range of one group tree, chunk by chunk, in
+/// key order or reversed; `head` is the next cell.
+pub struct CellCursor {
+    layout: Arc<Layout>,
+    tree: Tree,
+    hi: Bound<Vec<u8>>,
+    reverse: bool,
+    chunks: RangeIter,
+    /// The decoded cells of the current chunk not yet taken, in scan order.
+    cells: VecDeque<StoredCell>,
+    /// Cells below this key are skipped (a forward scan that started
+    /// inside a chunk).
+    skip_below: Option<Vec<u8>>,
+    /// The next cell.
+    pub head: Option<StoredCell>,
+}
+
+impl CellCursor {
+    /// The cells with keys in `[lo, hi)` (`hi`: `None` for no end), where
+    /// `lo` and `hi` are row boundaries: a row part, or the table's prefix
+    /// and its end.
+    pub fn open(
+        layout: &Arc<Layout>,
+        tree: &Tree,
+        lo: Vec<u8>,
+        hi: Option<Vec<u8>>,
+        reverse: bool,
+    ) -> Result<CellCursor> {
+        let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        let chunks = tree.range(Bound::Included(lo), hi.clone(), reverse);
+        let mut cursor = CellCursor {
+            layout: Arc::clone(layout),
+            tree: tree.clone(),
+            hi,
+            reverse,
+            chunks,
+            cells: VecDeque::new(),
+            skip_below: None,
+            head: None,
+        };
+        cursor.advance()?;
+        Ok(cursor)
+    }
+
+    /// The cells from `from` (a position inside a row: a family or column
+    /// prefix, or a cell key) up to `hi`, forward.
+    pub fn open_inside_row(
+        layout: &Arc<Layout>,
+        tree: &Tree,
+        from: &[u8],
+        hi: Option<Vec<u8>>,
+    ) -> Result<CellCursor> {
+        let start = chunk_holding(layout, tree, from)?;
+        let mut cursor = Self::open(layout, tree, start, hi, false)?;
+        cursor.skip_to(from)?;
+        Ok(cursor)
+    }
+
+    /// Moves to the next cell.
+    pub fn advance(&mut self) -> Result<()> {
+        loop {
+            while let Some(cell) = self.cells.pop_front() {
+                if let Some(lo) = &self.skip_below {
+                    if cell.0.as_ref() < lo.as_slice() {
+                        continue;
+                    }
+                    self.skip_below = None;
+                }
+                self.head = Some(cell);
+                return Ok(());
+            }
+            let Some(entry) = self.chunks.next() else {
+                self.head = None;
+                return Ok(());
+            };
+            let (key, chunk) = entry?;
+            let mut cells = Vec::new();
+            decode(&self.layout, &key, &chunk, &mut cells)?;
+            if self.reverse {
+                cells.reverse();
+            }
+            self.cells = cells.into();
+        }
+    }
+
+    /// Skips the buffered cells below `lo` (forward only).
+    fn skip_to(&mut self, lo: &[u8]) -> Result<()> {
+        if self.head.as_ref().is_some_and(|(k, _)| k.as_ref() < lo) {
+            self.skip_below = Some(lo.to_vec());
+            self.advance()?;
+        }
+        Ok(())
+    }
+
+    /// Moves a forward cursor to the first cell at or after `lo`, a
+    /// position inside the current row, reading no chunk in between.
+    pub fn seek(&mut self, lo: Vec<u8>) -> Result<()> {
+        debug_assert!(!self.reverse, "only forward cursors seek");
+        if self
+            .head
+            .as_ref()
+            .is_none_or(|(k, _)| k.as_ref() >= lo.as_slice())
+        {
+            return Ok(());
+        }
+        let buffered = self
+            .cells
+            .back()
+            .is_some_and(|(k, _)| k.as_ref() >= lo.as_slice());
+        if !buffered {
+            let start = chunk_holding(&self.layout, &self.tree, &lo)?;
+            self.chunks = self
+                .tree
+                .range(Bound::Included(start), self.hi.clone(), false);
+            self.cells.clear();
+        }
+        self.skip_below = Some(lo);
+        self.advance()
+    }
+}
+
+/// Every stored cell of one row in one group whose key starts with `scope`
+/// (the row part, or a family or column prefix inside it), in key order.
+pub fn cells_with_prefix(
+    layout: &Arc<Layout>,
+    tree: &Tree,
+    scope: &[u8],
+) -> Result<Vec<StoredCell>> {
+    let row_len = layout.row_len(scope)?;
+    let end = crate::keys::prefix_successor(&scope[..row_len]);
+    let mut cursor = if row_len == scope.len() {
+        CellCursor::open(layout, tree, scope.to_vec(), end, false)?
+    } else {
+        CellCursor::open_inside_row(layout, tree, scope, end)?
+    };
+    let mut cells = Vec::new();
+    while let Some(cell) = cursor.head.take() {
+        if !cell.0.starts_with(scope) {
+            break;
+        }
+        cells.push(cell);
+        cursor.advance()?;
+    }
+    Ok(cells)
+}
+
+/// The changes to one row's cells in one group: full cell key, and the new
+/// value or `None` to delete the cell.
+pub type CellChanges<'v> = BTreeMap<Vec<u8>, Option<&'v [u8]>>;
+
+/// Adds to `batch` the chunk writes that apply `changes` to the row whose
+/// row part is `row_part`. Only the chunks holding a changed cell are read
+/// and rewritten. The caller holds the row's lock, and a batch carries at
+/// most one call per row and group (two would each rewrite the chunk as
+/// they read it, and the second would undo the first).
+pub fn write_changes(
+    layout: &Arc<Layout>,
+    tree: &Tree,
+    row_part: &[u8],
+    changes: &CellChanges<'_>,
+    batch: &mut WriteBatch,
+) -> Result<()> {
+    let (Some(first), Some(last)) = (changes.keys().next(), changes.keys().next_back()) else {
+        return Ok(());
+    };
+    // The chunks whose ranges hold a change: the one holding the first,
+    // and every one starting at or before the last.
+    let start = chunk_holding(layout, tree, first)?;
+    let mut chunks: Vec<(Vec<u8>, Option<Bytes>)> = Vec::new();
+    for entry in tree.range(Bound::Included(start), Bound::Included(last.clone()), false) {
+        let (key, chunk) = entry?;
+        chunks.push((key.to_vec(), Some(chunk)));
+    }
+    if chunks
+        .first()
+        .is_none_or(|(key, _)| key.as_slice() > first.as_slice())
+    {
+        // Nothing stored at or before the first change: a new first chunk.
+        chunks.insert(0, (row_part.to_vec(), None));
+    }
+    let row_len = row_part.len();
+    let mut pending = changes.iter().peekable();
+    for at in 0..chunks.len() {
+        let next_key = chunks.get(at + 1).map(|(key, _)| key.clone());
+        let (key, stored) = &chunks[at];
+        let mut cells: Vec<StoredCell> = Vec::new();
+        if let Some(chunk) = stored {
+            decode(layout, key, chunk, &mut cells)?;
+        }
+        // Merge this chunk's changes into its cells.
+        let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(cells.len() + 1);
+        let mut stored_cells = cells.iter().peekable();
+        loop {
+            let change = pending
+                .peek()
+                .filter(|(k, _)| next_key.as_ref().is_none_or(|next| *k < next));
+            match (stored_cells.peek(), change) {
+                (None, None) => break,
+                (Some((k, v)), None) => {
+                    merged.push((k, v));
+                    stored_cells.next();
+                }
+                (Some((k, v)), Some((ck, _))) if k.as_ref() < ck.as_slice() => {
+                    merged.push((k, v));
+                    stored_cells.next();
+                }
+                (stored, Some((ck, cv))) => {
+                    if stored.is_some_and(|(k, _)| k.as_ref() == ck.as_slice()) {
+                        stored_cells.next();
+                    }
+                    if let Some(value) = cv {
+                        merged.push((ck.as_slice(), value));
+                    }
+                    pending.next();
+                }
+            }
+        }
+        let total: usize = merged
+            .iter()
+            .map(|(k, v)| encoded_len(k.len() - row_len, v.len()))
+            .sum();
+        if merged.is_empty() {
+            if stored.is_some() {
+                batch.delete(tree, key.clone());
+            }
+            continue;
+        }
+        if total <= CHUNK_SPLIT_BYTES {
+            batch.put(tree, key.clone(), encode(row_len, merged));
+            continue;
+        }
+        // Split into chunks of about the target size; the first keeps the
+        // chunk's key, each other one takes its first cell's.
+        let mut piece_key = key.clone();
+        let mut piece: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut piece_len = 0;
+        for (k, v) in merged {
+            let len = encoded_len(k.len() - row_len, v.len());
+            if !piece.is_empty() && piece_len + len > CHUNK_TARGET_BYTES {
+                batch.put(tree, piece_key, encode(row_len, piece.drain(..)));
+                piece_key = k.to_vec();
+                piece_len = 0;
+            }
+            piece.push((k, v));
+            piece_len += len;
+        }
+        batch.put(tree, piece_key, encode(row_len, piece));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip() {
+        for n in [0, 1, 127, 128, 300, 16_383, 16_384, usize::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, n);
+            let mut at = 0;
+            assert_eq!(take_varint(&out, &mut at), Ok(n));
+            assert_eq!(at, out.len());
+        }
+        assert!(take_varint(&[0x80], &mut 0).is_err());
+        assert!(take_varint(&[0xFF; 11], &mut 0).is_err());
+    }
+
+    #[test]
+    fn versions_of_one_column_share_their_key() {
+        let row = b"row\x00\x01".to_vec();
+        let key = |ts: u8| {
+            [
+                row.clone(),
+                b"\x00\x01q\x00\x01".to_vec(),
+                vec![0xFF; 7],
+                vec![ts],
+            ]
+            .concat()
+        };
+        let cells: Vec<(Vec<u8>, Vec<u8>)> = (0..10).map(|ts| (key(ts), vec![ts])).collect();
+        let chunk = encode(
+            row.len(),
+            cells.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+        );
+        // The first cell is whole: two lengths, a 13-byte suffix (family,
+        // qualifier, timestamp), a length and the value. Each other one
+        // shares 12 bytes of its suffix and costs 5.
+        assert_eq!(chunk.len(), 17 + 9 * 5);
+    }
+}
