@@ -296,6 +296,15 @@ fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
         })? / keys.len() as f64;
         figures.push((system.name(), secs));
     }
+    let prepared = median_secs(config.reps, || {
+        for key in &keys {
+            if !stores.sql.point_prepared(key)? {
+                return Err(format!("the prepared point read did not find {key}").into());
+            }
+        }
+        Ok(())
+    })? / keys.len() as f64;
+    figures.push(("widesql SQL, prepared (`_key = $1`)".into(), prepared));
     let floor = median_secs(config.reps, || {
         for _ in &keys {
             stores.sql.query("SELECT 1")?;
@@ -317,6 +326,11 @@ fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
     ratios.add(
         "w2.point_sql_vs_sqlite",
         figures[5].1 / sqlite,
+        Some(Target::AtMost(2.0)),
+    );
+    ratios.add(
+        "w2.point_sql_prepared_vs_sqlite",
+        prepared / sqlite,
         Some(Target::AtMost(2.0)),
     );
     ratios.add("w2.sql_floor_vs_sqlite", floor / sqlite, None);

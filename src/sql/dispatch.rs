@@ -10,8 +10,11 @@ use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuil
 use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatementIn, Statement};
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
+use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement};
+
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
+use crate::sql::point_get::PointGet;
 use crate::sql::{from_df, Session};
 
 impl Session {
@@ -160,7 +163,48 @@ impl Session {
         }
     }
 
+    /// Runs a statement through DataFusion; a point read, or the
+    /// `EXECUTE` of one, is answered without it.
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
+        let plan = self.plan(statement).await?;
+        if let Some(batch) = PointGet::from_plan(&plan)
+            .map(|point| point.run(None))
+            .transpose()?
+            .flatten()
+        {
+            return self.frame(batch);
+        }
+        if let Some(batch) = self.execute_point(&plan)? {
+            return self.frame(batch);
+        }
+        let prepares = matches!(
+            plan,
+            LogicalPlan::Statement(PlanStatement::Prepare(_) | PlanStatement::Deallocate(_))
+        );
+        let remembered = prepares.then(|| plan.clone());
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        if let Some(plan) = remembered {
+            self.remember_prepared(&plan);
+        }
+        Ok(frame)
+    }
+
+    /// Whether DataFusion plans `statement` (a query or an `INSERT`): the
+    /// statements that can be prepared.
+    pub(super) fn is_datafusions(&self, statement: &DfStatement) -> bool {
+        match statement {
+            DfStatement::Statement(inner) => match inner.as_ref() {
+                Statement::Query(query) => !has_into(query),
+                Statement::Insert(_) => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// DataFusion's logical plan of `statement`, before optimization; a
+    /// missing table is widesql's error naming what is missing.
+    pub(super) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         // The statement's table references, as DataFusion resolves them
         // (identifier normalisation, quoted names with dots, CTEs left out).
@@ -176,7 +220,7 @@ impl Session {
             }
             Err(e) => return Err(from_df(e)),
         };
-        Ok(self.ctx.execute_logical_plan(plan).await?)
+        Ok(plan)
     }
 }
 

@@ -14,6 +14,8 @@ mod dispatch;
 pub mod dml;
 mod error;
 pub(crate) mod names;
+mod point_get;
+mod prepared;
 pub mod pushdown;
 pub mod scan;
 mod session;
@@ -25,4 +27,5 @@ pub mod values;
 pub mod versions;
 
 pub use error::from_df;
+pub use prepared::Prepared;
 pub use session::{Session, SessionOptions, StatementOutput};

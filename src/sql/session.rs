@@ -1,9 +1,10 @@
 //! A SQL session: a DataFusion `SessionContext` over the widesql catalog,
 //! its options, and running statements and scripts.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
@@ -19,6 +20,7 @@ use crate::db::{Db, WRITE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::point_get::PointGet;
 use crate::sql::scan::scans_of;
 use crate::sql::{catalog, dml, from_df, shape, types, versions};
 use crate::table::TableStore;
@@ -77,7 +79,13 @@ pub struct Session {
     pub(super) db: Db,
     pub(super) ctx: SessionContext,
     pub(super) options: SessionOptions,
+    /// The point reads among the statements of SQL `PREPARE`, by name,
+    /// with their declared parameter types.
+    points: Arc<Mutex<HashMap<String, PreparedPoint>>>,
 }
+
+/// A point read prepared in SQL, and its declared parameter types.
+pub(super) type PreparedPoint = (PointGet, Vec<FieldRef>);
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -138,7 +146,17 @@ impl Session {
         ctx.register_udtf("cells", Arc::new(functions.cells()));
         ctx.register_udtf("as_of", Arc::new(functions.as_of()));
         ctx.register_udtf("history", Arc::new(functions.history()));
-        Session { db, ctx, options }
+        Session {
+            db,
+            ctx,
+            options,
+            points: Arc::default(),
+        }
+    }
+
+    /// The point reads prepared in SQL.
+    pub(super) fn points(&self) -> MutexGuard<'_, HashMap<String, PreparedPoint>> {
+        self.points.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The database.

@@ -32,7 +32,7 @@ use crate::sql::shape::Shape;
 use crate::table::{Filter, TableStore};
 
 /// A widesql table seen by DataFusion.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct WideTable {
     store: TableStore,
     shape: Arc<Shape>,
@@ -104,6 +104,12 @@ impl WideTable {
             as_of: Some(micros),
             ..self
         }
+    }
+
+    /// Whether this is the latest view (or a past one) with one output
+    /// row per table row: not the history view, not the `_rowid` view.
+    pub fn is_latest_view(&self) -> bool {
+        self.history.is_none() && !self.all_groups
     }
 
     /// The table's store.

@@ -46,6 +46,8 @@ pub struct WidesqlSql {
     runtime: Arc<tokio::runtime::Runtime>,
     table: String,
     how: Load,
+    /// The point read of [`WidesqlSql::point_prepared`], once prepared.
+    prepared: Option<widesql::Prepared>,
 }
 
 /// How [`WidesqlSql`] loads pages.
@@ -76,6 +78,7 @@ impl WidesqlSql {
             runtime,
             table: table.to_string(),
             how,
+            prepared: None,
         };
         this.query(&create_table(table, own_group))?;
         Ok(this)
@@ -90,6 +93,7 @@ impl WidesqlSql {
             runtime,
             table: table.to_string(),
             how: Load::InsertValues,
+            prepared: None,
         }
     }
 
@@ -102,6 +106,25 @@ impl WidesqlSql {
     /// The database.
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// Reads every value of the page at `key` with a statement prepared
+    /// once (W2); false when it is missing.
+    pub fn point_prepared(&mut self, key: &str) -> Res<bool> {
+        if self.prepared.is_none() {
+            let sql = format!("SELECT * FROM {} WHERE _key = $1", self.table);
+            let prepared = self.runtime.block_on(self.session.prepare(&sql))?;
+            if !prepared.is_point_read() {
+                return Err(format!("'{sql}' is not planned as a point read").into());
+            }
+            self.prepared = Some(prepared);
+        }
+        let Some(prepared) = &self.prepared else {
+            return Ok(false);
+        };
+        let key = datafusion::common::ScalarValue::from(key);
+        let rows = self.runtime.block_on(prepared.query(vec![key]))?;
+        Ok(row_count(&rows) == 1)
     }
 }
 

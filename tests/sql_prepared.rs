@@ -1,0 +1,187 @@
+//! Point reads and prepared statements: a query by full primary key is
+//! answered without DataFusion's executor and returns what DataFusion
+//! returns; statements prepared in Rust or SQL run with parameters and are
+//! planned again after DDL.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::ScalarValue;
+use widesql::{Db, DbOptions, Session};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn text(batches: &[RecordBatch]) -> Result<String, Box<dyn std::error::Error>> {
+    Ok(widesql_slt::rows_as_text(batches)?
+        .into_iter()
+        .map(|r| r.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
+
+async fn query(session: &Session, sql: &str) -> Result<String, Box<dyn std::error::Error>> {
+    text(&session.sql(sql).await?.collect().await?)
+}
+
+async fn setup() -> Result<(tempfile::TempDir, Session), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
+    let session = db.session();
+    session
+        .run(
+            "CREATE TABLE pages (_key VARCHAR PRIMARY KEY, lang VARCHAR, n BIGINT);
+             INSERT INTO pages VALUES ('a', 'en', 1), ('b', NULL, 2), ('05', 'de', 3);
+             CREATE TABLE pairs (a BIGINT, b VARCHAR, v DOUBLE, PRIMARY KEY (a, b));
+             INSERT INTO pairs VALUES (1, 'x', 0.5), (1, 'y', 1.5), (2, 'x', NULL);",
+        )
+        .await?;
+    Ok((dir, session))
+}
+
+#[tokio::test]
+async fn point_reads_return_what_datafusion_returns() -> TestResult {
+    let (_dir, session) = setup().await?;
+    // `AND true` keeps a statement off the point read: DataFusion runs it.
+    let cases = [
+        "SELECT * FROM pages WHERE _key = 'a'",
+        "SELECT * FROM pages WHERE _key = 'b'",
+        "SELECT * FROM pages WHERE 'missing' = _key",
+        "SELECT n AS count, _key, lang FROM pages WHERE _key = '05'",
+        "SELECT * FROM pages WHERE _key = 5",
+        "SELECT v, a FROM pairs WHERE b = 'y' AND a = 1",
+        "SELECT * FROM pairs WHERE a = 2 AND b = 'x'",
+        "SELECT * FROM pairs WHERE a = 1.0 AND b = 'x'",
+        "SELECT * FROM pairs WHERE a = 1.5 AND b = 'x'",
+        "SELECT * FROM pairs WHERE a = '1' AND b = 'x'",
+        "SELECT * FROM pairs WHERE a = 3 AND b = 'x'",
+    ];
+    for sql in cases {
+        // Errors too must be the same (a string compared with a number).
+        let fast = query(&session, sql).await.map_err(|e| e.to_string());
+        let planned = query(&session, &format!("{sql} AND true"))
+            .await
+            .map_err(|e| e.to_string());
+        assert_eq!(fast, planned, "{sql}");
+    }
+    assert_eq!(
+        query(
+            &session,
+            "SELECT n AS count, _key FROM pages WHERE _key = '05'"
+        )
+        .await?,
+        "3 05"
+    );
+    assert_eq!(
+        query(&session, "SELECT * FROM pages WHERE _key = 'zz'").await?,
+        ""
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn which_queries_are_point_reads() -> TestResult {
+    let (_dir, session) = setup().await?;
+    let point = [
+        "SELECT * FROM pages WHERE _key = $1",
+        "SELECT lang AS l FROM pages WHERE _key = $1",
+        "SELECT v FROM pairs WHERE a = $1 AND b = $2",
+    ];
+    for sql in point {
+        assert!(session.prepare(sql).await?.is_point_read(), "{sql}");
+    }
+    let planned = [
+        "SELECT n + 1 FROM pages WHERE _key = $1",
+        "SELECT * FROM pages WHERE _key = $1 OR _key = 'b'",
+        "SELECT * FROM pages WHERE _key = $1 AND n = 1",
+        "SELECT v FROM pairs WHERE a = $1",
+        "SELECT * FROM pages WHERE _key = $1 ORDER BY n",
+        "SELECT count(*) FROM pages WHERE _key = $1",
+        "SELECT * FROM pages",
+    ];
+    for sql in planned {
+        assert!(!session.prepare(sql).await?.is_point_read(), "{sql}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn prepared_statements_run_with_parameters() -> TestResult {
+    let (_dir, session) = setup().await?;
+    let insert = session
+        .prepare("INSERT INTO pages VALUES ($1, $2, $3)")
+        .await?;
+    for (key, n) in [("c", 10i64), ("d", 11)] {
+        insert
+            .query(vec![
+                ScalarValue::from(key),
+                ScalarValue::from("fr"),
+                ScalarValue::from(n),
+            ])
+            .await?;
+    }
+    let get = session
+        .prepare("SELECT n, lang FROM pages WHERE _key = $1")
+        .await?;
+    assert_eq!(
+        text(&get.query(vec![ScalarValue::from("d")]).await?)?,
+        "11 fr"
+    );
+    assert_eq!(text(&get.query(vec![ScalarValue::from("zz")]).await?)?, "");
+    let pair = session
+        .prepare("SELECT v FROM pairs WHERE a = $1 AND b = $2")
+        .await?;
+    let got = pair
+        .query(vec![ScalarValue::Int32(Some(1)), ScalarValue::from("y")])
+        .await?;
+    assert_eq!(text(&got)?, "1.5");
+    // A range is planned by DataFusion and takes its parameters the same way.
+    let range = session
+        .prepare("SELECT _key FROM pages WHERE _key >= $1 ORDER BY _key")
+        .await?;
+    assert_eq!(
+        text(&range.query(vec![ScalarValue::from("b")]).await?)?,
+        "b\nc\nd"
+    );
+    // Statements widesql runs itself are refused.
+    let refused = session.prepare("DELETE FROM pages WHERE _key = $1").await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("only queries and INSERT")));
+    Ok(())
+}
+
+#[tokio::test]
+async fn sql_prepare_and_execute_use_the_point_read() -> TestResult {
+    let (_dir, session) = setup().await?;
+    session
+        .run("PREPARE get(VARCHAR) AS SELECT n, lang FROM pages WHERE _key = $1")
+        .await?;
+    assert_eq!(query(&session, "EXECUTE get('a')").await?, "1 en");
+    assert_eq!(query(&session, "EXECUTE get('nothing')").await?, "");
+    session
+        .run("PREPARE pair(BIGINT, VARCHAR) AS SELECT v FROM pairs WHERE a = $1 AND b = $2")
+        .await?;
+    assert_eq!(query(&session, "EXECUTE pair(1, 'x')").await?, "0.5");
+    session.run("DEALLOCATE get").await?;
+    assert!(session.run("EXECUTE get('a')").await.is_err());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_prepared_read_is_planned_again_after_ddl() -> TestResult {
+    let (_dir, session) = setup().await?;
+    let get = session
+        .prepare("SELECT * FROM pages WHERE _key = $1")
+        .await?;
+    assert_eq!(
+        text(&get.query(vec![ScalarValue::from("a")]).await?)?,
+        "a en 1"
+    );
+    session
+        .run("ALTER TABLE pages ADD COLUMN score DOUBLE DEFAULT 0.25")
+        .await?;
+    session
+        .run("INSERT INTO pages (_key, lang, n, score) VALUES ('a', 'en', 7, 9.5)")
+        .await?;
+    assert_eq!(
+        text(&get.query(vec![ScalarValue::from("a")]).await?)?,
+        "a en 7 9.5"
+    );
+    Ok(())
+}
