@@ -226,3 +226,32 @@ fn versions_the_latest_view_skips_old_versions_without_losing_the_next_column() 
     }
     Ok(())
 }
+
+#[test]
+fn versions_a_physical_row_delete_removes_its_delete_markers_in_every_group() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (_db, t) = table(dir.path())?;
+    // A row delete marker at 100 hides older versions in both groups.
+    t.mutate_row(
+        b"r",
+        &RowMutation::new()
+            .set_at("f", "a", 50, "old")
+            .set_at("g", "c", 50, "old")
+            .mark_deleted(widesql::DeleteScope::Row, Some(100)),
+    )?;
+    assert!(t.read_row(b"r", &Filter::all())?.is_none());
+    // Deleting the row removes everything stored, markers included, so
+    // writes dated before the old marker are visible in both groups.
+    t.mutate_row(b"r", &RowMutation::new().delete_row())?;
+    t.mutate_row(
+        b"r",
+        &RowMutation::new()
+            .set_at("f", "a", 60, "new")
+            .set_at("g", "c", 60, "new"),
+    )?;
+    assert_eq!(
+        timestamps(&t, b"r")?,
+        [("f".to_string(), 60), ("g".to_string(), 60)]
+    );
+    Ok(())
+}

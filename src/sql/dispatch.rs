@@ -10,7 +10,13 @@ use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuil
 use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatementIn, Statement};
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
-use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::logical_expr::{Expr, LogicalPlan, Statement as PlanStatement, WriteOp};
+use datafusion::physical_plan::collect;
 
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
@@ -177,6 +183,9 @@ impl Session {
         if let Some(batch) = self.execute_point(&plan)? {
             return self.frame(batch);
         }
+        if inserts_values(&plan) {
+            return self.insert_values(plan).await;
+        }
         let prepares = matches!(
             plan,
             LogicalPlan::Statement(PlanStatement::Prepare(_) | PlanStatement::Deallocate(_))
@@ -222,6 +231,82 @@ impl Session {
         };
         Ok(plan)
     }
+}
+
+/// Whether `plan` is an `INSERT … VALUES`: rows of expressions, with
+/// nothing but projections (the casts to the table's types) between them
+/// and the table.
+fn inserts_values(plan: &LogicalPlan) -> bool {
+    let LogicalPlan::Dml(dml) = plan else {
+        return false;
+    };
+    if !matches!(dml.op, WriteOp::Insert(_)) {
+        return false;
+    }
+    let mut input = dml.input.as_ref();
+    loop {
+        match input {
+            LogicalPlan::Projection(projection) if projection.expr.iter().all(needs_no_rewrite) => {
+                input = projection.input.as_ref()
+            }
+            LogicalPlan::Values(values) => {
+                return values.values.iter().flatten().all(needs_no_rewrite)
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Whether `expr` runs as planned: literals, casts, columns and the
+/// functions that build nested values (`MAP {…}`, `[…]`, structs). Other
+/// functions may need the optimizer: it replaces `now()` with the
+/// statement's time and `arrow_cast` with a cast, and they fail if run
+/// unrewritten.
+fn needs_no_rewrite(expr: &Expr) -> bool {
+    const BUILDERS: [&str; 5] = ["map", "make_map", "make_array", "named_struct", "struct"];
+    !expr
+        .exists(|e| {
+            Ok(match e {
+                Expr::Literal(..)
+                | Expr::Column(_)
+                | Expr::Cast(_)
+                | Expr::TryCast(_)
+                | Expr::Alias(_)
+                | Expr::Negative(_) => false,
+                Expr::ScalarFunction(f) => !BUILDERS.contains(&f.name()),
+                _ => true,
+            })
+        })
+        .unwrap_or(true)
+}
+
+impl Session {
+    /// Runs an `INSERT … VALUES` of plain values without DataFusion's
+    /// optimizer, which here only rewrites: it simplifies each value of
+    /// each row, the largest part of a 100-row `INSERT`'s time (profile in
+    /// `bench/RESULTS.md`). The analyzer, which coerces the values to the
+    /// table's types, still runs, and the rows go through the one write
+    /// path as any INSERT's.
+    async fn insert_values(&self, plan: LogicalPlan) -> Result<DataFrame> {
+        let state = SessionStateBuilder::new_from_existing(self.ctx.state())
+            .with_optimizer_rules(Vec::new())
+            .build();
+        let physical = state.create_physical_plan(&plan).await?;
+        let batches = collect(physical, state.task_ctx()).await?;
+        let batch = match batches.as_slice() {
+            [batch] => batch.clone(),
+            _ => concat_batches(&batches_schema(&batches), &batches)?,
+        };
+        self.frame(batch)
+    }
+}
+
+/// The schema of `batches` (the DML count's, when there are none).
+fn batches_schema(batches: &[RecordBatch]) -> SchemaRef {
+    batches
+        .first()
+        .map(RecordBatch::schema)
+        .unwrap_or_else(|| std::sync::Arc::new(Schema::empty()))
 }
 
 pub(super) fn statement_back(statement: Statement) -> DfStatement {

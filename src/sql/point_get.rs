@@ -21,9 +21,12 @@ use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
 
 use crate::error::{Error, Result};
-use crate::sql::shape::BatchBuilder;
+use crate::keys::{encode_tuple, Element};
+use crate::sql::from_df;
+use crate::sql::shape::{BatchBuilder, Source};
 use crate::sql::table::WideTable;
-use crate::table::ReadOptions;
+use crate::sql::values;
+use crate::table::{ReadOptions, RowSet};
 
 /// One key column's value: written in the statement or a parameter.
 #[derive(Debug, Clone)]
@@ -159,8 +162,12 @@ impl PointGet {
     /// column's type exactly (DataFusion then decides what the comparison
     /// means) or a parameter is missing.
     pub(crate) fn run(&self, params: Option<&ParamValues>) -> Result<Option<RecordBatch>> {
+        if self.is_outdated() {
+            return Ok(None);
+        }
         let shape = self.table.shape();
-        let mut predicates = Vec::with_capacity(self.key.len());
+        let mut row_key: Option<Vec<u8>> = None;
+        let mut parts: Vec<(usize, Element)> = Vec::with_capacity(self.key.len());
         for (at, value) in &self.key {
             let value = match value {
                 KeyValue::Literal(v) => v.clone(),
@@ -179,18 +186,27 @@ impl PointGet {
             if typed.is_null() || typed.cast_to(&value.data_type()).ok() != Some(value) {
                 return Ok(None);
             }
-            let column = Expr::Column(Column::from_name(field.name()));
-            predicates.push(column.eq(Expr::Literal(typed, None)));
+            // The key bytes, encoded as INSERT encodes them.
+            let array = typed.to_array().map_err(from_df)?;
+            let encoded = match &shape.sources[*at] {
+                Source::RowKey { .. } => values::encode_cell(&array, 0)
+                    .map(|bytes| bytes.map(|b| row_key = Some(b))),
+                Source::KeyPart { index, value_type } => values::encode_element(&array, 0, value_type)
+                    .map(|element| element.map(|e| parts.push((*index, e)))),
+                _ => return Ok(None),
+            };
+            if !matches!(encoded, Ok(Some(()))) {
+                return Ok(None);
+            }
         }
-        let keys = self.table.keys_for(&predicates);
-        let single = match keys.intervals() {
-            [] => true,
-            [(std::ops::Bound::Included(a), std::ops::Bound::Included(b))] => a == b,
-            _ => false,
+        let key = match row_key {
+            Some(key) => key,
+            None => {
+                parts.sort_by_key(|(i, _)| *i);
+                let tuple: Vec<Element> = parts.into_iter().map(|(_, e)| e).collect();
+                encode_tuple(&tuple)?
+            }
         };
-        if !single {
-            return Ok(None);
-        }
         let mut scan_columns = self.projection.clone();
         scan_columns.sort_unstable();
         scan_columns.dedup();
@@ -201,7 +217,7 @@ impl PointGet {
             scan_columns.clone(),
             store.layout.name.clone(),
         )?;
-        let mut scanner = store.scan(&keys.to_row_set(), options);
+        let mut scanner = store.scan(&RowSet::key(key), options);
         while let Some(row) = scanner.next_row()? {
             builder.push(&row)?;
         }

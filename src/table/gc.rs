@@ -104,7 +104,7 @@ impl TableStore {
                     let Some(n) =
                         self.apply_compaction(group, &std::mem::take(&mut rows), judge, check)?
                     else {
-                        return Ok(removed + expected as u64);
+                        return Ok(removed);
                     };
                     removed += n;
                     expected = 0;
@@ -151,7 +151,7 @@ impl TableStore {
             let cell = self.layout.decode_key(key)?;
             if cell.family == MARK_FAMILY {
                 if oldest_kept.is_none_or(|oldest| oldest >= cell.timestamp) {
-                    out.plan.deletes.insert(key.to_vec(), group);
+                    out.plan.deletes.insert((group, key.to_vec()));
                     out.removed += 1;
                 }
                 continue;
@@ -178,7 +178,7 @@ impl TableStore {
                 oldest_kept = Some(oldest_kept.map_or(cell.timestamp, |t| t.min(cell.timestamp)));
                 continue;
             }
-            out.plan.deletes.insert(key.to_vec(), group);
+            out.plan.deletes.insert((group, key.to_vec()));
             out.removed += 1;
             let keep_alive = hidden == Hidden::Dropped
                 && !marks.covers(cell.family, &cell.qualifier, cell.timestamp);

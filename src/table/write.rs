@@ -46,7 +46,9 @@ pub(crate) struct RowPlan {
     /// Delete markers to write: group and cell key (a row's marker goes
     /// into every group under the same key).
     pub(crate) marks: std::collections::BTreeSet<(usize, Vec<u8>)>,
-    pub(crate) deletes: BTreeMap<Vec<u8>, usize>,
+    /// Stored cells to delete: group and cell key (a row's markers have
+    /// the same key in every group).
+    pub(crate) deletes: std::collections::BTreeSet<(usize, Vec<u8>)>,
 }
 
 /// Applies the rows of one statement as they are produced, in bounded
@@ -214,7 +216,7 @@ impl TableStore {
             let in_range = range.is_none_or(|r| r.contains(&cell.timestamp));
             let hidden = family.hidden(&cell.qualifier, index, cell.timestamp, now) != Hidden::No;
             if in_range || hidden {
-                plan.deletes.insert(key.to_vec(), family.group);
+                plan.deletes.insert((family.group, key.to_vec()));
             }
         }
         plan.puts.retain(|key, _| {
@@ -306,7 +308,7 @@ impl TableStore {
                     let family = self.family_named(family)?;
                     let ts = timestamp.unwrap_or(server_ts);
                     let cell = CellKey::encode(prefix, key, family.id, qualifier, ts)?;
-                    plan.deletes.remove(&cell);
+                    plan.deletes.remove(&(family.group, cell.clone()));
                     plan.puts.insert(cell, (family.group, value.clone()));
                 }
                 Mutation::DeleteColumn {
@@ -359,7 +361,7 @@ impl TableStore {
                                 for (k, _) in self.cells_with_prefix(g, &scope_prefix)? {
                                     let cell = self.layout.decode_key(&k)?;
                                     if cell.family != MARK_FAMILY && cell.timestamp >= server_ts {
-                                        plan.deletes.insert(k.to_vec(), g);
+                                        plan.deletes.insert((g, k.to_vec()));
                                     }
                                 }
                             }
@@ -379,7 +381,7 @@ impl TableStore {
                     let row = CellKey::row_prefix(prefix, key);
                     for group in 0..self.layout.groups.len() {
                         for (k, _) in self.cells_with_prefix(group, &row)? {
-                            plan.deletes.insert(k.to_vec(), group);
+                            plan.deletes.insert((group, k.to_vec()));
                         }
                     }
                     plan.puts.retain(|k, _| !k.starts_with(&row));
@@ -402,7 +404,7 @@ impl TableStore {
         let marks_prefix = CellKey::family_prefix(prefix, key, MARK_FAMILY);
         for group in 0..self.layout.groups.len() {
             for (k, _) in self.cells_with_prefix(group, &marks_prefix)? {
-                if !plan.deletes.contains_key(k.as_ref()) {
+                if !plan.deletes.contains(&(group, k.to_vec())) {
                     let cell = self.layout.decode_key(&k)?;
                     marks.add(&cell.qualifier, cell.timestamp, None);
                 }
@@ -426,7 +428,7 @@ impl TableStore {
             }
             for &g in groups {
                 for (k, _) in self.cells_with_prefix(g, scope)? {
-                    if !plan.deletes.contains_key(k.as_ref()) && visible(&k)? {
+                    if !plan.deletes.contains(&(g, k.to_vec())) && visible(&k)? {
                         return Ok(true);
                     }
                 }
@@ -470,7 +472,7 @@ impl TableStore {
         batch: &mut WriteBatch,
     ) -> Result<()> {
         let mut changes: Vec<CellChanges<'_>> = vec![CellChanges::new(); self.layout.groups.len()];
-        for (cell, group) in &plan.deletes {
+        for (group, cell) in &plan.deletes {
             changes[*group].insert(cell.clone(), None);
         }
         for (cell, (group, value)) in &plan.puts {

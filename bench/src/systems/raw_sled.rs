@@ -170,7 +170,7 @@ impl System for RawSled {
     fn sum_rank(&mut self) -> Res<i64> {
         let mut sum = 0i64;
         for (_, value) in self.scan_column(b"rank")? {
-            let bytes: [u8; 8] = value.as_ref().try_into()?;
+            let bytes: [u8; 8] = value.as_slice().try_into()?;
             sum += i64::from_be_bytes(bytes);
         }
         Ok(sum)
