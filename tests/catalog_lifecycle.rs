@@ -341,3 +341,26 @@ fn catalog_open_twice_in_one_process_shares_the_database() -> TestResult {
     assert!(b.project("acme")?.is_some());
     Ok(())
 }
+
+#[test]
+fn a_database_of_another_format_version_is_refused_by_name(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    drop(widesql::Db::open(dir.path())?);
+    // Format 1 stored a key per cell; this build reads chunks (format 2).
+    {
+        let raw = sled::open(dir.path())?;
+        raw.insert(b"widesql/format", &1u32.to_be_bytes())?;
+        raw.flush()?;
+    }
+    let err = widesql::Db::open(dir.path())
+        .err()
+        .ok_or("format 1 was opened")?;
+    let text = err.to_string();
+    assert!(
+        text.contains("format version 1") && text.contains("reads version 2"),
+        "{text}"
+    );
+    assert!(text.contains("export"), "{text}");
+    Ok(())
+}

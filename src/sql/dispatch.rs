@@ -13,8 +13,8 @@ use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::execution::SessionStateBuilder;
 use datafusion::common::tree_node::TreeNode;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan, Statement as PlanStatement, WriteOp};
 use datafusion::physical_plan::collect;
 

@@ -189,10 +189,13 @@ impl PointGet {
             // The key bytes, encoded as INSERT encodes them.
             let array = typed.to_array().map_err(from_df)?;
             let encoded = match &shape.sources[*at] {
-                Source::RowKey { .. } => values::encode_cell(&array, 0)
-                    .map(|bytes| bytes.map(|b| row_key = Some(b))),
-                Source::KeyPart { index, value_type } => values::encode_element(&array, 0, value_type)
-                    .map(|element| element.map(|e| parts.push((*index, e)))),
+                Source::RowKey { .. } => {
+                    values::encode_cell(&array, 0).map(|bytes| bytes.map(|b| row_key = Some(b)))
+                }
+                Source::KeyPart { index, value_type } => {
+                    values::encode_element(&array, 0, value_type)
+                        .map(|element| element.map(|e| parts.push((*index, e))))
+                }
                 _ => return Ok(None),
             };
             if !matches!(encoded, Ok(Some(()))) {

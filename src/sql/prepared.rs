@@ -142,15 +142,13 @@ impl Prepared {
     }
 
     async fn run(&self, params: ParamValues) -> Result<Vec<RecordBatch>> {
-        if let Some(batch) = self
+        if let Some(Some(batch)) = self
             .point
             .as_ref()
             .map(|p| p.run(Some(&params)))
             .transpose()?
         {
-            if let Some(batch) = batch {
-                return Ok(vec![batch]);
-            }
+            return Ok(vec![batch]);
         }
         let plan = self
             .plan

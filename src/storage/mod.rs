@@ -61,7 +61,7 @@ pub enum StorageError {
         path: String,
     },
     /// The directory holds data of an unknown format version.
-    #[error("database '{path}' has format version {found}, this build reads version {supported}")]
+    #[error("database '{path}' has format version {found}, this build reads version {supported}: export its tables with the build that wrote it and import them here")]
     UnsupportedFormat {
         /// The database directory.
         path: String,

@@ -105,6 +105,10 @@ fn encode<'c>(row_len: usize, cells: impl IntoIterator<Item = (&'c [u8], &'c [u8
     out
 }
 
+/// One cell as [`ChunkReader`] reads it: its key suffix, and where its
+/// value lies in the chunk.
+pub type ChunkCell<'r> = (&'r [u8], std::ops::Range<usize>);
+
 /// Reads the cells of a chunk in order.
 pub struct ChunkReader<'c> {
     chunk: &'c [u8],
@@ -124,9 +128,7 @@ impl<'c> ChunkReader<'c> {
 
     /// The next cell: its key suffix (the cell key after the row part) and
     /// where its value lies in the chunk; `None` after the last one.
-    pub fn next_cell(
-        &mut self,
-    ) -> std::result::Result<Option<(&[u8], std::ops::Range<usize>)>, KeyError> {
+    pub fn next_cell(&mut self) -> std::result::Result<Option<ChunkCell<'_>>, KeyError> {
         let chunk = self.chunk;
         if self.at >= chunk.len() {
             return Ok(None);
@@ -467,6 +469,39 @@ mod tests {
         }
         assert!(take_varint(&[0x80], &mut 0).is_err());
         assert!(take_varint(&[0xFF; 11], &mut 0).is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever the bytes, reading a chunk ends in cells or an error.
+        #[test]
+        fn any_bytes_read_as_cells_or_an_error(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let mut reader = ChunkReader::new(&bytes);
+            for _ in 0..=bytes.len() {
+                match reader.next_cell() {
+                    Ok(Some((_, value))) => proptest::prop_assert!(value.end <= bytes.len()),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+
+        /// Cells written in key order read back as written.
+        #[test]
+        fn cells_round_trip(mut cells in proptest::collection::vec(
+            (proptest::collection::vec(0u8..4, 1..12), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
+            0..30,
+        )) {
+            let row = b"row\x00\x01".to_vec();
+            cells.sort();
+            cells.dedup_by(|a, b| a.0 == b.0);
+            let keys: Vec<Vec<u8>> = cells.iter().map(|(s, _)| [row.clone(), s.clone()].concat()).collect();
+            let chunk = encode(row.len(), keys.iter().zip(&cells).map(|(k, (_, v))| (k.as_slice(), v.as_slice())));
+            let mut reader = ChunkReader::new(&chunk);
+            let mut read = Vec::new();
+            while let Some((suffix, value)) = reader.next_cell().map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))? {
+                read.push((suffix.to_vec(), chunk[value].to_vec()));
+            }
+            proptest::prop_assert_eq!(read, cells);
+        }
     }
 
     #[test]
