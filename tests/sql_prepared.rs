@@ -185,3 +185,42 @@ async fn a_prepared_read_is_planned_again_after_ddl() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn ad_hoc_point_reads_of_one_shape_follow_their_literals_and_ddl() -> TestResult {
+    let (_dir, session) = setup().await?;
+    // One shape, planned once, run with each statement's own literals.
+    for (key, want) in [
+        ("a", "a en 1"),
+        ("b", "b NULL 2"),
+        ("05", "05 de 3"),
+        ("none", ""),
+    ] {
+        let sql = format!("SELECT * FROM pages WHERE _key = '{key}'");
+        assert_eq!(query(&session, &sql).await?, want, "{sql}");
+    }
+    assert_eq!(
+        query(&session, "SELECT v FROM pairs WHERE a = 2 AND b = 'x'").await?,
+        "NULL"
+    );
+    assert_eq!(
+        query(&session, "SELECT v FROM pairs WHERE a = 1 AND b = 'y'").await?,
+        "1.5"
+    );
+    // The shape follows DDL: a new column shows at once.
+    session
+        .run("ALTER TABLE pages ADD COLUMN score DOUBLE")
+        .await?;
+    session
+        .run("INSERT INTO pages (_key, score) VALUES ('a', 2.5)")
+        .await?;
+    assert_eq!(
+        query(&session, "SELECT * FROM pages WHERE _key = 'a'").await?,
+        "a en 1 2.5"
+    );
+    session.run("DROP TABLE pages").await?;
+    assert!(query(&session, "SELECT * FROM pages WHERE _key = 'a'")
+        .await
+        .is_err());
+    Ok(())
+}

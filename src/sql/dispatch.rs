@@ -172,6 +172,9 @@ impl Session {
     /// Runs a statement through DataFusion; a point read, or the
     /// `EXECUTE` of one, is answered without it.
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
+        if let Some(batch) = self.point_read_of(&statement).await? {
+            return self.frame(batch);
+        }
         let plan = self.plan(statement).await?;
         if let Some(batch) = PointGet::from_plan(&plan)
             .map(|point| point.run(None))

@@ -12,6 +12,13 @@ use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::logical_expr::{Expr, LogicalPlan, Statement as PlanStatement};
 
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, Expr as SqlExpr, Statement as SqlStatement, Value as SqlValue,
+};
+
 use crate::error::{Error, Result};
 use crate::sql::point_get::PointGet;
 use crate::sql::{from_df, Session};
@@ -123,6 +130,82 @@ impl Session {
             }
             _ => {}
         }
+    }
+}
+
+/// Shapes remembered per session; beyond this many the memory starts over.
+const MAX_SHAPES: usize = 1024;
+
+/// The parameter a literal of a statement becomes, if it is one DataFusion
+/// would read as this value.
+fn parameter_of(value: &SqlValue) -> Option<ScalarValue> {
+    match value {
+        SqlValue::SingleQuotedString(text) => Some(ScalarValue::from(text.as_str())),
+        SqlValue::Boolean(b) => Some(ScalarValue::Boolean(Some(*b))),
+        SqlValue::Number(text, false) => match text.parse::<i64>() {
+            Ok(n) => Some(ScalarValue::Int64(Some(n))),
+            Err(_) => text
+                .parse::<f64>()
+                .ok()
+                .map(|f| ScalarValue::Float64(Some(f))),
+        },
+        _ => None,
+    }
+}
+
+impl Session {
+    /// An ad hoc query that is a point read, answered without planning it:
+    /// its literals become parameters, and the point read of that shape is
+    /// planned once per session (like a prepared statement nobody had to
+    /// prepare). `None` when the query is not one.
+    pub(super) async fn point_read_of(
+        &self,
+        statement: &DfStatement,
+    ) -> Result<Option<RecordBatch>> {
+        let DfStatement::Statement(inner) = statement else {
+            return Ok(None);
+        };
+        if !matches!(inner.as_ref(), SqlStatement::Query(_)) {
+            return Ok(None);
+        }
+        let mut shape = inner.as_ref().clone();
+        let mut params: Vec<ScalarAndMetadata> = Vec::new();
+        let _ = visit_expressions_mut(&mut shape, |expr| {
+            if let SqlExpr::Value(value) = expr {
+                if let Some(param) = parameter_of(&value.value) {
+                    params.push(ScalarAndMetadata::from(param));
+                    let placeholder = SqlValue::Placeholder(format!("${}", params.len()));
+                    *expr = SqlExpr::Value(placeholder.with_empty_span());
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        if params.is_empty() {
+            return Ok(None);
+        }
+        let key = shape.to_string();
+        let known = self.shapes().get(&key).cloned();
+        let point = match known {
+            Some(None) => return Ok(None),
+            Some(Some(point)) if !point.is_outdated() => point,
+            _ => {
+                let statement = DfStatement::Statement(Box::new(shape));
+                let point = match self.plan(statement).await {
+                    Ok(plan) => PointGet::from_plan(&plan),
+                    Err(_) => None,
+                };
+                let mut shapes = self.shapes();
+                if shapes.len() >= MAX_SHAPES {
+                    shapes.clear();
+                }
+                shapes.insert(key, point.clone());
+                match point {
+                    Some(point) => point,
+                    None => return Ok(None),
+                }
+            }
+        };
+        point.run(Some(&ParamValues::List(params)))
     }
 }
 

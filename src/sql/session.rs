@@ -82,6 +82,9 @@ pub struct Session {
     /// The point reads among the statements of SQL `PREPARE`, by name,
     /// with their declared parameter types.
     points: Arc<Mutex<HashMap<String, PreparedPoint>>>,
+    /// Queries seen before, with their literals replaced by parameters,
+    /// and the point read each is (`None`: not one).
+    shapes: Arc<Mutex<HashMap<String, Option<PointGet>>>>,
 }
 
 /// A point read prepared in SQL, and its declared parameter types.
@@ -151,12 +154,18 @@ impl Session {
             ctx,
             options,
             points: Arc::default(),
+            shapes: Arc::default(),
         }
     }
 
     /// The point reads prepared in SQL.
     pub(super) fn points(&self) -> MutexGuard<'_, HashMap<String, PreparedPoint>> {
         self.points.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The point reads among the queries seen before, by shape.
+    pub(super) fn shapes(&self) -> MutexGuard<'_, HashMap<String, Option<PointGet>>> {
+        self.shapes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The database.
