@@ -224,3 +224,36 @@ async fn ad_hoc_point_reads_of_one_shape_follow_their_literals_and_ddl() -> Test
         .is_err());
     Ok(())
 }
+
+#[tokio::test]
+async fn scripts_answer_point_reads_as_queries_do() -> TestResult {
+    let (_dir, session) = setup().await?;
+    let script = "SELECT lang, n FROM pages WHERE _key = 'a'; \
+                  SELECT v FROM pairs WHERE a = 1 AND b = 'y'; \
+                  SELECT * FROM pages WHERE _key = 'zz'";
+    let outputs = session.run(script).await?;
+    let texts = outputs
+        .iter()
+        .map(|o| text(&o.batches))
+        .collect::<Result<Vec<_>, _>>()?;
+    assert_eq!(texts, ["en 1", "1.5", ""]);
+    // The schema is the query's, as DataFusion names it.
+    let names: Vec<&str> = outputs[0]
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(names, ["lang", "n"]);
+    assert_eq!(
+        outputs[2].schema,
+        session
+            .sql("SELECT * FROM pages WHERE _key = 'zz' AND true")
+            .await?
+            .schema()
+            .as_arrow()
+            .clone()
+            .into()
+    );
+    Ok(())
+}

@@ -233,6 +233,14 @@ impl Session {
     /// then), as a statement that waited for the DDL's lock would.
     async fn run_statement(&self, statement: DfStatement) -> Result<StatementOutput> {
         let sql = statement.to_string();
+        // A point read returns its batch as it is: no DataFrame to optimize.
+        if let Some(batch) = self.point_read_of(&statement).await? {
+            return Ok(StatementOutput {
+                sql,
+                schema: batch.schema(),
+                batches: vec![batch],
+            });
+        }
         let mut attempts = 0;
         loop {
             let run = async {
