@@ -11,8 +11,6 @@ use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatement
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan, Statement as PlanStatement, WriteOp};
@@ -172,9 +170,6 @@ impl Session {
     /// Runs a statement through DataFusion; a point read, or the
     /// `EXECUTE` of one, is answered without it.
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
-        if let Some(batch) = self.point_read_of(&statement).await? {
-            return self.frame(batch);
-        }
         let plan = self.plan(statement).await?;
         if let Some(batch) = PointGet::from_plan(&plan)
             .map(|point| point.run(None))
@@ -295,21 +290,10 @@ impl Session {
             .with_optimizer_rules(Vec::new())
             .build();
         let physical = state.create_physical_plan(&plan).await?;
+        let schema = physical.schema();
         let batches = collect(physical, state.task_ctx()).await?;
-        let batch = match batches.as_slice() {
-            [batch] => batch.clone(),
-            _ => concat_batches(&batches_schema(&batches), &batches)?,
-        };
-        self.frame(batch)
+        self.frame(concat_batches(&schema, &batches)?)
     }
-}
-
-/// The schema of `batches` (the DML count's, when there are none).
-fn batches_schema(batches: &[RecordBatch]) -> SchemaRef {
-    batches
-        .first()
-        .map(RecordBatch::schema)
-        .unwrap_or_else(|| std::sync::Arc::new(Schema::empty()))
 }
 
 pub(super) fn statement_back(statement: Statement) -> DfStatement {

@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::error::{Error, Result};
+use crate::sql::dispatch::has_into;
 use crate::sql::point_get::PointGet;
 use crate::sql::{from_df, Session};
 
@@ -165,7 +166,7 @@ impl Session {
         let DfStatement::Statement(inner) = statement else {
             return Ok(None);
         };
-        if !matches!(inner.as_ref(), SqlStatement::Query(_)) {
+        if !matches!(inner.as_ref(), SqlStatement::Query(query) if !has_into(query)) {
             return Ok(None);
         }
         let mut shape = inner.as_ref().clone();

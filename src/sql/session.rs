@@ -209,7 +209,10 @@ impl Session {
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
         let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
-            (Some(statement), true) => self.execute(statement).await,
+            (Some(statement), true) => match self.point_read_of(&statement).await? {
+                Some(batch) => self.frame(batch),
+                None => self.execute(statement).await,
+            },
             (None, _) => Err(Error::Sql("no statement to run".into())),
             (Some(_), false) => Err(Error::Sql(
                 "Session::sql runs one statement; use Session::run for scripts".into(),

@@ -83,9 +83,12 @@ fn encoded_len(suffix_len: usize, value_len: usize) -> usize {
     suffix_len + value_len + 6
 }
 
-/// Encodes cells (full cell keys after a row part of `row_len` bytes, in
-/// key order) into a chunk.
-fn encode<'c>(row_len: usize, cells: impl IntoIterator<Item = (&'c [u8], &'c [u8])>) -> Vec<u8> {
+/// Encodes cells, given by full cell key (with a row part of `row_len`
+/// bytes) and value in key order, into the bytes of one chunk.
+pub fn encode_chunk<'c>(
+    row_len: usize,
+    cells: impl IntoIterator<Item = (&'c [u8], &'c [u8])>,
+) -> Vec<u8> {
     let mut out = Vec::new();
     let mut previous: &[u8] = &[];
     for (key, value) in cells {
@@ -155,15 +158,6 @@ impl<'c> ChunkReader<'c> {
         *at = value_end;
         Ok(Some((&self.suffix, value)))
     }
-}
-
-/// Encodes cells, given by full cell key (with a row part of `row_len`
-/// bytes) and value in key order, into the bytes of one chunk.
-pub fn encode_chunk<'c>(
-    row_len: usize,
-    cells: impl IntoIterator<Item = (&'c [u8], &'c [u8])>,
-) -> Vec<u8> {
-    encode(row_len, cells)
 }
 
 /// Decodes the chunk stored under `key` into its cells, appended to `out`
@@ -431,7 +425,7 @@ pub fn write_changes(
             continue;
         }
         if total <= CHUNK_SPLIT_BYTES {
-            batch.put(tree, key.clone(), encode(row_len, merged));
+            batch.put(tree, key.clone(), encode_chunk(row_len, merged));
             continue;
         }
         // Split into chunks of about the target size; the first keeps the
@@ -442,14 +436,14 @@ pub fn write_changes(
         for (k, v) in merged {
             let len = encoded_len(k.len() - row_len, v.len());
             if !piece.is_empty() && piece_len + len > CHUNK_TARGET_BYTES {
-                batch.put(tree, piece_key, encode(row_len, piece.drain(..)));
+                batch.put(tree, piece_key, encode_chunk(row_len, piece.drain(..)));
                 piece_key = k.to_vec();
                 piece_len = 0;
             }
             piece.push((k, v));
             piece_len += len;
         }
-        batch.put(tree, piece_key, encode(row_len, piece));
+        batch.put(tree, piece_key, encode_chunk(row_len, piece));
     }
     Ok(())
 }
@@ -494,7 +488,7 @@ mod tests {
             cells.sort();
             cells.dedup_by(|a, b| a.0 == b.0);
             let keys: Vec<Vec<u8>> = cells.iter().map(|(s, _)| [row.clone(), s.clone()].concat()).collect();
-            let chunk = encode(row.len(), keys.iter().zip(&cells).map(|(k, (_, v))| (k.as_slice(), v.as_slice())));
+            let chunk = encode_chunk(row.len(), keys.iter().zip(&cells).map(|(k, (_, v))| (k.as_slice(), v.as_slice())));
             let mut reader = ChunkReader::new(&chunk);
             let mut read = Vec::new();
             while let Some((suffix, value)) = reader.next_cell().map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))? {
@@ -517,7 +511,7 @@ mod tests {
             .concat()
         };
         let cells: Vec<(Vec<u8>, Vec<u8>)> = (0..10).map(|ts| (key(ts), vec![ts])).collect();
-        let chunk = encode(
+        let chunk = encode_chunk(
             row.len(),
             cells.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
         );
