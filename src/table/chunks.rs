@@ -21,8 +21,10 @@
 //! Once a chunk's cells pass [`CHUNK_SPLIT_BYTES`] they are split at cell
 //! boundaries into chunks of about [`CHUNK_TARGET_BYTES`], so a write
 //! rewrites, and a read decodes, a bounded part of a wide or very versioned
-//! row. A value larger than the target gets a chunk of its own: writing
-//! the other cells of its row does not copy it.
+//! row. When a split happens, a value larger than the target ends up in a
+//! chunk of its own, and writing the other cells of its row no longer
+//! copies it; a row whose cells stay under the split size keeps them in
+//! one chunk, large values included.
 //!
 //! # Chunk bytes
 //!
