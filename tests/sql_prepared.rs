@@ -186,6 +186,55 @@ async fn a_prepared_read_is_planned_again_after_ddl() -> TestResult {
     Ok(())
 }
 
+/// After `pages` is renamed and a new `pages` created, every way of
+/// reading `pages` by key reads the new table, as PostgreSQL's prepared
+/// statements do; before the new one exists, each says it is missing.
+#[tokio::test]
+async fn statements_planned_before_a_rename_read_what_the_name_means_now() -> TestResult {
+    let (_dir, session) = setup().await?;
+    let ad_hoc = "SELECT n FROM pages WHERE _key = 'a'";
+    let rust = session.prepare("SELECT n FROM pages WHERE _key = $1").await?;
+    let scan = session.prepare("SELECT count(*) FROM pages").await?;
+    session
+        .run("PREPARE get(VARCHAR) AS SELECT n FROM pages WHERE _key = $1")
+        .await?;
+    session.run("PREPARE total AS SELECT sum(n) FROM pages").await?;
+    let a = || vec![ScalarValue::from("a")];
+    // Each is planned and has run once against the old table.
+    assert_eq!(query(&session, ad_hoc).await?, "1");
+    assert_eq!(text(&rust.query(a()).await?)?, "1");
+    assert_eq!(text(&scan.query(vec![]).await?)?, "3");
+    assert_eq!(query(&session, "EXECUTE get('a')").await?, "1");
+    assert_eq!(query(&session, "EXECUTE total").await?, "6");
+
+    session.run("ALTER TABLE pages RENAME TO old_pages").await?;
+    for missing in [
+        query(&session, ad_hoc).await.map(|_| ()),
+        rust.query(a()).await.map(|_| ()).map_err(Into::into),
+        scan.query(vec![]).await.map(|_| ()).map_err(Into::into),
+        query(&session, "EXECUTE get('a')").await.map(|_| ()),
+        query(&session, "EXECUTE total").await.map(|_| ()),
+    ] {
+        let error = missing.expect_err("pages no longer exists").to_string();
+        assert!(error.contains("pages"), "{error}");
+    }
+
+    session
+        .run("CREATE TABLE pages (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO pages VALUES ('a', 40), ('z', 2)")
+        .await?;
+    assert_eq!(query(&session, ad_hoc).await?, "40");
+    assert_eq!(text(&rust.query(a()).await?)?, "40");
+    assert_eq!(text(&scan.query(vec![]).await?)?, "2");
+    assert_eq!(query(&session, "EXECUTE get('a')").await?, "40");
+    assert_eq!(query(&session, "EXECUTE total").await?, "42");
+    // The renamed table keeps its rows.
+    assert_eq!(
+        query(&session, "SELECT n FROM old_pages WHERE _key = 'a'").await?,
+        "1"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn ad_hoc_point_reads_of_one_shape_follow_their_literals_and_ddl() -> TestResult {
     let (_dir, session) = setup().await?;

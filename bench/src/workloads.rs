@@ -312,6 +312,20 @@ fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
         Ok(())
     })? / keys.len() as f64;
     figures.push(("widesql SQL `SELECT 1` (the floor)".into(), floor));
+    // DataFusion's own floor: a bare `SessionContext`, nothing registered.
+    let bare = datafusion::prelude::SessionContext::new();
+    let datafusion_floor = median_secs(config.reps, || {
+        for _ in &keys {
+            config
+                .runtime
+                .block_on(async { bare.sql("SELECT 1").await?.collect().await })?;
+        }
+        Ok(())
+    })? / keys.len() as f64;
+    figures.push((
+        "DataFusion `SessionContext` `SELECT 1`".into(),
+        datafusion_floor,
+    ));
     let base = figures[4].1;
     for (name, secs) in &figures {
         table.row(vec![name.clone(), duration(*secs), times(secs / base)]);
@@ -334,6 +348,7 @@ fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
         Some(Target::AtMost(2.0)),
     );
     ratios.add("w2.sql_floor_vs_sqlite", floor / sqlite, None);
+    ratios.add("w2.sql_floor_vs_datafusion", floor / datafusion_floor, None);
     Ok(())
 }
 

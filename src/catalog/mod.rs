@@ -24,6 +24,7 @@ pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::error::{ErrorKind, Result};
@@ -59,6 +60,9 @@ pub struct Catalog {
     /// Tables being built ([`Catalog::stage_table`]): their trees exist but
     /// no catalog row names them yet, so orphan removal must spare them.
     staged: Mutex<std::collections::HashSet<TableId>>,
+    /// Counts changes to the in-memory state: what a name resolves to can
+    /// only have changed when this moved (see [`Catalog::generation`]).
+    generation: AtomicU64,
 }
 
 /// A table whose trees exist and can be written, but that no catalog row
@@ -104,6 +108,7 @@ impl Catalog {
             ddl: Mutex::new(()),
             system_stores,
             staged: Mutex::new(std::collections::HashSet::new()),
+            generation: AtomicU64::new(0),
         };
         catalog.load()?;
         if catalog.read().project(system::SYSTEM_PROJECT).is_none() {
@@ -126,7 +131,16 @@ impl Catalog {
     }
 
     fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, CatalogState> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
+        let state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        state
+    }
+
+    /// A number that changes whenever the catalog does (DDL of any
+    /// object, a rename included). Read it before resolving names: a plan
+    /// made from those names is current while the number is unchanged.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     fn ddl_lock(&self) -> std::sync::MutexGuard<'_, ()> {

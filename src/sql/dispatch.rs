@@ -170,6 +170,10 @@ impl Session {
     /// Runs a statement through DataFusion; a point read, or the
     /// `EXECUTE` of one, is answered without it.
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
+        let generation = self.generation();
+        // Kept to plan it again after DDL (see `execute_prepared`).
+        let prepare = matches!(&statement, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Prepare { .. }))
+            .then(|| statement.clone());
         let plan = self.plan(statement).await?;
         if let Some(batch) = PointGet::from_plan(&plan)
             .map(|point| point.run(None))
@@ -178,7 +182,7 @@ impl Session {
         {
             return self.frame(batch);
         }
-        if let Some(batch) = self.execute_point(&plan)? {
+        if let Some(batch) = self.execute_prepared(&plan).await? {
             return self.frame(batch);
         }
         if inserts_values(&plan) {
@@ -191,7 +195,7 @@ impl Session {
         let remembered = prepares.then(|| plan.clone());
         let frame = self.ctx.execute_logical_plan(plan).await?;
         if let Some(plan) = remembered {
-            self.remember_prepared(&plan);
+            self.remember_prepared(&plan, generation, prepare);
         }
         Ok(frame)
     }

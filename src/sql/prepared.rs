@@ -10,18 +10,21 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::{ParamValues, ScalarValue};
-use datafusion::logical_expr::{Expr, LogicalPlan, Statement as PlanStatement};
+use datafusion::logical_expr::{Deallocate, Expr, LogicalPlan, Statement as PlanStatement};
 
 use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr as SqlExpr, Statement as SqlStatement, Value as SqlValue,
 };
 
+use crate::db::WRITE_ATTEMPTS;
 use crate::error::{Error, Result};
 use crate::sql::dispatch::has_into;
 use crate::sql::point_get::PointGet;
+use crate::sql::session::{Planned, SqlPrepared};
 use crate::sql::{from_df, Session};
 
 /// A statement planned once, run with [`Prepared::query`].
@@ -46,6 +49,13 @@ use crate::sql::{from_df, Session};
 pub struct Prepared {
     session: Session,
     sql: String,
+    /// The plan, replaced when DDL changed the catalog since it was made.
+    planned: Arc<Mutex<Planned<PreparedPlan>>>,
+}
+
+/// The plan of a [`Prepared`] statement, and its point read if it is one.
+#[derive(Debug, Clone)]
+struct PreparedPlan {
     plan: LogicalPlan,
     point: Option<PointGet>,
 }
@@ -55,6 +65,16 @@ impl Session {
     /// [`Prepared::query`]. Statements widesql runs itself (DDL, `DELETE`,
     /// `UPDATE`, `SET`) cannot be prepared.
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
+        let planned = self.plan_prepared(sql).await?;
+        Ok(Prepared {
+            session: self.clone(),
+            sql: sql.to_string(),
+            planned: Arc::new(Mutex::new(planned)),
+        })
+    }
+
+    async fn plan_prepared(&self, sql: &str) -> Result<Planned<PreparedPlan>> {
+        let generation = self.generation();
         let mut statements = self.parse(sql)?;
         let statement = match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => statement,
@@ -76,26 +96,32 @@ impl Session {
                 "only queries and INSERT can be prepared, not: {sql}"
             )));
         }
-        Ok(Prepared {
-            session: self.clone(),
-            sql: sql.to_string(),
-            point: PointGet::from_plan(&plan),
-            plan,
+        let point = PointGet::from_plan(&plan);
+        Ok(Planned {
+            generation,
+            value: PreparedPlan { plan, point },
         })
     }
 
-    /// `EXECUTE` of a prepared point read, answered without DataFusion;
-    /// `None` when it is not one (DataFusion runs it then).
-    pub(super) fn execute_point(&self, plan: &LogicalPlan) -> Result<Option<RecordBatch>> {
+    /// `EXECUTE` of a statement of SQL `PREPARE`. When DDL changed the
+    /// catalog since it was prepared, it is prepared again first, so its
+    /// names resolve as they do now (DataFusion's stored plan would read
+    /// the tables they named then). A point read is answered here; `None`
+    /// when it is not one (DataFusion runs it then).
+    pub(super) async fn execute_prepared(&self, plan: &LogicalPlan) -> Result<Option<RecordBatch>> {
         let LogicalPlan::Statement(PlanStatement::Execute(execute)) = plan else {
             return Ok(None);
         };
-        let Some((point, fields)) = self.points().get(&execute.name).cloned() else {
+        let Some(mut prepared) = self.sql_prepared().get(&execute.name).cloned() else {
             return Ok(None);
         };
-        if point.is_outdated() {
-            return Ok(None);
+        let outdated = prepared.value.point.as_ref().is_some_and(|(p, _)| p.is_outdated());
+        if outdated || !self.is_current(prepared.generation) {
+            prepared = self.prepare_again(prepared.value.statement).await?;
         }
+        let Some((point, fields)) = prepared.value.point else {
+            return Ok(None);
+        };
         let mut params = Vec::with_capacity(execute.parameters.len());
         for (at, parameter) in execute.parameters.iter().enumerate() {
             let Expr::Literal(value, metadata) = parameter else {
@@ -116,18 +142,47 @@ impl Session {
         point.run(Some(&ParamValues::List(params)))
     }
 
-    /// Keeps or forgets the point read of a `PREPARE` or `DEALLOCATE`
-    /// that DataFusion has run.
-    pub(super) fn remember_prepared(&self, plan: &LogicalPlan) {
-        match plan {
-            LogicalPlan::Statement(PlanStatement::Prepare(prepare)) => {
-                if let Some(point) = PointGet::from_plan(&prepare.input) {
-                    self.points()
-                        .insert(prepare.name.clone(), (point, prepare.fields.clone()));
-                }
+    /// Plans a `PREPARE` statement again and replaces DataFusion's stored
+    /// plan with it. When it no longer plans (its table was dropped), the
+    /// error is returned and the old statement stays as it was.
+    async fn prepare_again(&self, statement: DfStatement) -> Result<Planned<SqlPrepared>> {
+        let generation = self.generation();
+        let plan = self.plan(statement.clone()).await?;
+        let LogicalPlan::Statement(PlanStatement::Prepare(prepare)) = &plan else {
+            return Err(Error::Sql(format!("'{statement}' is not a PREPARE")));
+        };
+        let name = prepare.name.clone();
+        let deallocate = PlanStatement::Deallocate(Deallocate { name: name.clone() });
+        self.ctx
+            .execute_logical_plan(LogicalPlan::Statement(deallocate))
+            .await?;
+        self.ctx.execute_logical_plan(plan.clone()).await?;
+        self.remember_prepared(&plan, generation, Some(statement));
+        self.sql_prepared()
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| Error::Sql(format!("prepared statement '{name}' vanished")))
+    }
+
+    /// Keeps or forgets a `PREPARE` (its `statement`) or `DEALLOCATE`
+    /// that DataFusion has run; `generation` is the catalog's before it
+    /// was planned.
+    pub(super) fn remember_prepared(
+        &self,
+        plan: &LogicalPlan,
+        generation: u64,
+        statement: Option<DfStatement>,
+    ) {
+        match (plan, statement) {
+            (LogicalPlan::Statement(PlanStatement::Prepare(prepare)), Some(statement)) => {
+                let point = PointGet::from_plan(&prepare.input)
+                    .map(|point| (point, prepare.fields.clone()));
+                let value = SqlPrepared { statement, point };
+                self.sql_prepared()
+                    .insert(prepare.name.clone(), Planned { generation, value });
             }
-            LogicalPlan::Statement(PlanStatement::Deallocate(deallocate)) => {
-                self.points().remove(&deallocate.name);
+            (LogicalPlan::Statement(PlanStatement::Deallocate(deallocate)), _) => {
+                self.sql_prepared().remove(&deallocate.name);
             }
             _ => {}
         }
@@ -185,11 +240,16 @@ impl Session {
             return Ok(None);
         }
         let key = shape.to_string();
-        let known = self.shapes().get(&key).cloned();
+        let known = self
+            .shapes()
+            .get(&key)
+            .filter(|known| self.is_current(known.generation))
+            .map(|known| known.value.clone());
         let point = match known {
             Some(None) => return Ok(None),
             Some(Some(point)) if !point.is_outdated() => point,
             _ => {
+                let generation = self.generation();
                 let statement = DfStatement::Statement(Box::new(shape));
                 let point = match self.plan(statement).await {
                     Ok(plan) => PointGet::from_plan(&plan),
@@ -199,7 +259,8 @@ impl Session {
                 if shapes.len() >= MAX_SHAPES {
                     shapes.clear();
                 }
-                shapes.insert(key, point.clone());
+                let value = point.clone();
+                shapes.insert(key, Planned { generation, value });
                 match point {
                     Some(point) => point,
                     None => return Ok(None),
@@ -212,21 +273,14 @@ impl Session {
 
 impl Prepared {
     /// Runs the statement with `params` as `$1`, `$2`, … and returns its
-    /// rows (for an `INSERT`, the count). When DDL changed a table since it
-    /// was prepared, the statement is planned again from its text.
+    /// rows (for an `INSERT`, the count). When DDL changed the catalog
+    /// since it was planned (a table altered, dropped or renamed), the
+    /// statement is planned again from its text first, so its names
+    /// resolve as they do now.
     pub async fn query(&self, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
         let params = ParamValues::List(params.into_iter().map(ScalarAndMetadata::from).collect());
-        if self.point.as_ref().is_some_and(PointGet::is_outdated) {
-            // DDL changed the table: plan the text again. (A point read run
-            // on a replaced layout is refused: it falls to DataFusion.)
-            let again = Box::pin(self.session.prepare(&self.sql)).await?;
-            return Box::pin(again.run(params)).await;
-        }
-        self.run(params).await
-    }
-
-    async fn run(&self, params: ParamValues) -> Result<Vec<RecordBatch>> {
-        if let Some(Some(batch)) = self
+        let mut planned = self.current().await?;
+        if let Some(Some(batch)) = planned
             .point
             .as_ref()
             .map(|p| p.run(Some(&params)))
@@ -234,36 +288,54 @@ impl Prepared {
         {
             return Ok(vec![batch]);
         }
-        let plan = self
-            .plan
-            .clone()
-            .with_param_values(params.clone())
-            .map_err(from_df)?;
-        let result = async {
-            let frame = self.session.ctx.execute_logical_plan(plan).await?;
-            frame.collect().await.map_err(from_df)
-        }
-        .await;
-        match result {
-            // DDL changed the table after planning: nothing was written.
-            Err(e) if e.is_retryable() => {
-                let again = Box::pin(self.session.prepare(&self.sql)).await?;
-                let plan = again.plan.with_param_values(params).map_err(from_df)?;
+        let mut attempts = 0;
+        loop {
+            let plan = planned
+                .plan
+                .clone()
+                .with_param_values(params.clone())
+                .map_err(from_df)?;
+            let result = async {
                 let frame = self.session.ctx.execute_logical_plan(plan).await?;
                 frame.collect().await.map_err(from_df)
             }
-            other => other,
+            .await;
+            match result {
+                // DDL changed the table after planning: nothing was written.
+                Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => {
+                    attempts += 1;
+                    planned = self.current().await?;
+                }
+                other => return other,
+            }
         }
+    }
+
+    /// The plan, made again if the catalog changed since it was made.
+    async fn current(&self) -> Result<PreparedPlan> {
+        let planned = self.planned().clone();
+        let outdated = planned.value.point.as_ref().is_some_and(PointGet::is_outdated);
+        if !outdated && self.session.is_current(planned.generation) {
+            return Ok(planned.value);
+        }
+        let again = self.session.plan_prepared(&self.sql).await?;
+        let plan = again.value.clone();
+        *self.planned() = again;
+        Ok(plan)
+    }
+
+    fn planned(&self) -> MutexGuard<'_, Planned<PreparedPlan>> {
+        self.planned.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The schema of the rows [`Prepared::query`] returns.
     pub fn schema(&self) -> SchemaRef {
-        std::sync::Arc::new(self.plan.schema().as_arrow().clone())
+        Arc::new(self.planned().value.plan.schema().as_arrow().clone())
     }
 
     /// Whether it runs as a point read, without DataFusion's optimizer
     /// and executor.
     pub fn is_point_read(&self) -> bool {
-        self.point.is_some()
+        self.planned().value.point.is_some()
     }
 }

@@ -79,16 +79,28 @@ pub struct Session {
     pub(super) db: Db,
     pub(super) ctx: SessionContext,
     pub(super) options: SessionOptions,
-    /// The point reads among the statements of SQL `PREPARE`, by name,
-    /// with their declared parameter types.
-    points: Arc<Mutex<HashMap<String, PreparedPoint>>>,
+    /// The statements of SQL `PREPARE`, by name.
+    prepared: Arc<Mutex<HashMap<String, Planned<SqlPrepared>>>>,
     /// Queries seen before, with their literals replaced by parameters,
     /// and the point read each is (`None`: not one).
-    shapes: Arc<Mutex<HashMap<String, Option<PointGet>>>>,
+    shapes: Arc<Mutex<HashMap<String, Planned<Option<PointGet>>>>>,
 }
 
-/// A point read prepared in SQL, and its declared parameter types.
-pub(super) type PreparedPoint = (PointGet, Vec<FieldRef>);
+/// A statement of SQL `PREPARE`, kept to plan it again after DDL, and its
+/// point read with the declared parameter types if it is one.
+#[derive(Debug, Clone)]
+pub(super) struct SqlPrepared {
+    pub(super) statement: DfStatement,
+    pub(super) point: Option<(PointGet, Vec<FieldRef>)>,
+}
+
+/// Something planned from names, and the catalog generation it was
+/// planned at ([`Session::is_current`]).
+#[derive(Debug, Clone)]
+pub(super) struct Planned<T> {
+    pub(super) generation: u64,
+    pub(super) value: T,
+}
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -153,19 +165,30 @@ impl Session {
             db,
             ctx,
             options,
-            points: Arc::default(),
+            prepared: Arc::default(),
             shapes: Arc::default(),
         }
     }
 
-    /// The point reads prepared in SQL.
-    pub(super) fn points(&self) -> MutexGuard<'_, HashMap<String, PreparedPoint>> {
-        self.points.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The statements prepared in SQL.
+    pub(super) fn sql_prepared(&self) -> MutexGuard<'_, HashMap<String, Planned<SqlPrepared>>> {
+        self.prepared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The point reads among the queries seen before, by shape.
-    pub(super) fn shapes(&self) -> MutexGuard<'_, HashMap<String, Option<PointGet>>> {
+    pub(super) fn shapes(&self) -> MutexGuard<'_, HashMap<String, Planned<Option<PointGet>>>> {
         self.shapes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The catalog generation to record before planning a statement.
+    pub(super) fn generation(&self) -> u64 {
+        self.db.catalog().generation()
+    }
+
+    /// Whether names resolve as they did when something was planned at
+    /// `generation`: no DDL (a rename included) happened since.
+    pub(super) fn is_current(&self, generation: u64) -> bool {
+        generation == self.generation()
     }
 
     /// The database.
