@@ -18,6 +18,7 @@ use datafusion::physical_plan::collect;
 
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
+use crate::sql::dml::constant_insert::ConstantInsert;
 use crate::sql::point_get::PointGet;
 use crate::sql::{from_df, Session};
 
@@ -184,6 +185,10 @@ impl Session {
         }
         if let Some(batch) = self.execute_prepared(&plan).await? {
             return self.frame(batch);
+        }
+        if let Some(insert) = ConstantInsert::of(&plan) {
+            let rows = insert.write(self.write_settings(), None).await?;
+            return self.count(rows);
         }
         if inserts_values(&plan) {
             return self.insert_values(plan).await;

@@ -23,6 +23,8 @@ use datafusion::sql::sqlparser::ast::{
 use crate::db::WRITE_ATTEMPTS;
 use crate::error::{Error, Result};
 use crate::sql::dispatch::has_into;
+use crate::sql::dml::constant_insert::ConstantInsert;
+use crate::sql::dml::count_batch;
 use crate::sql::point_get::PointGet;
 use crate::sql::session::{Planned, SqlPrepared};
 use crate::sql::{from_df, Session};
@@ -290,16 +292,27 @@ impl Prepared {
         }
         let mut attempts = 0;
         loop {
-            let plan = planned
-                .plan
-                .clone()
-                .with_param_values(params.clone())
-                .map_err(from_df)?;
-            let result = async {
-                let frame = self.session.ctx.execute_logical_plan(plan).await?;
-                frame.collect().await.map_err(from_df)
-            }
-            .await;
+            let result = match ConstantInsert::of(&planned.plan) {
+                Some(insert) => {
+                    let settings = self.session.write_settings();
+                    let rows = insert.write(settings, Some(&params)).await;
+                    rows.and_then(count_batch)
+                        .map(|batch| vec![batch])
+                        .map_err(from_df)
+                }
+                None => {
+                    let plan = planned
+                        .plan
+                        .clone()
+                        .with_param_values(params.clone())
+                        .map_err(from_df)?;
+                    async {
+                        let frame = self.session.ctx.execute_logical_plan(plan).await?;
+                        frame.collect().await.map_err(from_df)
+                    }
+                    .await
+                }
+            };
             match result {
                 // DDL changed the table after planning: nothing was written.
                 Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => {

@@ -303,7 +303,7 @@ impl Session {
 
     /// The session's write settings (`SET widesql.write_timestamp`).
     pub(crate) fn write_settings(&self) -> WriteSettings {
-        WriteSettings::of(self.ctx.state().config())
+        WriteSettings::of(self.ctx.state_ref().read().config())
     }
 
     /// Runs `plan` to its end and writes its rows into `store` as one

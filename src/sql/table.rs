@@ -112,6 +112,28 @@ impl WideTable {
         self.history.is_none() && !self.all_groups
     }
 
+    /// The writer of rows appended to this table; an error when it cannot
+    /// be written (a system table, a past version).
+    pub(crate) fn append_writer(&self, settings: WriteSettings) -> Result<RowWriter> {
+        if self.store.layout.read_only {
+            return plan_err!(
+                "table '{}' is a read-only system table",
+                self.store.layout.name
+            );
+        }
+        if self.as_of.is_some() {
+            return plan_err!(
+                "a past version of table '{}' cannot be written",
+                self.store.layout.name
+            );
+        }
+        Ok(RowWriter::new(
+            self.store.clone(),
+            Arc::clone(&self.shape),
+            settings,
+        ))
+    }
+
     /// The table's store.
     pub fn store(&self) -> &TableStore {
         &self.store
@@ -264,25 +286,12 @@ impl TableProvider for WideTable {
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if self.store.layout.read_only {
-            return plan_err!(
-                "table '{}' is a read-only system table",
-                self.store.layout.name
-            );
-        }
-        if self.as_of.is_some() {
-            return plan_err!(
-                "a past version of table '{}' cannot be written",
-                self.store.layout.name
-            );
-        }
         if insert_op != InsertOp::Append {
             return not_impl_err!(
                 "{insert_op} is not supported on widesql tables: INSERT writes new versions of the given columns"
             );
         }
-        let settings = WriteSettings::of(state.config());
-        let writer = RowWriter::new(self.store.clone(), Arc::clone(&self.shape), settings);
+        let writer = self.append_writer(WriteSettings::of(state.config()))?;
         let reads_target = scans_of(&input, self.store.layout.id) > 0;
         Ok(Arc::new(DataSinkExec::new(
             input,

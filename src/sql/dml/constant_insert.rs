@@ -1,0 +1,330 @@
+//! `INSERT … VALUES` of constants, written without DataFusion's analyzer,
+//! optimizer and executor.
+//!
+//! DataFusion plans every value of every row as an expression: it names
+//! each one (formatting a 2 KB string literal to name it), coerces it, and
+//! builds and evaluates a physical expression per value. For a 100-row
+//! `INSERT` of webtable pages that was about 80% of the statement's time
+//! (profile in `bench/RESULTS.md`). The SQL planner has already cast each
+//! value to its column's type, so the rows can be read off its plan:
+//! literals, casts of literals, parameters and `MAP {…}` literals become
+//! the columns of one batch, which goes through the same
+//! [`RowWriter`](crate::sql::dml::write::RowWriter) as any INSERT's rows.
+//! Anything else (a function call, an expression, a subquery, a default
+//! such as `now()`) is left to DataFusion.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, ArrayRef, MapArray, RecordBatch, StructArray};
+use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::compute::CastOptions;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::common::{exec_err, DataFusionError, ParamValues, Result, ScalarValue};
+use datafusion::datasource::source_as_provider;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, LogicalPlan, Values, WriteOp};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+
+use crate::sql::dml::sink::WideSink;
+use crate::sql::dml::write::WriteSettings;
+use crate::sql::table::WideTable;
+
+/// An `INSERT … VALUES` whose rows are constants, read off its plan.
+pub(crate) struct ConstantInsert<'a> {
+    table: WideTable,
+    /// The table's columns (the DML input): each a column of the VALUES
+    /// or a constant (a column's default, or NULL).
+    columns: Vec<Output<'a>>,
+    values: &'a Values,
+}
+
+/// One column of the rows to insert.
+enum Output<'a> {
+    /// Column `n` of the VALUES rows.
+    Values(usize),
+    /// The same value in every row.
+    Constant(&'a Expr),
+}
+
+impl<'a> ConstantInsert<'a> {
+    /// The insert of `plan`, if it is an `INSERT INTO` a widesql table of
+    /// constant rows: `Dml` over a projection of columns and constants
+    /// over `Values`.
+    pub(crate) fn of(plan: &'a LogicalPlan) -> Option<Self> {
+        let LogicalPlan::Dml(dml) = plan else {
+            return None;
+        };
+        if dml.op != WriteOp::Insert(InsertOp::Append) {
+            return None;
+        }
+        let provider = source_as_provider(&dml.target).ok()?;
+        let table = provider.downcast_ref::<WideTable>()?.clone();
+        let LogicalPlan::Projection(projection) = dml.input.as_ref() else {
+            return None;
+        };
+        let LogicalPlan::Values(values) = projection.input.as_ref() else {
+            return None;
+        };
+        let columns = projection
+            .expr
+            .iter()
+            .map(|expr| match strip_alias(expr) {
+                Expr::Column(column) => values
+                    .schema
+                    .index_of_column(column)
+                    .ok()
+                    .map(Output::Values),
+                other => is_constant(other).then_some(Output::Constant(other)),
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let fields = values.schema.fields();
+        let constant_rows = values.values.iter().all(|row| {
+            row.len() == fields.len()
+                && row.iter().zip(fields.iter()).all(|(e, field)| {
+                    is_constant(e)
+                        || matches!(field.data_type(), DataType::Map(..)) && map_literal(e).is_some()
+                })
+        });
+        if !constant_rows || columns.len() != table.shape().schema.fields().len() {
+            return None;
+        }
+        Some(ConstantInsert {
+            table,
+            columns,
+            values,
+        })
+    }
+
+    /// Builds the rows, with `params` for `$1`, `$2`, …, and writes them as
+    /// one statement; the number of rows.
+    pub(crate) async fn write(
+        &self,
+        settings: WriteSettings,
+        params: Option<&ParamValues>,
+    ) -> Result<u64> {
+        let sink = WideSink::new(self.table.append_writer(settings)?, false);
+        let batch = self.batch(params)?;
+        let schema = batch.schema();
+        let input = futures::stream::iter([Ok(batch)]);
+        sink.write_stream(Box::pin(RecordBatchStreamAdapter::new(schema, input)))
+            .await
+    }
+
+    /// The rows as one batch: the table's columns, of the types the
+    /// planner cast the values to (the writer converts them as it does
+    /// any INSERT's).
+    fn batch(&self, params: Option<&ParamValues>) -> Result<RecordBatch> {
+        let rows = self.values.values.len();
+        let table_schema = &self.table.shape().schema;
+        let value_fields = self.values.schema.fields();
+        let mut values_columns: Vec<Option<ArrayRef>> = vec![None; value_fields.len()];
+        let mut columns = Vec::with_capacity(self.columns.len());
+        let mut fields = Vec::with_capacity(self.columns.len());
+        for (at, output) in self.columns.iter().enumerate() {
+            let field = table_schema.field(at);
+            let column = match output {
+                Output::Values(n) => match &values_columns[*n] {
+                    Some(column) => Arc::clone(column),
+                    None => {
+                        let column = self.values_column(*n, &value_fields[*n], params)?;
+                        values_columns[*n] = Some(Arc::clone(&column));
+                        column
+                    }
+                },
+                Output::Constant(expr) => {
+                    constant(expr, field.data_type(), params)?.to_array_of_size(rows)?
+                }
+            };
+            fields.push(Field::new(field.name(), column.data_type().clone(), true));
+            columns.push(column);
+        }
+        let schema = Schema::new_with_metadata(fields, table_schema.metadata().clone());
+        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+    }
+
+    /// Column `n` of the VALUES rows, of the type the planner gave it.
+    fn values_column(
+        &self,
+        n: usize,
+        field: &FieldRef,
+        params: Option<&ParamValues>,
+    ) -> Result<ArrayRef> {
+        let rows = self.values.values.iter().map(|row| &row[n]);
+        if let DataType::Map(entries, sorted) = field.data_type() {
+            return map_column(rows, field.data_type(), entries, *sorted, params);
+        }
+        let scalars = rows
+            .map(|expr| constant(expr, field.data_type(), params))
+            .collect::<Result<Vec<_>>>()?;
+        ScalarValue::iter_to_array(scalars)
+    }
+}
+
+fn strip_alias(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Alias(alias) => strip_alias(&alias.expr),
+        other => other,
+    }
+}
+
+/// Whether `expr` is a value written in the statement: a literal, a
+/// parameter, or a cast of one.
+fn is_constant(expr: &Expr) -> bool {
+    match expr {
+        Expr::Literal(..) | Expr::Placeholder(_) => true,
+        Expr::Cast(cast) => is_constant(&cast.expr),
+        Expr::TryCast(cast) => is_constant(&cast.expr),
+        _ => false,
+    }
+}
+
+/// The value of a constant as type `data_type`, converted as DataFusion
+/// converts it (`CAST` fails on a value that does not convert, `TRY_CAST`
+/// gives NULL).
+fn constant(expr: &Expr, data_type: &DataType, params: Option<&ParamValues>) -> Result<ScalarValue> {
+    let value = value_of(expr, params)?;
+    if &value.data_type() == data_type {
+        Ok(value)
+    } else {
+        value.cast_to(data_type)
+    }
+}
+
+/// The value of a constant, of its own type.
+fn value_of(expr: &Expr, params: Option<&ParamValues>) -> Result<ScalarValue> {
+    match expr {
+        Expr::Literal(value, _) => Ok(value.clone()),
+        Expr::Placeholder(placeholder) => match params {
+            Some(params) => Ok(params.get_placeholders_with_values(&placeholder.id)?.value),
+            None => exec_err!("no value given for parameter {}", placeholder.id),
+        },
+        Expr::Cast(cast) => value_of(&cast.expr, params)?.cast_to(cast.field.data_type()),
+        Expr::TryCast(cast) => {
+            let options = CastOptions {
+                safe: true,
+                ..Default::default()
+            };
+            value_of(&cast.expr, params)?.cast_to_with_options(cast.field.data_type(), &options)
+        }
+        other => exec_err!("not a constant: {other}"),
+    }
+}
+
+/// The keys and values of a `MAP {k: v, …}` literal, as the SQL planner
+/// writes it: `map(make_array(k, …), make_array(v, …))` of constants.
+fn map_literal(expr: &Expr) -> Option<(&[Expr], &[Expr])> {
+    let Expr::ScalarFunction(map) = expr else {
+        return None;
+    };
+    if map.name() != "map" {
+        return None;
+    }
+    let [Expr::ScalarFunction(keys), Expr::ScalarFunction(values)] = map.args.as_slice() else {
+        return None;
+    };
+    let arrays = keys.name() == "make_array" && values.name() == "make_array";
+    let constants = keys.args.iter().chain(&values.args).all(is_constant);
+    (arrays && constants && keys.args.len() == values.args.len())
+        .then_some((keys.args.as_slice(), values.args.as_slice()))
+}
+
+/// A map column of `MAP {…}` literals (or NULLs), with DataFusion's
+/// checks: keys are neither NULL nor repeated.
+fn map_column<'e>(
+    rows: impl Iterator<Item = &'e Expr>,
+    map_type: &DataType,
+    entries: &FieldRef,
+    sorted: bool,
+    params: Option<&ParamValues>,
+) -> Result<ArrayRef> {
+    let DataType::Struct(parts) = entries.data_type() else {
+        return exec_err!("map entries of type {}", entries.data_type());
+    };
+    let [key_field, value_field] = parts.iter().collect::<Vec<_>>()[..] else {
+        return exec_err!("map entries of type {}", entries.data_type());
+    };
+    let (mut keys, mut values) = (Vec::new(), Vec::new());
+    let mut lengths = Vec::new();
+    let mut valid = Vec::new();
+    for expr in rows {
+        let Some((row_keys, row_values)) = map_literal(expr) else {
+            // Only a NULL reaches here (`of` checked the rest).
+            if !constant(expr, map_type, params)?.is_null() {
+                return exec_err!("not a map literal: {expr}");
+            }
+            lengths.push(0);
+            valid.push(false);
+            continue;
+        };
+        let mut seen = HashSet::new();
+        for (key, value) in row_keys.iter().zip(row_values) {
+            let key = constant(key, key_field.data_type(), params)?;
+            if key.is_null() {
+                return exec_err!("map key cannot be null");
+            }
+            if !seen.insert(key.clone()) {
+                return exec_err!("map key must be unique, duplicate key found: {key}");
+            }
+            keys.push(key);
+            values.push(constant(value, value_field.data_type(), params)?);
+        }
+        lengths.push(row_keys.len());
+        valid.push(true);
+    }
+    let array = |scalars: Vec<ScalarValue>, field: &FieldRef| -> Result<ArrayRef> {
+        if scalars.is_empty() || scalars.iter().all(ScalarValue::is_null) {
+            Ok(new_null_array(field.data_type(), scalars.len()))
+        } else {
+            ScalarValue::iter_to_array(scalars)
+        }
+    };
+    let entries_array = StructArray::try_new(
+        parts.clone(),
+        vec![array(keys, key_field)?, array(values, value_field)?],
+        None,
+    )?;
+    let nulls = valid.iter().any(|v| !v).then(|| NullBuffer::from(valid));
+    let map = MapArray::try_new(
+        Arc::clone(entries),
+        OffsetBuffer::from_lengths(lengths),
+        entries_array,
+        nulls,
+        sorted,
+    )
+    .map_err(DataFusionError::from)?;
+    Ok(Arc::new(map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConstantInsert;
+    use crate::Db;
+
+    /// Which INSERTs take this path: constants do, anything computed
+    /// (or any other source) is DataFusion's.
+    #[tokio::test]
+    async fn constant_rows_are_recognised_and_nothing_else() -> crate::Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::Sql(e.to_string()))?;
+        let session = Db::open(dir.path())?.session();
+        session
+            .run(
+                "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT DEFAULT 7, \
+                 m MAP(VARCHAR, BIGINT), at TIMESTAMP DEFAULT now())",
+            )
+            .await?;
+        for (sql, constant) in [
+            ("INSERT INTO t VALUES ('a', 1, MAP {'x': 1}, '2024-01-01')", true),
+            ("INSERT INTO t (_key, n) VALUES ('a', CAST('2' AS BIGINT)), ('b', NULL)", false),
+            ("INSERT INTO t (_key, n, at) VALUES ('a', $1, NULL)", true),
+            ("INSERT INTO t VALUES ('a', 1 + 1, NULL, NULL)", false),
+            ("INSERT INTO t VALUES ('a', abs(-1), NULL, NULL)", false),
+            ("INSERT INTO t SELECT * FROM t", false),
+        ] {
+            let statement = session.parse(sql)?.pop_front().expect("one statement");
+            let plan = session.plan(statement).await?;
+            assert_eq!(ConstantInsert::of(&plan).is_some(), constant, "{sql}");
+        }
+        Ok(())
+    }
+}
