@@ -54,6 +54,12 @@ async fn constant_rows_are_written_as_datafusion_writes_them() -> TestResult {
         "INSERT INTO t (_key, n) VALUES ('t', CAST('x' AS BIGINT))",
         // The same key twice in one statement: the later row wins.
         "INSERT INTO t (_key, n) VALUES ('u', 1), ('u', 2)",
+        "INSERT INTO t (_key, n, d, price, small) VALUES ('v', -9223372036854775808, -1e3, -0.005, -7)",
+        "INSERT INTO t (_key, n) VALUES ('w', 18446744073709551615)",
+        "INSERT INTO t (_key, raw, note) VALUES ('x', X'abc', 'odd hex'), ('y', 'text as bytes', X'41')",
+        "INSERT INTO t (_key, tags, flag, note) VALUES ('z', MAP {'neg': -1, 'big': 9}, 'yes', true)",
+        "INSERT INTO t (_key, d, at) VALUES ('za', 1.5, '2024-13-01')",
+        "INSERT INTO t (_key, tags) VALUES ('zb', MAP {'x': 1.5})",
     ];
     let (_dir, session) = session().await?;
     for (at, insert) in statements.iter().enumerate() {
@@ -63,13 +69,18 @@ async fn constant_rows_are_written_as_datafusion_writes_them() -> TestResult {
                 "CREATE TABLE {ours} {COLUMNS}; CREATE TABLE {theirs} {COLUMNS}"
             ))
             .await?;
-        let by_session = session.sql(&insert.replace(" t ", &format!(" {ours} "))).await;
+        let by_session = session
+            .sql(&insert.replace(" t ", &format!(" {ours} ")))
+            .await;
         let by_session = match by_session {
             Ok(frame) => frame.collect().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         let plain = session.context();
-        let by_datafusion = match plain.sql(&insert.replace(" t ", &format!(" {theirs} "))).await {
+        let by_datafusion = match plain
+            .sql(&insert.replace(" t ", &format!(" {theirs} ")))
+            .await
+        {
             Ok(frame) => frame.collect().await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
@@ -159,6 +170,42 @@ async fn a_prepared_insert_writes_its_parameters() -> TestResult {
             vec!["b", "2", "0.5", "row b"],
             vec!["c", "3", "0.75", "third"],
         ]
+    );
+    Ok(())
+}
+
+/// An INSERT of literals is planned once per shape; DDL in between makes
+/// it planned again, so it follows the table's columns and name.
+#[tokio::test]
+async fn inserts_of_one_shape_follow_ddl() -> TestResult {
+    let (_dir, session) = session().await?;
+    session
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    let insert = |key: &str, n: i64| format!("INSERT INTO t VALUES ('{key}', {n})");
+    session.run(&insert("a", 1)).await?;
+    session.run(&insert("b", 2)).await?;
+    session
+        .run("ALTER TABLE t ADD COLUMN s VARCHAR DEFAULT 'new'")
+        .await?;
+    session
+        .run(&insert("c", 3))
+        .await
+        .expect_err("t has 3 columns now");
+    session
+        .run("INSERT INTO t VALUES ('c', 3, 'three')")
+        .await?;
+    session.run("ALTER TABLE t RENAME TO old_t").await?;
+    let missing = session.run(&insert("d", 4)).await.expect_err("t is gone");
+    assert!(missing.to_string().contains('t'), "{missing}");
+    session
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    session.run(&insert("e", 5)).await?;
+    assert_eq!(rows(&session, "t").await?, "e 5");
+    assert_eq!(
+        rows(&session, "old_t").await?,
+        "a 1 new\nb 2 new\nc 3 three"
     );
     Ok(())
 }

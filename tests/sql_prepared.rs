@@ -193,12 +193,16 @@ async fn a_prepared_read_is_planned_again_after_ddl() -> TestResult {
 async fn statements_planned_before_a_rename_read_what_the_name_means_now() -> TestResult {
     let (_dir, session) = setup().await?;
     let ad_hoc = "SELECT n FROM pages WHERE _key = 'a'";
-    let rust = session.prepare("SELECT n FROM pages WHERE _key = $1").await?;
+    let rust = session
+        .prepare("SELECT n FROM pages WHERE _key = $1")
+        .await?;
     let scan = session.prepare("SELECT count(*) FROM pages").await?;
     session
         .run("PREPARE get(VARCHAR) AS SELECT n FROM pages WHERE _key = $1")
         .await?;
-    session.run("PREPARE total AS SELECT sum(n) FROM pages").await?;
+    session
+        .run("PREPARE total AS SELECT sum(n) FROM pages")
+        .await?;
     let a = || vec![ScalarValue::from("a")];
     // Each is planned and has run once against the old table.
     assert_eq!(query(&session, ad_hoc).await?, "1");

@@ -235,6 +235,7 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
     line(insert.store.name(), insert.secs, insert.bytes);
     line(import.store.name(), import.secs, import.bytes);
     table.print();
+    text_costs(config, pages, insert.secs)?;
     ratios.add(
         "w1.load_embedded_vs_sqlite",
         sqlite.secs / embedded.secs,
@@ -267,6 +268,39 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
         embedded: embedded.store,
         sql,
     })
+}
+
+/// What the `INSERT … VALUES` text costs before widesql plans a row of
+/// it: building the statements (the benchmark's side) and parsing them
+/// with DataFusion's SQL parser (sqlparser's tokenizer reads each 2 KB
+/// string literal character by character).
+fn text_costs(config: &Config, pages: &[Page], load_secs: f64) -> Res<()> {
+    let mut statements = Vec::new();
+    let build = median_secs(config.reps, || {
+        statements = pages
+            .chunks(100)
+            .map(|chunk| crate::systems::widesql::insert_sql("pages", chunk))
+            .collect();
+        Ok(())
+    })?;
+    let parse = median_secs(config.reps, || {
+        for sql in &statements {
+            datafusion::sql::parser::DFParserBuilder::new(sql.as_str())
+                .build()?
+                .parse_statements()?;
+        }
+        Ok(())
+    })?;
+    println!(
+        "Of widesql SQL's `INSERT … VALUES` load ({}), building the statements' text took {} \
+         ({:.0}%) and parsing it with DataFusion's parser {} ({:.0}%).\n",
+        duration(load_secs),
+        duration(build),
+        100.0 * build / load_secs,
+        duration(parse),
+        100.0 * parse / load_secs
+    );
+    Ok(())
 }
 
 /// Random keys of loaded pages, the same for every system.

@@ -24,7 +24,10 @@ use crate::sql::{from_df, Session};
 
 impl Session {
     /// Runs one parsed statement.
-    pub(super) async fn execute(&self, statement: DfStatement) -> Result<DataFrame> {
+    pub(super) async fn execute(&self, mut statement: DfStatement) -> Result<DataFrame> {
+        if let Some(rows) = self.insert_literals(&mut statement).await? {
+            return self.count(rows);
+        }
         if let DfStatement::CopyTo(copy) = &statement {
             if let Some((query, path, format)) = file_copy(copy) {
                 let options = crate::export::ExportOptions::default();

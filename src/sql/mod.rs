@@ -13,6 +13,7 @@ mod ddl;
 mod dispatch;
 pub mod dml;
 mod error;
+mod literal;
 pub(crate) mod names;
 mod point_get;
 mod prepared;

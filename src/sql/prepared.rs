@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::sql::dispatch::has_into;
 use crate::sql::dml::constant_insert::ConstantInsert;
 use crate::sql::dml::count_batch;
+use crate::sql::literal::literal_value;
 use crate::sql::point_get::PointGet;
 use crate::sql::session::{Planned, SqlPrepared};
 use crate::sql::{from_df, Session};
@@ -117,7 +118,11 @@ impl Session {
         let Some(mut prepared) = self.sql_prepared().get(&execute.name).cloned() else {
             return Ok(None);
         };
-        let outdated = prepared.value.point.as_ref().is_some_and(|(p, _)| p.is_outdated());
+        let outdated = prepared
+            .value
+            .point
+            .as_ref()
+            .is_some_and(|(p, _)| p.is_outdated());
         if outdated || !self.is_current(prepared.generation) {
             prepared = self.prepare_again(prepared.value.statement).await?;
         }
@@ -191,26 +196,6 @@ impl Session {
     }
 }
 
-/// Shapes remembered per session; beyond this many the memory starts over.
-const MAX_SHAPES: usize = 1024;
-
-/// The parameter a literal of a statement becomes, if it is one DataFusion
-/// would read as this value.
-fn parameter_of(value: &SqlValue) -> Option<ScalarValue> {
-    match value {
-        SqlValue::SingleQuotedString(text) => Some(ScalarValue::from(text.as_str())),
-        SqlValue::Boolean(b) => Some(ScalarValue::Boolean(Some(*b))),
-        SqlValue::Number(text, false) => match text.parse::<i64>() {
-            Ok(n) => Some(ScalarValue::Int64(Some(n))),
-            Err(_) => text
-                .parse::<f64>()
-                .ok()
-                .map(|f| ScalarValue::Float64(Some(f))),
-        },
-        _ => None,
-    }
-}
-
 impl Session {
     /// An ad hoc query that is a point read, answered without planning it:
     /// its literals become parameters, and the point read of that shape is
@@ -226,11 +211,12 @@ impl Session {
         if !matches!(inner.as_ref(), SqlStatement::Query(query) if !has_into(query)) {
             return Ok(None);
         }
+        let numbers = self.numbers();
         let mut shape = inner.as_ref().clone();
         let mut params: Vec<ScalarAndMetadata> = Vec::new();
         let _ = visit_expressions_mut(&mut shape, |expr| {
             if let SqlExpr::Value(value) = expr {
-                if let Some(param) = parameter_of(&value.value) {
+                if let Some(param) = literal_value(&value.value, numbers) {
                     params.push(ScalarAndMetadata::from(param));
                     let placeholder = SqlValue::Placeholder(format!("${}", params.len()));
                     *expr = SqlExpr::Value(placeholder.with_empty_span());
@@ -242,12 +228,7 @@ impl Session {
             return Ok(None);
         }
         let key = shape.to_string();
-        let known = self
-            .shapes()
-            .get(&key)
-            .filter(|known| self.is_current(known.generation))
-            .map(|known| known.value.clone());
-        let point = match known {
+        let point = match self.point_shapes.get(&key, self.generation()) {
             Some(None) => return Ok(None),
             Some(Some(point)) if !point.is_outdated() => point,
             _ => {
@@ -257,12 +238,7 @@ impl Session {
                     Ok(plan) => PointGet::from_plan(&plan),
                     Err(_) => None,
                 };
-                let mut shapes = self.shapes();
-                if shapes.len() >= MAX_SHAPES {
-                    shapes.clear();
-                }
-                let value = point.clone();
-                shapes.insert(key, Planned { generation, value });
+                self.point_shapes.insert(key, generation, point.clone());
                 match point {
                     Some(point) => point,
                     None => return Ok(None),
@@ -327,7 +303,11 @@ impl Prepared {
     /// The plan, made again if the catalog changed since it was made.
     async fn current(&self) -> Result<PreparedPlan> {
         let planned = self.planned().clone();
-        let outdated = planned.value.point.as_ref().is_some_and(PointGet::is_outdated);
+        let outdated = planned
+            .value
+            .point
+            .as_ref()
+            .is_some_and(PointGet::is_outdated);
         if !outdated && self.session.is_current(planned.generation) {
             return Ok(planned.value);
         }

@@ -20,6 +20,7 @@ use crate::db::{Db, WRITE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::literal::Numbers;
 use crate::sql::point_get::PointGet;
 use crate::sql::scan::scans_of;
 use crate::sql::{catalog, dml, from_df, shape, types, versions};
@@ -83,7 +84,49 @@ pub struct Session {
     prepared: Arc<Mutex<HashMap<String, Planned<SqlPrepared>>>>,
     /// Queries seen before, with their literals replaced by parameters,
     /// and the point read each is (`None`: not one).
-    shapes: Arc<Mutex<HashMap<String, Planned<Option<PointGet>>>>>,
+    pub(super) point_shapes: Arc<Shapes<Option<PointGet>>>,
+    /// `INSERT … VALUES` of literals seen before, with one row of
+    /// parameters for their rows, and the plan each has (`None`: not one
+    /// of constants).
+    pub(super) insert_shapes: Arc<Shapes<Option<LogicalPlan>>>,
+}
+
+/// Statements seen before, by their text with literals replaced by
+/// parameters, and what was planned for each: a statement of a known
+/// shape is not planned again while the catalog is unchanged. Beyond
+/// [`Shapes::MAX`] shapes the memory starts over.
+#[derive(Debug)]
+pub(super) struct Shapes<T>(Mutex<HashMap<String, Planned<T>>>);
+
+impl<T> Default for Shapes<T> {
+    fn default() -> Self {
+        Shapes(Mutex::default())
+    }
+}
+
+impl<T: Clone> Shapes<T> {
+    const MAX: usize = 1024;
+
+    /// What was planned for `key`, if it was planned at `generation`.
+    pub(super) fn get(&self, key: &str, generation: u64) -> Option<T> {
+        self.lock()
+            .get(key)
+            .filter(|known| known.generation == generation)
+            .map(|known| known.value.clone())
+    }
+
+    /// Remembers what was planned for `key` at `generation`.
+    pub(super) fn insert(&self, key: String, generation: u64, value: T) {
+        let mut shapes = self.lock();
+        if shapes.len() >= Self::MAX {
+            shapes.clear();
+        }
+        shapes.insert(key, Planned { generation, value });
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Planned<T>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A statement of SQL `PREPARE`, kept to plan it again after DDL, and its
@@ -166,7 +209,8 @@ impl Session {
             ctx,
             options,
             prepared: Arc::default(),
-            shapes: Arc::default(),
+            point_shapes: Arc::default(),
+            insert_shapes: Arc::default(),
         }
     }
 
@@ -175,14 +219,21 @@ impl Session {
         self.prepared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The point reads among the queries seen before, by shape.
-    pub(super) fn shapes(&self) -> MutexGuard<'_, HashMap<String, Planned<Option<PointGet>>>> {
-        self.shapes.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The catalog generation to record before planning a statement.
     pub(super) fn generation(&self) -> u64 {
         self.db.catalog().generation()
+    }
+
+    /// How the session's SQL parser reads numbers with a fraction.
+    pub(super) fn numbers(&self) -> Numbers {
+        let state = self.ctx.state_ref();
+        let floats = !state
+            .read()
+            .config()
+            .options()
+            .sql_parser
+            .parse_float_as_decimal;
+        Numbers { floats }
     }
 
     /// Whether names resolve as they did when something was planned at

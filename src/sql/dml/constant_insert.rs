@@ -28,7 +28,14 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
+use crate::sql::literal::{literal_expr, Numbers};
 use crate::sql::table::WideTable;
+use crate::sql::Session;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    Expr as SqlExpr, Parens, SetExpr, Statement as SqlStatement, Value as SqlValue,
+    Values as SqlValues,
+};
 
 /// An `INSERT … VALUES` whose rows are constants, read off its plan.
 pub(crate) struct ConstantInsert<'a> {
@@ -36,7 +43,47 @@ pub(crate) struct ConstantInsert<'a> {
     /// The table's columns (the DML input): each a column of the VALUES
     /// or a constant (a column's default, or NULL).
     columns: Vec<Output<'a>>,
+    /// The VALUES columns' types, as the planner cast the values to.
     values: &'a Values,
+    /// The rows: the plan's own, or rows read off a statement's text for
+    /// a plan made from one row of parameters ([`ConstantInsert::with_rows`]).
+    rows: Vec<Vec<Cell<'a>>>,
+}
+
+/// One value of a VALUES row.
+#[derive(Debug)]
+pub(crate) enum Cell<'a> {
+    /// A constant of the plan: a literal, a parameter, a cast of one.
+    Expr(&'a Expr),
+    /// A literal read off the statement's text.
+    Value(ScalarValue),
+    /// A `MAP {k: v, …}` literal.
+    Map(Vec<(Cell<'a>, Cell<'a>)>),
+}
+
+impl Cell<'_> {
+    /// The value as type `data_type` (not for a map).
+    fn value(&self, data_type: &DataType, params: Option<&ParamValues>) -> Result<ScalarValue> {
+        match self {
+            Cell::Expr(expr) => constant(expr, data_type, params),
+            Cell::Value(value) if &value.data_type() == data_type => Ok(value.clone()),
+            Cell::Value(value) => value.cast_to(data_type),
+            Cell::Map(_) => exec_err!("a MAP literal where a value of type {data_type} belongs"),
+        }
+    }
+
+    /// A cell of the plan: a map literal's parts, or the constant.
+    fn of_expr(expr: &Expr) -> Cell<'_> {
+        match map_literal(expr) {
+            Some((keys, values)) => Cell::Map(
+                keys.iter()
+                    .zip(values)
+                    .map(|(k, v)| (Cell::Expr(k), Cell::Expr(v)))
+                    .collect(),
+            ),
+            None => Cell::Expr(expr),
+        }
+    }
 }
 
 /// One column of the rows to insert.
@@ -83,16 +130,32 @@ impl<'a> ConstantInsert<'a> {
             row.len() == fields.len()
                 && row.iter().zip(fields.iter()).all(|(e, field)| {
                     is_constant(e)
-                        || matches!(field.data_type(), DataType::Map(..)) && map_literal(e).is_some()
+                        || matches!(field.data_type(), DataType::Map(..))
+                            && map_literal(e).is_some()
                 })
         });
         if !constant_rows || columns.len() != table.shape().schema.fields().len() {
             return None;
         }
+        let rows = values
+            .values
+            .iter()
+            .map(|row| row.iter().map(Cell::of_expr).collect())
+            .collect();
         Some(ConstantInsert {
             table,
             columns,
             values,
+            rows,
+        })
+    }
+
+    /// The same insert with other rows (each as wide as the plan's).
+    pub(crate) fn with_rows(mut self, rows: Vec<Vec<Cell<'a>>>) -> Option<Self> {
+        let width = self.values.schema.fields().len();
+        rows.iter().all(|row| row.len() == width).then(|| {
+            self.rows = rows;
+            self
         })
     }
 
@@ -115,7 +178,7 @@ impl<'a> ConstantInsert<'a> {
     /// planner cast the values to (the writer converts them as it does
     /// any INSERT's).
     fn batch(&self, params: Option<&ParamValues>) -> Result<RecordBatch> {
-        let rows = self.values.values.len();
+        let rows = self.rows.len();
         let table_schema = &self.table.shape().schema;
         let value_fields = self.values.schema.fields();
         let mut values_columns: Vec<Option<ArrayRef>> = vec![None; value_fields.len()];
@@ -150,12 +213,12 @@ impl<'a> ConstantInsert<'a> {
         field: &FieldRef,
         params: Option<&ParamValues>,
     ) -> Result<ArrayRef> {
-        let rows = self.values.values.iter().map(|row| &row[n]);
+        let cells = self.rows.iter().map(|row| &row[n]);
         if let DataType::Map(entries, sorted) = field.data_type() {
-            return map_column(rows, field.data_type(), entries, *sorted, params);
+            return map_column(cells, field.data_type(), entries, *sorted, params);
         }
-        let scalars = rows
-            .map(|expr| constant(expr, field.data_type(), params))
+        let scalars = cells
+            .map(|cell| cell.value(field.data_type(), params))
             .collect::<Result<Vec<_>>>()?;
         ScalarValue::iter_to_array(scalars)
     }
@@ -182,7 +245,11 @@ fn is_constant(expr: &Expr) -> bool {
 /// The value of a constant as type `data_type`, converted as DataFusion
 /// converts it (`CAST` fails on a value that does not convert, `TRY_CAST`
 /// gives NULL).
-fn constant(expr: &Expr, data_type: &DataType, params: Option<&ParamValues>) -> Result<ScalarValue> {
+fn constant(
+    expr: &Expr,
+    data_type: &DataType,
+    params: Option<&ParamValues>,
+) -> Result<ScalarValue> {
     let value = value_of(expr, params)?;
     if &value.data_type() == data_type {
         Ok(value)
@@ -231,8 +298,8 @@ fn map_literal(expr: &Expr) -> Option<(&[Expr], &[Expr])> {
 
 /// A map column of `MAP {…}` literals (or NULLs), with DataFusion's
 /// checks: keys are neither NULL nor repeated.
-fn map_column<'e>(
-    rows: impl Iterator<Item = &'e Expr>,
+fn map_column<'c, 'e: 'c>(
+    cells: impl Iterator<Item = &'c Cell<'e>>,
     map_type: &DataType,
     entries: &FieldRef,
     sorted: bool,
@@ -247,19 +314,18 @@ fn map_column<'e>(
     let (mut keys, mut values) = (Vec::new(), Vec::new());
     let mut lengths = Vec::new();
     let mut valid = Vec::new();
-    for expr in rows {
-        let Some((row_keys, row_values)) = map_literal(expr) else {
-            // Only a NULL reaches here (`of` checked the rest).
-            if !constant(expr, map_type, params)?.is_null() {
-                return exec_err!("not a map literal: {expr}");
+    for cell in cells {
+        let Cell::Map(pairs) = cell else {
+            if !cell.value(map_type, params)?.is_null() {
+                return exec_err!("not a MAP literal: {cell:?}");
             }
             lengths.push(0);
             valid.push(false);
             continue;
         };
         let mut seen = HashSet::new();
-        for (key, value) in row_keys.iter().zip(row_values) {
-            let key = constant(key, key_field.data_type(), params)?;
+        for (key, value) in pairs {
+            let key = key.value(key_field.data_type(), params)?;
             if key.is_null() {
                 return exec_err!("map key cannot be null");
             }
@@ -267,9 +333,9 @@ fn map_column<'e>(
                 return exec_err!("map key must be unique, duplicate key found: {key}");
             }
             keys.push(key);
-            values.push(constant(value, value_field.data_type(), params)?);
+            values.push(value.value(value_field.data_type(), params)?);
         }
-        lengths.push(row_keys.len());
+        lengths.push(pairs.len());
         valid.push(true);
     }
     let array = |scalars: Vec<ScalarValue>, field: &FieldRef| -> Result<ArrayRef> {
@@ -296,6 +362,108 @@ fn map_column<'e>(
     Ok(Arc::new(map))
 }
 
+impl Session {
+    /// An `INSERT … VALUES` whose values are all literals, written without
+    /// planning its rows: the statement with one row of parameters
+    /// (`VALUES ($1, …)`) is planned once per shape and catalog generation,
+    /// and the rows read off the text ([`crate::sql::literal`]) fill it.
+    /// Planning a 100-row statement of webtable pages through DataFusion
+    /// cost more than parsing it (each `MAP {…}` value is named and typed
+    /// by formatting it). `None`, with the statement as it was, when it is
+    /// not one.
+    pub(in crate::sql) async fn insert_literals(
+        &self,
+        statement: &mut DfStatement,
+    ) -> Result<Option<u64>, crate::Error> {
+        let numbers = self.numbers();
+        let Some(values) = values_of(statement) else {
+            return Ok(None);
+        };
+        let Some(rows) = values
+            .rows
+            .iter()
+            .map(|row| {
+                row.content
+                    .iter()
+                    .map(|e| literal_cell(e, numbers))
+                    .collect()
+            })
+            .collect::<Option<Vec<Vec<Cell<'static>>>>>()
+        else {
+            return Ok(None);
+        };
+        let width = rows.first().map_or(0, Vec::len);
+        if width == 0 {
+            return Ok(None);
+        }
+        // The shape: this statement with one row of parameters. Its own
+        // rows are put back before anything can fail.
+        let template = vec![Parens::with_empty_span(
+            (1..=width)
+                .map(|n| SqlExpr::Value(SqlValue::Placeholder(format!("${n}")).with_empty_span()))
+                .collect(),
+        )];
+        let own_rows = std::mem::replace(&mut values.rows, template);
+        let key = statement.to_string();
+        let shape = statement.clone();
+        if let Some(values) = values_of(statement) {
+            values.rows = own_rows;
+        }
+        let generation = self.generation();
+        let plan = match self.insert_shapes.get(&key, generation) {
+            Some(plan) => plan,
+            None => {
+                let plan = self
+                    .plan(shape)
+                    .await
+                    .ok()
+                    .filter(|plan| ConstantInsert::of(plan).is_some());
+                self.insert_shapes.insert(key, generation, plan.clone());
+                plan
+            }
+        };
+        let Some(insert) = plan
+            .as_ref()
+            .and_then(ConstantInsert::of)
+            .and_then(|insert| insert.with_rows(rows))
+        else {
+            return Ok(None);
+        };
+        Ok(Some(insert.write(self.write_settings(), None).await?))
+    }
+}
+
+/// The VALUES of an `INSERT … VALUES` statement.
+fn values_of(statement: &mut DfStatement) -> Option<&mut SqlValues> {
+    let DfStatement::Statement(inner) = statement else {
+        return None;
+    };
+    let SqlStatement::Insert(insert) = inner.as_mut() else {
+        return None;
+    };
+    match insert.source.as_mut()?.body.as_mut() {
+        SetExpr::Values(values) => Some(values),
+        _ => None,
+    }
+}
+
+/// A literal of the statement's text, or a `MAP {…}` of them.
+fn literal_cell(expr: &SqlExpr, numbers: Numbers) -> Option<Cell<'static>> {
+    match expr {
+        SqlExpr::Map(map) => map
+            .entries
+            .iter()
+            .map(|entry| {
+                let key = literal_expr(&entry.key, numbers)?;
+                let value = literal_expr(&entry.value, numbers)?;
+                Some((Cell::Value(key), Cell::Value(value)))
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(Cell::Map),
+        other => literal_expr(other, numbers).map(Cell::Value),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ConstantInsert;
@@ -314,8 +482,14 @@ mod tests {
             )
             .await?;
         for (sql, constant) in [
-            ("INSERT INTO t VALUES ('a', 1, MAP {'x': 1}, '2024-01-01')", true),
-            ("INSERT INTO t (_key, n) VALUES ('a', CAST('2' AS BIGINT)), ('b', NULL)", false),
+            (
+                "INSERT INTO t VALUES ('a', 1, MAP {'x': 1}, '2024-01-01')",
+                true,
+            ),
+            (
+                "INSERT INTO t (_key, n) VALUES ('a', CAST('2' AS BIGINT)), ('b', NULL)",
+                false,
+            ),
             ("INSERT INTO t (_key, n, at) VALUES ('a', $1, NULL)", true),
             ("INSERT INTO t VALUES ('a', 1 + 1, NULL, NULL)", false),
             ("INSERT INTO t VALUES ('a', abs(-1), NULL, NULL)", false),
@@ -324,6 +498,20 @@ mod tests {
             let statement = session.parse(sql)?.pop_front().expect("one statement");
             let plan = session.plan(statement).await?;
             assert_eq!(ConstantInsert::of(&plan).is_some(), constant, "{sql}");
+        }
+        // Statements of literals are written off their text; the
+        // statement is left as it was when it is not one.
+        for (sql, written) in [
+            ("INSERT INTO t VALUES ('a', -1, MAP {'x': 1}, '2024-01-01')", Some(1)),
+            ("INSERT INTO t (_key, n, m) VALUES ('b', 2, NULL), ('c', 3, MAP {})", None),
+            ("INSERT INTO t (_key, n, m, at) VALUES ('b', 2, NULL, NULL), ('c', 3, MAP {}, NULL)", Some(2)),
+            ("INSERT INTO t VALUES ('d', 1 + 1, NULL, NULL)", None),
+            ("INSERT INTO t VALUES ('d', CAST(1 AS BIGINT), NULL, NULL)", None),
+        ] {
+            let mut statement = session.parse(sql)?.pop_front().expect("one statement");
+            let before = statement.to_string();
+            assert_eq!(session.insert_literals(&mut statement).await?, written, "{sql}");
+            assert_eq!(statement.to_string(), before);
         }
         Ok(())
     }
