@@ -4,7 +4,9 @@
 //! of table (DataFusion's INSERT into the table's sink), and both tables
 //! must end up equal, or both statements fail.
 
-use datafusion::arrow::array::RecordBatch;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Builder, MapBuilder, RecordBatch, StringBuilder};
 use datafusion::common::ScalarValue;
 use widesql::{Db, DbOptions, Session};
 
@@ -60,6 +62,11 @@ async fn constant_rows_are_written_as_datafusion_writes_them() -> TestResult {
         "INSERT INTO t (_key, tags, flag, note) VALUES ('z', MAP {'neg': -1, 'big': 9}, 'yes', true)",
         "INSERT INTO t (_key, d, at) VALUES ('za', 1.5, '2024-13-01')",
         "INSERT INTO t (_key, tags) VALUES ('zb', MAP {'x': 1.5})",
+        // Maps whose keys or values DataFusion first brings to one type.
+        "INSERT INTO t (_key, tags) VALUES ('zc', MAP {'x': 1, 'y': 2.5})",
+        "INSERT INTO t (_key, tags) VALUES ('zd', MAP {'lang': 'en', 'n': 3})",
+        "INSERT INTO t (_key, tags) VALUES ('ze', MAP {'a': true, 'b': 1})",
+        "INSERT INTO t (_key, tags) VALUES ('zf', MAP {1: 5, 1.0: 6})",
     ];
     let (_dir, session) = session().await?;
     for (at, insert) in statements.iter().enumerate() {
@@ -137,6 +144,32 @@ async fn a_prepared_insert_writes_its_parameters() -> TestResult {
             .await?;
         assert_eq!(text(&count)?, "1");
     }
+    // A map parameter.
+    let with_tags = session
+        .prepare("INSERT INTO t (_key, tags) VALUES ($1, $2)")
+        .await?;
+    let mut tags = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
+    tags.keys().append_value("x");
+    tags.values().append_value(1);
+    tags.keys().append_value("y");
+    tags.values().append_value(2);
+    tags.append(true)?;
+    with_tags
+        .query(vec![
+            ScalarValue::from("m"),
+            ScalarValue::Map(Arc::new(tags.finish())),
+        ])
+        .await?;
+    assert_eq!(
+        text(
+            &session
+                .sql("SELECT tags FROM t WHERE _key = 'm'")
+                .await?
+                .collect()
+                .await?
+        )?,
+        "{x: 1, y: 2}"
+    );
     // A parameter is converted to its column's type; NULL reaches NOT NULL.
     insert
         .query(vec![
@@ -169,6 +202,7 @@ async fn a_prepared_insert_writes_its_parameters() -> TestResult {
             vec!["a", "1", "0.25", "row a"],
             vec!["b", "2", "0.5", "row b"],
             vec!["c", "3", "0.75", "third"],
+            vec!["m", "7", "NULL", "none"],
         ]
     );
     Ok(())
@@ -203,6 +237,19 @@ async fn inserts_of_one_shape_follow_ddl() -> TestResult {
         .await?;
     session.run(&insert("e", 5)).await?;
     assert_eq!(rows(&session, "t").await?, "e 5");
+    // A shape is remembered with the default schema it resolved in.
+    session
+        .run("CREATE SCHEMA other; CREATE TABLE other.t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    session
+        .run("SET datafusion.catalog.default_schema = 'other'")
+        .await?;
+    session.run(&insert("f", 6)).await?;
+    session
+        .run("SET datafusion.catalog.default_schema = 'public'")
+        .await?;
+    assert_eq!(rows(&session, "t").await?, "e 5");
+    assert_eq!(rows(&session, "other.t").await?, "f 6");
     assert_eq!(
         rows(&session, "old_t").await?,
         "a 1 new\nb 2 new\nc 3 three"

@@ -227,7 +227,7 @@ impl Session {
         if params.is_empty() {
             return Ok(None);
         }
-        let key = shape.to_string();
+        let key = self.shape_key(shape.to_string());
         let point = match self.point_shapes.get(&key, self.generation()) {
             Some(None) => return Ok(None),
             Some(Some(point)) if !point.is_outdated() => point,

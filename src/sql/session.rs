@@ -224,6 +224,22 @@ impl Session {
         self.db.catalog().generation()
     }
 
+    /// The key a statement's shape is remembered under: its text, and the
+    /// settings that decide what its names resolve to (a `SET` of the
+    /// default catalog or schema, or of identifier normalization, makes
+    /// it a new shape).
+    pub(super) fn shape_key(&self, text: String) -> String {
+        let state = self.ctx.state_ref();
+        let state = state.read();
+        let options = state.config().options();
+        format!(
+            "{}.{} {} {text}",
+            options.catalog.default_catalog,
+            options.catalog.default_schema,
+            options.sql_parser.enable_ident_normalization
+        )
+    }
+
     /// How the session's SQL parser reads numbers with a fraction.
     pub(super) fn numbers(&self) -> Numbers {
         let state = self.ctx.state_ref();

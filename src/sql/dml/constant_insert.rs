@@ -16,7 +16,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, ArrayRef, MapArray, RecordBatch, StructArray};
+use datafusion::arrow::array::{
+    new_null_array, Array, ArrayRef, MapArray, RecordBatch, StructArray,
+};
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
@@ -181,20 +183,12 @@ impl<'a> ConstantInsert<'a> {
         let rows = self.rows.len();
         let table_schema = &self.table.shape().schema;
         let value_fields = self.values.schema.fields();
-        let mut values_columns: Vec<Option<ArrayRef>> = vec![None; value_fields.len()];
         let mut columns = Vec::with_capacity(self.columns.len());
         let mut fields = Vec::with_capacity(self.columns.len());
         for (at, output) in self.columns.iter().enumerate() {
             let field = table_schema.field(at);
             let column = match output {
-                Output::Values(n) => match &values_columns[*n] {
-                    Some(column) => Arc::clone(column),
-                    None => {
-                        let column = self.values_column(*n, &value_fields[*n], params)?;
-                        values_columns[*n] = Some(Arc::clone(&column));
-                        column
-                    }
-                },
+                Output::Values(n) => self.values_column(*n, &value_fields[*n], params)?,
                 Output::Constant(expr) => {
                     constant(expr, field.data_type(), params)?.to_array_of_size(rows)?
                 }
@@ -296,8 +290,8 @@ fn map_literal(expr: &Expr) -> Option<(&[Expr], &[Expr])> {
         .then_some((keys.args.as_slice(), values.args.as_slice()))
 }
 
-/// A map column of `MAP {…}` literals (or NULLs), with DataFusion's
-/// checks: keys are neither NULL nor repeated.
+/// A map column of `MAP {…}` literals, map values or NULLs, with
+/// DataFusion's checks: keys are neither NULL nor repeated.
 fn map_column<'c, 'e: 'c>(
     cells: impl Iterator<Item = &'c Cell<'e>>,
     map_type: &DataType,
@@ -315,28 +309,42 @@ fn map_column<'c, 'e: 'c>(
     let mut lengths = Vec::new();
     let mut valid = Vec::new();
     for cell in cells {
-        let Cell::Map(pairs) = cell else {
-            if !cell.value(map_type, params)?.is_null() {
-                return exec_err!("not a MAP literal: {cell:?}");
-            }
-            lengths.push(0);
-            valid.push(false);
-            continue;
+        // A map literal's entries, or those of a map value (a parameter).
+        let entries: Vec<(ScalarValue, ScalarValue)> = match cell {
+            Cell::Map(pairs) => pairs
+                .iter()
+                .map(|(k, v)| {
+                    Ok((
+                        k.value(key_field.data_type(), params)?,
+                        v.value(value_field.data_type(), params)?,
+                    ))
+                })
+                .collect::<Result<_>>()?,
+            other => match other.value(map_type, params)? {
+                ScalarValue::Map(map) if map.is_valid(0) => map_entries(&map)?,
+                value if value.is_null() => {
+                    lengths.push(0);
+                    valid.push(false);
+                    continue;
+                }
+                value => return exec_err!("not a map: {value}"),
+            },
         };
         let mut seen = HashSet::new();
-        for (key, value) in pairs {
-            let key = key.value(key_field.data_type(), params)?;
+        for (key, _) in &entries {
             if key.is_null() {
                 return exec_err!("map key cannot be null");
             }
-            if !seen.insert(key.clone()) {
+            if !seen.insert(key) {
                 return exec_err!("map key must be unique, duplicate key found: {key}");
             }
-            keys.push(key);
-            values.push(value.value(value_field.data_type(), params)?);
         }
-        lengths.push(pairs.len());
+        lengths.push(entries.len());
         valid.push(true);
+        for (key, value) in entries {
+            keys.push(key);
+            values.push(value);
+        }
     }
     let array = |scalars: Vec<ScalarValue>, field: &FieldRef| -> Result<ArrayRef> {
         if scalars.is_empty() || scalars.iter().all(ScalarValue::is_null) {
@@ -404,7 +412,7 @@ impl Session {
                 .collect(),
         )];
         let own_rows = std::mem::replace(&mut values.rows, template);
-        let key = statement.to_string();
+        let key = self.shape_key(statement.to_string());
         let shape = statement.clone();
         if let Some(values) = values_of(statement) {
             values.rows = own_rows;
@@ -447,21 +455,51 @@ fn values_of(statement: &mut DfStatement) -> Option<&mut SqlValues> {
     }
 }
 
-/// A literal of the statement's text, or a `MAP {…}` of them.
+/// A literal of the statement's text, or a `MAP {…}` of them whose keys
+/// are of one type and whose values are of one type (NULL aside).
+/// DataFusion first brings a map's keys, and its values, to a common type
+/// (`make_array`): a map that needs that is left to it.
 fn literal_cell(expr: &SqlExpr, numbers: Numbers) -> Option<Cell<'static>> {
-    match expr {
-        SqlExpr::Map(map) => map
-            .entries
-            .iter()
-            .map(|entry| {
-                let key = literal_expr(&entry.key, numbers)?;
-                let value = literal_expr(&entry.value, numbers)?;
-                Some((Cell::Value(key), Cell::Value(value)))
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(Cell::Map),
-        other => literal_expr(other, numbers).map(Cell::Value),
+    let SqlExpr::Map(map) = expr else {
+        return literal_expr(expr, numbers).map(Cell::Value);
+    };
+    let mut pairs = Vec::with_capacity(map.entries.len());
+    for entry in &map.entries {
+        let key = literal_expr(&entry.key, numbers)?;
+        let value = literal_expr(&entry.value, numbers)?;
+        pairs.push((key, value));
     }
+    let uniform =
+        of_one_type(pairs.iter().map(|(k, _)| k)) && of_one_type(pairs.iter().map(|(_, v)| v));
+    uniform.then(|| {
+        Cell::Map(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (Cell::Value(k), Cell::Value(v)))
+                .collect(),
+        )
+    })
+}
+
+/// Whether the values that are not NULL all have one type.
+fn of_one_type<'v>(values: impl Iterator<Item = &'v ScalarValue>) -> bool {
+    let mut types = values.filter(|v| !v.is_null()).map(ScalarValue::data_type);
+    let first = types.next();
+    types.all(|t| Some(t) == first)
+}
+
+/// The entries of the one map of `map`.
+fn map_entries(map: &MapArray) -> Result<Vec<(ScalarValue, ScalarValue)>> {
+    let (keys, values) = (map.keys(), map.values());
+    let range = map.value_offsets()[0] as usize..map.value_offsets()[1] as usize;
+    range
+        .map(|at| {
+            Ok((
+                ScalarValue::try_from_array(keys, at)?,
+                ScalarValue::try_from_array(values, at)?,
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -487,8 +525,12 @@ mod tests {
                 true,
             ),
             (
-                "INSERT INTO t (_key, n) VALUES ('a', CAST('2' AS BIGINT)), ('b', NULL)",
+                "INSERT INTO t (_key, n) VALUES ('a', 2), ('b', NULL)",
                 false,
+            ),
+            (
+                "INSERT INTO t (_key, n, at) VALUES ('a', CAST('2' AS BIGINT), NULL)",
+                true,
             ),
             ("INSERT INTO t (_key, n, at) VALUES ('a', $1, NULL)", true),
             ("INSERT INTO t VALUES ('a', 1 + 1, NULL, NULL)", false),
@@ -507,6 +549,7 @@ mod tests {
             ("INSERT INTO t (_key, n, m, at) VALUES ('b', 2, NULL, NULL), ('c', 3, MAP {}, NULL)", Some(2)),
             ("INSERT INTO t VALUES ('d', 1 + 1, NULL, NULL)", None),
             ("INSERT INTO t VALUES ('d', CAST(1 AS BIGINT), NULL, NULL)", None),
+            ("INSERT INTO t VALUES ('d', 1, MAP {'x': 1, 'y': 2.5}, NULL)", None),
         ] {
             let mut statement = session.parse(sql)?.pop_front().expect("one statement");
             let before = statement.to_string();
