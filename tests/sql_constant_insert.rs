@@ -4,9 +4,12 @@
 //! of table (DataFusion's INSERT into the table's sink), and both tables
 //! must end up equal, or both statements fail.
 
+mod common;
+use common::text;
+
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Builder, MapBuilder, RecordBatch, StringBuilder};
+use datafusion::arrow::array::{Int64Builder, MapBuilder, StringBuilder};
 use datafusion::common::ScalarValue;
 use widesql::{Db, DbOptions, Session};
 
@@ -15,14 +18,6 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 const COLUMNS: &str = "(_key VARCHAR PRIMARY KEY, n BIGINT DEFAULT 7, small SMALLINT, d DOUBLE, \
      flag BOOLEAN, day DATE, at TIMESTAMP, price DECIMAL(10, 2), raw BYTEA, \
      tags MAP(VARCHAR, BIGINT), note VARCHAR NOT NULL DEFAULT 'none')";
-
-fn text(batches: &[RecordBatch]) -> Result<String, Box<dyn std::error::Error>> {
-    Ok(widesql_slt::rows_as_text(batches)?
-        .into_iter()
-        .map(|r| r.join(" "))
-        .collect::<Vec<_>>()
-        .join("\n"))
-}
 
 async fn rows(session: &Session, table: &str) -> Result<String, Box<dyn std::error::Error>> {
     let sql = format!("SELECT * FROM {table} ORDER BY _key");

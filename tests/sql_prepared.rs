@@ -3,19 +3,13 @@
 //! returns; statements prepared in Rust or SQL run with parameters and are
 //! planned again after DDL.
 
-use datafusion::arrow::array::RecordBatch;
+mod common;
+use common::text;
+
 use datafusion::common::ScalarValue;
 use widesql::{Db, DbOptions, Session};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-fn text(batches: &[RecordBatch]) -> Result<String, Box<dyn std::error::Error>> {
-    Ok(widesql_slt::rows_as_text(batches)?
-        .into_iter()
-        .map(|r| r.join(" "))
-        .collect::<Vec<_>>()
-        .join("\n"))
-}
 
 async fn query(session: &Session, sql: &str) -> Result<String, Box<dyn std::error::Error>> {
     text(&session.sql(sql).await?.collect().await?)

@@ -2,19 +2,14 @@
 //! runs scripts, and joins widesql tables with providers registered on its
 //! DataFusion context.
 
+mod common;
+use common::text;
+
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use widesql::{Db, DbOptions, FamilySpec, RowMutation, TableSpec};
-
-fn text(batches: &[RecordBatch]) -> Result<String, Box<dyn std::error::Error>> {
-    Ok(widesql_slt::rows_as_text(batches)?
-        .into_iter()
-        .map(|r| r.join(" "))
-        .collect::<Vec<_>>()
-        .join("\n"))
-}
 
 #[tokio::test]
 async fn sql_session_sees_new_tables_and_joins_registered_providers(

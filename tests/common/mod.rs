@@ -61,3 +61,15 @@ pub fn query_in(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxErr
 pub fn query(db: &Db, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
     query_in(&db.session(), sql)
 }
+
+/// Batches as text, one line per row, values separated by a space, as
+/// sqllogictest prints them.
+pub fn text(
+    batches: &[datafusion::arrow::array::RecordBatch],
+) -> Result<String, Box<dyn std::error::Error>> {
+    Ok(widesql_slt::rows_as_text(batches)?
+        .into_iter()
+        .map(|r| r.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
