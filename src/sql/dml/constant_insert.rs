@@ -10,8 +10,10 @@
 //! literals, casts of literals, parameters and `MAP {…}` literals become
 //! the columns of one batch, which goes through the same
 //! [`RowWriter`](crate::sql::dml::write::RowWriter) as any INSERT's rows.
-//! Anything else (a function call, an expression, a subquery, a default
-//! such as `now()`) is left to DataFusion.
+//! A statement whose values are all literals is not even planned row by
+//! row: [`Session::insert_literals`] plans it once per shape and reads its
+//! rows off the text. Anything else (a function call, an expression, a
+//! subquery, a default such as `now()`) is left to DataFusion.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -68,7 +70,6 @@ impl Cell<'_> {
     fn value(&self, data_type: &DataType, params: Option<&ParamValues>) -> Result<ScalarValue> {
         match self {
             Cell::Expr(expr) => constant(expr, data_type, params),
-            Cell::Value(value) if &value.data_type() == data_type => Ok(value.clone()),
             Cell::Value(value) => value.cast_to(data_type),
             Cell::Map(_) => exec_err!("a MAP literal where a value of type {data_type} belongs"),
         }
@@ -244,12 +245,7 @@ fn constant(
     data_type: &DataType,
     params: Option<&ParamValues>,
 ) -> Result<ScalarValue> {
-    let value = value_of(expr, params)?;
-    if &value.data_type() == data_type {
-        Ok(value)
-    } else {
-        value.cast_to(data_type)
-    }
+    value_of(expr, params)?.cast_to(data_type)
 }
 
 /// The value of a constant, of its own type.
@@ -383,10 +379,10 @@ impl Session {
         &self,
         statement: &mut DfStatement,
     ) -> Result<Option<u64>, crate::Error> {
-        let numbers = self.numbers();
         let Some(values) = values_of(statement) else {
             return Ok(None);
         };
+        let numbers = self.numbers();
         let Some(rows) = values
             .rows
             .iter()
