@@ -419,10 +419,11 @@ impl<'a> CellKey<'a> {
         };
         let mut reader = KeyReader::new(rest);
         let row = reader.bytes()?;
-        let family = reader.u16()?;
-        let qualifier = reader.bytes()?;
-        let timestamp = reader.timestamp()?;
-        reader.finish()?;
+        let ColumnKey {
+            family,
+            qualifier,
+            timestamp,
+        } = ColumnKey::decode(reader.remaining())?;
         Ok(CellKey {
             row,
             family,
@@ -461,6 +462,34 @@ impl<'a> CellKey<'a> {
             element: "key prefix",
         })?;
         Ok(KeyReader::new(rest).encoded_bytes()?.len())
+    }
+}
+
+/// A cell key without its row part: one version of one column of a row
+/// the reader already knows, so the row key is not decoded again per cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnKey<'a> {
+    /// The column family's numeric id.
+    pub family: u16,
+    /// The column qualifier.
+    pub qualifier: Cow<'a, [u8]>,
+    /// The version timestamp in microseconds.
+    pub timestamp: i64,
+}
+
+impl<'a> ColumnKey<'a> {
+    /// Decodes the part of a cell key after its row part.
+    pub fn decode(suffix: &'a [u8]) -> Result<Self, KeyError> {
+        let mut reader = KeyReader::new(suffix);
+        let family = reader.u16()?;
+        let qualifier = reader.bytes()?;
+        let timestamp = reader.timestamp()?;
+        reader.finish()?;
+        Ok(ColumnKey {
+            family,
+            qualifier,
+            timestamp,
+        })
     }
 }
 

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::keys::KeyError;
 use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
-use crate::table::layout::Layout;
+use crate::table::layout::{Layout, MARK_FAMILY};
 
 /// A chunk whose cells pass this many bytes is split.
 pub const CHUNK_SPLIT_BYTES: usize = 32 * 1024;
@@ -162,20 +162,70 @@ impl<'c> ChunkReader<'c> {
     }
 }
 
+/// The families a read keeps, by id; delete markers are always kept. A
+/// cursor skips the other cells while it decodes a chunk, before it builds
+/// their keys: a scan of one family of a group pays for that family only.
+#[derive(Debug, Clone)]
+pub struct KeptFamilies(Arc<[u16]>);
+
+impl KeptFamilies {
+    /// Keeps the families `ids`.
+    pub fn new(ids: impl IntoIterator<Item = u16>) -> Self {
+        Self(ids.into_iter().collect())
+    }
+
+    /// Whether cells of family `id` are kept.
+    pub fn keeps(&self, id: u16) -> bool {
+        id == MARK_FAMILY || self.0.contains(&id)
+    }
+
+    /// Whether the cell whose key suffix (after the row part) is `suffix`
+    /// is kept. A suffix too short to name a family is kept, so that
+    /// decoding it reports the corruption.
+    fn keeps_suffix(&self, suffix: &[u8]) -> bool {
+        match suffix {
+            [a, b, ..] => self.keeps(u16::from_be_bytes([*a, *b])),
+            _ => true,
+        }
+    }
+}
+
 /// Decodes the chunk stored under `key` into its cells, appended to `out`
-/// in key order. Values share the chunk's memory.
-fn decode(layout: &Layout, key: &[u8], chunk: &Bytes, out: &mut Vec<StoredCell>) -> Result<()> {
+/// in key order; with `keep`, only the cells of the families it keeps.
+/// Values share the chunk's memory.
+fn decode(
+    layout: &Layout,
+    key: &[u8],
+    chunk: &Bytes,
+    keep: Option<&KeptFamilies>,
+    out: &mut Vec<StoredCell>,
+) -> Result<()> {
     let row_len = layout.row_len(key)?;
     let row_part = &key[..row_len];
     let mut reader = ChunkReader::new(chunk);
+    // The cells' full keys, one after another, and where each ends.
+    let mut keys: Vec<u8> = Vec::with_capacity(4 * (row_len + 32));
+    let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
     while let Some((suffix, value)) = reader
         .next_cell()
         .map_err(|reason| layout.corrupt(key, reason))?
     {
-        let mut full = Vec::with_capacity(row_len + suffix.len());
-        full.extend_from_slice(row_part);
-        full.extend_from_slice(suffix);
-        out.push((Bytes::from(full), chunk.slice(value.start, value.len())));
+        if keep.is_some_and(|keep| !keep.keeps_suffix(suffix)) {
+            continue;
+        }
+        keys.extend_from_slice(row_part);
+        keys.extend_from_slice(suffix);
+        cells.push((keys.len(), value));
+    }
+    // One allocation holds every cell key of the chunk; each cell shares it.
+    let keys = Bytes::from(keys);
+    let mut start = 0;
+    for (end, value) in cells {
+        out.push((
+            keys.slice(start, end - start),
+            chunk.slice(value.start, value.len()),
+        ));
+        start = end;
     }
     Ok(())
 }
@@ -212,6 +262,8 @@ pub struct CellCursor {
     /// Cells below this key are skipped (a forward scan that started
     /// inside a chunk).
     skip_below: Option<Vec<u8>>,
+    /// Only cells of these families are returned (all when `None`).
+    keep: Option<KeptFamilies>,
     /// The next cell.
     pub head: Option<StoredCell>,
 }
@@ -227,6 +279,19 @@ impl CellCursor {
         hi: Option<Vec<u8>>,
         reverse: bool,
     ) -> Result<CellCursor> {
+        Self::open_keeping(layout, tree, lo, hi, reverse, None)
+    }
+
+    /// [`CellCursor::open`] returning only the cells of the families `keep`
+    /// keeps (all when `None`).
+    pub fn open_keeping(
+        layout: &Arc<Layout>,
+        tree: &Tree,
+        lo: Vec<u8>,
+        hi: Option<Vec<u8>>,
+        reverse: bool,
+        keep: Option<KeptFamilies>,
+    ) -> Result<CellCursor> {
         let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
         let chunks = tree.range(Bound::Included(lo), hi.clone(), reverse);
         let mut cursor = CellCursor {
@@ -237,6 +302,7 @@ impl CellCursor {
             chunks,
             cells: VecDeque::new(),
             skip_below: None,
+            keep,
             head: None,
         };
         cursor.advance()?;
@@ -250,9 +316,10 @@ impl CellCursor {
         tree: &Tree,
         from: &[u8],
         hi: Option<Vec<u8>>,
+        keep: Option<KeptFamilies>,
     ) -> Result<CellCursor> {
         let start = chunk_holding(layout, tree, from)?;
-        let mut cursor = Self::open(layout, tree, start, hi, false)?;
+        let mut cursor = Self::open_keeping(layout, tree, start, hi, false, keep)?;
         cursor.skip_to(from)?;
         Ok(cursor)
     }
@@ -276,7 +343,7 @@ impl CellCursor {
             };
             let (key, chunk) = entry?;
             let mut cells = Vec::new();
-            decode(&self.layout, &key, &chunk, &mut cells)?;
+            decode(&self.layout, &key, &chunk, self.keep.as_ref(), &mut cells)?;
             if self.reverse {
                 cells.reverse();
             }
@@ -332,7 +399,7 @@ pub fn cells_with_prefix(
     let mut cursor = if row_len == scope.len() {
         CellCursor::open(layout, tree, scope.to_vec(), end, false)?
     } else {
-        CellCursor::open_inside_row(layout, tree, scope, end)?
+        CellCursor::open_inside_row(layout, tree, scope, end, None)?
     };
     let mut cells = Vec::new();
     while let Some(cell) = cursor.head.take() {
@@ -386,7 +453,7 @@ pub fn write_changes(
         let (key, stored) = &chunks[at];
         let mut cells: Vec<StoredCell> = Vec::new();
         if let Some(chunk) = stored {
-            decode(layout, key, chunk, &mut cells)?;
+            decode(layout, key, chunk, None, &mut cells)?;
         }
         // Merge this chunk's changes into its cells.
         let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(cells.len() + 1);

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::ids::TableId;
-use crate::keys::{CellKey, KeyError};
+use crate::keys::{CellKey, ColumnKey, KeyError};
 use crate::storage::{Storage, StorageError, Tree};
 use crate::table::read::gc_visible;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
@@ -357,6 +357,21 @@ impl Layout {
     /// writes are a [`TableError::Corrupt`] naming the table and the key.
     pub fn decode_key<'k>(&self, key: &'k [u8]) -> Result<CellKey<'k>, TableError> {
         CellKey::decode(key, self.prefix.len()).map_err(|reason| self.corrupt(key, reason))
+    }
+
+    /// Decodes the part after the row of a stored cell key whose row part
+    /// (prefix included) is `row_len` bytes long.
+    pub fn decode_column<'k>(
+        &self,
+        key: &'k [u8],
+        row_len: usize,
+    ) -> Result<ColumnKey<'k>, TableError> {
+        let suffix = key
+            .get(row_len..)
+            .ok_or(KeyError::Truncated { element: "row key" });
+        suffix
+            .and_then(ColumnKey::decode)
+            .map_err(|reason| self.corrupt(key, reason))
     }
 
     /// The length of the row part (prefix included) of a stored cell key.

@@ -15,11 +15,11 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 
 use crate::error::Result;
-use crate::keys::{prefix_successor, CellKey, KeyReader};
+use crate::keys::{prefix_successor, CellKey, ColumnKey, KeyReader};
 use std::sync::Arc;
 
 use crate::storage::Bytes;
-use crate::table::chunks::{CellCursor, StoredCell};
+use crate::table::chunks::{CellCursor, KeptFamilies, StoredCell};
 use crate::table::filter::{Filter, ReadOptions, ResumeToken, RowRange, RowSet};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
@@ -115,7 +115,7 @@ impl<'a> Selector<'a> {
 
     /// Whether the cell is returned; `deleted`: a delete marker hides it
     /// (it still counts as a stored version for GC).
-    pub fn offer(&mut self, key: &CellKey<'_>, value: &[u8], deleted: bool) -> bool {
+    pub fn offer(&mut self, key: &ColumnKey<'_>, value: &[u8], deleted: bool) -> bool {
         let Some(family) = self.layout.family_by_id(key.family) else {
             // A dropped family whose cells are not purged yet: hidden. Its
             // policy went with it, so its cells keep no row alive; dropping
@@ -222,10 +222,18 @@ fn key_ranges(prefix: &[u8], rows: &RowSet) -> Vec<KeyRange> {
 }
 
 impl KeyRange {
-    /// A cursor over this range of group `group`.
-    fn cursor(&self, layout: &Arc<Layout>, group: usize, reverse: bool) -> Result<CellCursor> {
+    /// A cursor over this range of group `group`, returning the cells of
+    /// the families `keep` keeps.
+    fn cursor(
+        &self,
+        layout: &Arc<Layout>,
+        group: usize,
+        reverse: bool,
+        keep: &Option<KeptFamilies>,
+    ) -> Result<CellCursor> {
         let tree = &layout.groups[group].tree;
-        CellCursor::open(layout, tree, self.lo.clone(), self.hi.clone(), reverse)
+        let (lo, hi) = (self.lo.clone(), self.hi.clone());
+        CellCursor::open_keeping(layout, tree, lo, hi, reverse, keep.clone())
     }
 }
 
@@ -275,11 +283,25 @@ fn groups_for(layout: &Layout, filter: &Filter) -> Vec<usize> {
     groups
 }
 
+/// The families whose cells a read with `filter` looks at (`None`: all).
+/// Cells of other families cannot change what it returns, so its cursors
+/// skip them.
+fn kept_families(layout: &Layout, filter: &Filter) -> Option<KeptFamilies> {
+    let wanted = filter.families.as_ref()?;
+    let ids = layout
+        .families
+        .iter()
+        .filter(|f| wanted.contains(&f.name))
+        .map(|f| f.id);
+    Some(KeptFamilies::new(ids))
+}
+
 /// A scan over a row set, yielding rows in key order (or reversed).
 pub struct Scanner {
     store: TableStore,
     options: ReadOptions,
     groups: Vec<usize>,
+    keep: Option<KeptFamilies>,
     ranges: VecDeque<KeyRange>,
     current: Option<KeyRange>,
     cursors: Vec<CellCursor>,
@@ -306,11 +328,13 @@ impl Scanner {
             ranges = ranges.into_iter().rev().collect();
         }
         let groups = groups_for(layout, &options.filter);
+        let keep = kept_families(layout, &options.filter);
         let rows_left = options.row_limit;
         Scanner {
             store,
             options,
             groups,
+            keep,
             ranges,
             current: None,
             cursors: Vec::new(),
@@ -333,7 +357,7 @@ impl Scanner {
     fn open_cursors(&mut self, range: KeyRange) -> Result<()> {
         self.cursors.clear();
         for &g in &self.groups {
-            let cursor = range.cursor(&self.store.layout, g, self.options.reverse)?;
+            let cursor = range.cursor(&self.store.layout, g, self.options.reverse, &self.keep)?;
             self.cursors.push(cursor);
         }
         self.current = Some(range);
@@ -579,7 +603,8 @@ impl TableStore {
             let Some(column_prefix) = column_part(&column[0].0) else {
                 continue;
             };
-            let first = self.layout.decode_key(&column[0].0)?;
+            let row_len = row_enc.len();
+            let first = self.layout.decode_column(&column[0].0, row_len)?;
             if first.family == MARK_FAMILY {
                 continue;
             }
@@ -591,7 +616,7 @@ impl TableStore {
             };
             let mut selector = Selector::new(&self.layout, filter, now);
             for (key, value) in column {
-                let cell = self.layout.decode_key(key)?;
+                let cell = self.layout.decode_column(key, row_len)?;
                 let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
                 selector.offer(&cell, value, deleted);
             }
@@ -612,7 +637,7 @@ impl TableStore {
         crate::keys::put_u16(&mut marks_prefix, MARK_FAMILY);
         for g in groups_for(&self.layout, filter) {
             for (k, _) in self.cells_with_prefix(g, &marks_prefix)? {
-                let cell = self.layout.decode_key(&k)?;
+                let cell = self.layout.decode_column(&k, row_enc.len())?;
                 marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
             }
         }
@@ -637,10 +662,15 @@ impl TableStore {
         let mut selector = Selector::new(&self.layout, filter, now);
         let mut skip = filter.cells_per_row_offset;
         let limit = filter.cells_per_row_limit.unwrap_or(usize::MAX);
+        // Every cell is of one row: its row key is decoded once, not per cell.
+        let row_len = match raw.first() {
+            Some((key, _)) => self.layout.row_len(key)?,
+            None => 0,
+        };
         // A row's delete markers sort after its cells: gather them first.
         let mut marks = Marks::default();
         for (key, _) in raw.iter().rev() {
-            let cell = self.layout.decode_key(key)?;
+            let cell = self.layout.decode_column(key, row_len)?;
             if cell.family != MARK_FAMILY {
                 break;
             }
@@ -651,7 +681,7 @@ impl TableStore {
             if cells.len() >= limit {
                 break;
             }
-            let cell = self.layout.decode_key(key)?;
+            let cell = self.layout.decode_column(key, row_len)?;
             if cell.family == MARK_FAMILY {
                 continue;
             }
@@ -754,9 +784,10 @@ impl TableStore {
             hi: prefix_successor(&row_enc),
             lo: row_enc,
         };
+        let keep = kept_families(&self.layout, filter);
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
-            .map(|g| range.cursor(&self.layout, g, false))
+            .map(|g| range.cursor(&self.layout, g, false, &keep))
             .collect::<Result<Vec<_>>>()?;
         let now = crate::clock::wall_micros();
         let mut raw = Vec::new();
@@ -802,11 +833,12 @@ impl TableStore {
             .locks
             .stripe(self.layout.lock_salt(), &row_enc[prefix.len()..]);
         let _guard = self.engine.locks.read(stripe);
+        let keep = kept_families(&self.layout, filter);
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
             .map(|g| {
                 let tree = &self.layout.groups[g].tree;
-                CellCursor::open_inside_row(&self.layout, tree, &lo, hi.clone())
+                CellCursor::open_inside_row(&self.layout, tree, &lo, hi.clone(), keep.clone())
             })
             .collect::<Result<Vec<_>>>()?;
         let marks = self.row_marks(&row_enc, filter)?;
@@ -817,7 +849,7 @@ impl TableStore {
                 break;
             };
             cursors[at].advance()?;
-            let cell = self.layout.decode_key(&k)?;
+            let cell = self.layout.decode_column(&k, row_enc.len())?;
             if cell.family == MARK_FAMILY {
                 continue;
             }
