@@ -249,6 +249,9 @@ fn reads_bulk_writes_in_chunks() -> TestResult {
     Ok(())
 }
 
+/// A cell with its row key: key, family, qualifier, timestamp, value.
+type FlatCell = (Vec<u8>, String, Vec<u8>, i64, Vec<u8>);
+
 /// A read of some families returns exactly what a read of every family
 /// returns for them: cells of other families sharing their locality group
 /// (skipped while chunks are decoded) change nothing, also where deletes,
@@ -296,7 +299,7 @@ fn family_filtered_reads_match_reads_of_every_family() -> TestResult {
     t.mutate_row(b"k4", &mark(DeleteScope::Row))?;
     t.mutate_row(b"k4", &RowMutation::new().set("c", "late", "v"))?;
 
-    let flatten = |row: widesql::Row| -> Vec<(Vec<u8>, String, Vec<u8>, i64, Vec<u8>)> {
+    let flatten = |row: widesql::Row| -> Vec<FlatCell> {
         row.cells
             .into_iter()
             .map(|c| (row.key.clone(), c.family, c.qualifier, c.timestamp, c.value))

@@ -23,6 +23,7 @@ mod session;
 mod settings;
 pub mod shape;
 pub mod table;
+mod text_literals;
 mod types;
 pub mod values;
 pub mod versions;

@@ -28,6 +28,7 @@ use crate::sql::dml::count_batch;
 use crate::sql::literal::literal_value;
 use crate::sql::point_get::PointGet;
 use crate::sql::session::{Planned, SqlPrepared};
+use crate::sql::text_literals::select_shape;
 use crate::sql::{from_df, Session};
 
 /// A statement planned once, run with [`Prepared::query`].
@@ -201,6 +202,60 @@ impl Session {
     /// its literals become parameters, and the point read of that shape is
     /// planned once per session (like a prepared statement nobody had to
     /// prepare). `None` when the query is not one.
+    /// [`Session::point_read_of`] straight from the text: its literals are
+    /// taken out without the parser ([`select_shape`]), and a shape seen
+    /// before runs without parsing at all. `None` when the text is not a
+    /// point read (or the scanner is unsure of it): parse it then.
+    pub(super) async fn point_read_text(&self, text: &str) -> Result<Option<RecordBatch>> {
+        if !self.parses_generic_sql() {
+            return Ok(None);
+        }
+        let Some(shape) = select_shape(text) else {
+            return Ok(None);
+        };
+        let numbers = self.numbers();
+        let Some(params) = shape
+            .literals
+            .iter()
+            .map(|literal| literal_value(literal, numbers).map(ScalarAndMetadata::from))
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        if params.is_empty() {
+            return Ok(None);
+        }
+        let key = self.shape_key(shape.template.clone());
+        let point = match self.point_shapes.get(&key, self.generation()) {
+            Some(None) => return Ok(None),
+            Some(Some(point)) if !point.is_outdated() => point,
+            _ => {
+                let generation = self.generation();
+                let point = match self.parse(&shape.template) {
+                    Ok(mut statements) if statements.len() == 1 => {
+                        let statement = statements.pop_front();
+                        match statement {
+                            Some(DfStatement::Statement(inner)) if matches!(inner.as_ref(), SqlStatement::Query(q) if !has_into(q)) => {
+                                match self.plan(DfStatement::Statement(inner)).await {
+                                    Ok(plan) => PointGet::from_plan(&plan),
+                                    Err(_) => None,
+                                }
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                self.point_shapes.insert(key, generation, point.clone());
+                match point {
+                    Some(point) => point,
+                    None => return Ok(None),
+                }
+            }
+        };
+        point.run(Some(&ParamValues::List(params)))
+    }
+
     pub(super) async fn point_read_of(
         &self,
         statement: &DfStatement,

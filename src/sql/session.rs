@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::config::Dialect;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
@@ -295,8 +296,22 @@ impl Session {
             .map_err(from_df)
     }
 
+    /// Whether statements are parsed with the generic dialect (the
+    /// default), the one whose literals [`Session::insert_text`] reads.
+    pub(super) fn parses_generic_sql(&self) -> bool {
+        let state = self.ctx.state_ref();
+        let state = state.read();
+        state.config().options().sql_parser.dialect == Dialect::Generic
+    }
+
     /// Runs one statement and returns its result as a DataFrame.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        if let Some(rows) = self.insert_text(sql).await? {
+            return self.count(rows);
+        }
+        if let Some(batch) = self.point_read_text(sql).await? {
+            return self.frame(batch);
+        }
         let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => match self.point_read_of(&statement).await? {
@@ -313,6 +328,18 @@ impl Session {
     /// Runs every statement of a script in order and collects each result;
     /// stops at the first error.
     pub async fn run(&self, script: &str) -> Result<Vec<StatementOutput>> {
+        // One INSERT of literals, or one point read: read off the text.
+        let read_off_text = match self.insert_text(script).await? {
+            Some(rows) => Some(dml::count_batch(rows)?),
+            None => self.point_read_text(script).await?,
+        };
+        if let Some(batch) = read_off_text {
+            return Ok(vec![StatementOutput {
+                sql: script.trim().trim_end_matches(';').trim_end().to_string(),
+                schema: batch.schema(),
+                batches: vec![batch],
+            }]);
+        }
         let statements = self.parse(script)?;
         let mut outputs = Vec::with_capacity(statements.len());
         for statement in statements {

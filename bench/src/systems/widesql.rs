@@ -97,6 +97,17 @@ impl WidesqlSql {
         }
     }
 
+    /// The ad hoc statement that reads the page at `key`.
+    fn point_sql(&self, key: &str) -> String {
+        format!("SELECT * FROM {} WHERE _key = '{key}'", self.table)
+    }
+
+    /// Reads the page at `key` with `Session::sql`, which returns a
+    /// DataFusion `DataFrame` (collected here); false when it is missing.
+    pub fn point_dataframe(&self, key: &str) -> Res<bool> {
+        Ok(row_count(&self.query(&self.point_sql(key))?) == 1)
+    }
+
     /// Runs one statement to the end; its batches.
     pub fn query(&self, sql: &str) -> Res<Vec<RecordBatch>> {
         self.runtime
@@ -189,12 +200,14 @@ impl System for WidesqlSql {
         Ok(())
     }
 
+    /// The statement's text run with `Session::run`, which returns rows
+    /// (as the CLI, the shell and the sqllogictest runner run SQL).
     fn point(&mut self, key: &str) -> Res<bool> {
-        let rows = self.query(&format!(
-            "SELECT * FROM {} WHERE _key = '{key}'",
-            self.table
-        ))?;
-        Ok(row_count(&rows) == 1)
+        let outputs = self
+            .runtime
+            .block_on(self.session.run(&self.point_sql(key)))?;
+        let rows: usize = outputs.iter().map(|o| row_count(&o.batches)).sum();
+        Ok(rows == 1)
     }
 
     fn range(&mut self, prefix: &str) -> Res<usize> {

@@ -34,6 +34,7 @@ use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
 use crate::sql::literal::{literal_expr, Numbers};
 use crate::sql::table::WideTable;
+use crate::sql::text_literals::scan_insert_values;
 use crate::sql::Session;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -402,17 +403,71 @@ impl Session {
         }
         // The shape: this statement with one row of parameters. Its own
         // rows are put back before anything can fail.
-        let template = vec![Parens::with_empty_span(
-            (1..=width)
-                .map(|n| SqlExpr::Value(SqlValue::Placeholder(format!("${n}")).with_empty_span()))
-                .collect(),
-        )];
+        let template = vec![Parens::with_empty_span(placeholders(width))];
         let own_rows = std::mem::replace(&mut values.rows, template);
-        let key = self.shape_key(statement.to_string());
         let shape = statement.clone();
         if let Some(values) = values_of(statement) {
             values.rows = own_rows;
         }
+        self.insert_rows(shape, rows).await
+    }
+
+    /// Runs `text` when it is one `INSERT … VALUES` of literals, read by
+    /// [`scan_insert_values`] without parsing its rows; `None` (nothing
+    /// written) when it is not one, or its shape does not take this path:
+    /// the caller then parses and runs it as any statement.
+    pub(in crate::sql) async fn insert_text(
+        &self,
+        text: &str,
+    ) -> Result<Option<u64>, crate::Error> {
+        if !self.parses_generic_sql() {
+            return Ok(None);
+        }
+        let Some(scanned) = scan_insert_values(text) else {
+            return Ok(None);
+        };
+        let numbers = self.numbers();
+        let Some(rows) = scanned
+            .rows
+            .iter()
+            .map(|row| row.iter().map(|e| literal_cell(e, numbers)).collect())
+            .collect::<Option<Vec<Vec<Cell<'static>>>>>()
+        else {
+            return Ok(None);
+        };
+        let width = rows.first().map_or(0, Vec::len);
+        let template: Vec<String> = (1..=width).map(|n| format!("${n}")).collect();
+        let template = format!("{}VALUES ({})", scanned.head, template.join(", "));
+        let Ok(mut statements) = self.parse(&template) else {
+            return Ok(None);
+        };
+        let (Some(mut shape), true) = (statements.pop_front(), statements.is_empty()) else {
+            return Ok(None);
+        };
+        // The head must make the one row of parameters the statement's
+        // whole source (not, say, the end of a UNION).
+        match values_of(&mut shape) {
+            Some(values) if values.rows.len() == 1 && values.rows[0].content.len() == width => {}
+            _ => return Ok(None),
+        }
+        match self.insert_rows(shape, rows).await {
+            // DDL changed the table while the statement waited to write, and
+            // nothing was written: the parsed path plans it again.
+            Err(e) if e.is_retryable() => Ok(None),
+            done => done,
+        }
+    }
+
+    /// Writes `rows` as the `INSERT … VALUES` statement `shape` (one row of
+    /// parameters `$1, …`) would, planning the shape once per catalog
+    /// generation and session settings. `None` (nothing written) when the
+    /// shape's plan does not take the constant path.
+    async fn insert_rows(
+        &self,
+        shape: DfStatement,
+        rows: Vec<Vec<Cell<'static>>>,
+    ) -> Result<Option<u64>, crate::Error> {
+        let key = self.shape_key(shape.to_string());
         let generation = self.generation();
         let plan = match self.insert_shapes.get(&key, generation) {
             Some(plan) => plan,
@@ -435,6 +490,13 @@ impl Session {
         };
         Ok(Some(insert.write(self.write_settings(), None).await?))
     }
+}
+
+/// `$1, …, $width`.
+fn placeholders(width: usize) -> Vec<SqlExpr> {
+    (1..=width)
+        .map(|n| SqlExpr::Value(SqlValue::Placeholder(format!("${n}")).with_empty_span()))
+        .collect()
 }
 
 /// The VALUES of an `INSERT … VALUES` statement.
@@ -551,7 +613,34 @@ mod tests {
             let before = statement.to_string();
             assert_eq!(session.insert_literals(&mut statement).await?, written, "{sql}");
             assert_eq!(statement.to_string(), before);
+            // Read off the text without parsing its rows: the same outcome.
+            let key = sql.split('\'').nth(1).expect("a key");
+            session.run(&format!("DELETE FROM t WHERE _key = '{key}'")).await?;
+            assert_eq!(session.insert_text(sql).await?, written, "text: {sql}");
         }
+        // Heads that do not make the row of parameters the whole source,
+        // and other dialects, are left to the parser.
+        for sql in [
+            "INSERT INTO t SELECT * FROM t UNION ALL VALUES ('e', 1, NULL, NULL)",
+            "INSERT INTO nowhere VALUES ('e', 1, NULL, NULL)",
+            "INSERT INTO t (_key, nope) VALUES ('e', 1)",
+        ] {
+            assert_eq!(session.insert_text(sql).await?, None, "{sql}");
+        }
+        session
+            .run("SET datafusion.sql_parser.dialect = 'PostgreSQL'")
+            .await?;
+        let sql = "INSERT INTO t (_key, n, m, at) VALUES ('e', 1, NULL, NULL)";
+        assert_eq!(session.insert_text(sql).await?, None, "{sql}");
+        let count = session
+            .run("SELECT count(*) FROM t WHERE _key = 'e'")
+            .await?;
+        let n = count[0].batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+            .map(|a| a.value(0));
+        assert_eq!(n, Some(0), "nothing of the refused statements was written");
         Ok(())
     }
 }
