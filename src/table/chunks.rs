@@ -204,7 +204,8 @@ fn decode(
     let row_part = &key[..row_len];
     let mut reader = ChunkReader::new(chunk);
     // The cells' full keys, one after another, and where each ends.
-    let mut keys: Vec<u8> = Vec::with_capacity(4 * (row_len + 32));
+    // Room for the keys of a row of a dozen or so cells without growing.
+    let mut keys: Vec<u8> = Vec::with_capacity(16 * (row_len + 32));
     let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
     while let Some((suffix, value)) = reader
         .next_cell()
