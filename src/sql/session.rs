@@ -30,7 +30,9 @@ use crate::table::TableStore;
 /// The result of one statement of a script.
 #[derive(Debug, Clone)]
 pub struct StatementOutput {
-    /// The statement's text.
+    /// The statement's text: as the parser prints it, or as written (less
+    /// a final `;`) for a script of one statement read off its text (an
+    /// `INSERT … VALUES` of literals, a point read).
     pub sql: String,
     /// The result's schema.
     pub schema: SchemaRef,

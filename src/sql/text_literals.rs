@@ -74,14 +74,18 @@ pub(crate) fn select_shape(text: &str) -> Option<SelectShape> {
         match b {
             b'\'' if !after_word => {
                 let literal = SqlValue::SingleQuotedString(scan.string()?);
+                // `'a'x` is no literal the parser would read.
+                if scan.peek().is_some_and(|b| is_word_byte(b) || b == b'\'') {
+                    return None;
+                }
                 placeholder(&scan, start, literal);
             }
             b'0'..=b'9' if !after_word => {
                 let literal = scan.number()?;
                 placeholder(&scan, start, literal);
             }
-            b'"' => scan.quoted_identifier()?,
-            b'\'' | b'`' | b'$' | b'#' | b'?' | b'\\' => return None,
+            b'"' if !after_word => scan.quoted_identifier()?,
+            b'"' | b'\'' | b'`' | b'$' | b'#' | b'@' | b'?' | b'\\' => return None,
             b'-' if scan.bytes.get(start + 1) == Some(&b'-') => return None,
             b'/' if scan.bytes.get(start + 1) == Some(&b'*') => return None,
             b';' => {
@@ -201,8 +205,12 @@ impl<'t> Scan<'t> {
         loop {
             let b = self.peek()?;
             match b {
+                // A quote right after a word is a prefixed string (`r"…"`).
+                b'"' if self.after_word() => return None,
                 b'"' => self.quoted_identifier()?,
-                b'\'' | b'`' | b'[' | b'#' => return None,
+                // Strings, other quoting styles, dollar-quoted strings and
+                // placeholders, and `@` and `#` (parts of identifiers).
+                b'\'' | b'`' | b'[' | b'#' | b'$' | b'@' => return None,
                 b'-' if self.bytes.get(self.at + 1) == Some(&b'-') => return None,
                 b'/' if self.bytes.get(self.at + 1) == Some(&b'*') => return None,
                 _ if b.is_ascii_alphabetic() || b == b'_' || b >= 0x80 => {
@@ -219,6 +227,11 @@ impl<'t> Scan<'t> {
                 _ => self.at += 1,
             }
         }
+    }
+
+    /// Whether the byte before the current one continues a word.
+    fn after_word(&self) -> bool {
+        self.at > 0 && is_word_byte(self.bytes[self.at - 1])
     }
 
     /// Moves past a double-quoted identifier starting here (`""` stands
@@ -448,6 +461,9 @@ mod tests {
             "SELECT 0x1F",
             "WITH x AS (SELECT 1) SELECT * FROM x",
             "INSERT INTO t VALUES (1)",
+            "SELECT * FROM t WHERE _key = 'a'x",
+            "SELECT * FROM t WHERE x@1 = 2",
+            "SELECT r\"\"\"a\"b\"\"\" FROM t WHERE _key = 'a'",
         ] {
             assert_eq!(select_shape(text), None, "{text}");
         }
@@ -485,6 +501,9 @@ mod tests {
             "INSERT INTO t SELECT 'VALUES' VALUES (1)",
             "INSERT /* c */ INTO t VALUES (1)",
             "INSERT INTO `t` VALUES (1)",
+            "INSERT INTO t WITH c AS (SELECT $$\"$$) VALUES ('real', 1) -- \"VALUES ('fake', 2)",
+            "INSERT INTO t@x VALUES (1)",
+            "INSERT INTO r\"x\" VALUES (1)",
             "SELECT * FROM t",
             "UPDATE t SET a = 1",
         ] {

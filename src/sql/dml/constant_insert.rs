@@ -444,10 +444,12 @@ impl Session {
         let (Some(mut shape), true) = (statements.pop_front(), statements.is_empty()) else {
             return Ok(None);
         };
-        // The head must make the one row of parameters the statement's
-        // whole source (not, say, the end of a UNION).
+        // The head must make the one row of parameters, as appended, the
+        // statement's whole source (not, say, the end of a UNION, or a row
+        // the scanner took for the end of a comment).
         match values_of(&mut shape) {
-            Some(values) if values.rows.len() == 1 && values.rows[0].content.len() == width => {}
+            Some(values)
+                if values.rows.len() == 1 && values.rows[0].content == placeholders(width) => {}
             _ => return Ok(None),
         }
         match self.insert_rows(shape, rows).await {
