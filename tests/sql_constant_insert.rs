@@ -165,6 +165,25 @@ async fn a_prepared_insert_writes_its_parameters() -> TestResult {
         )?,
         "{x: 1, y: 2}"
     );
+    // A map parameter holding no map, or two, is refused, not a panic.
+    let mut two = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
+    two.append(true)?;
+    two.append(true)?;
+    let none = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new()).finish();
+    let empty = with_tags
+        .query(vec![
+            ScalarValue::from("none"),
+            ScalarValue::Map(Arc::new(none)),
+        ])
+        .await;
+    assert!(empty.is_err(), "{empty:?}");
+    let refused = with_tags
+        .query(vec![
+            ScalarValue::from("two"),
+            ScalarValue::Map(Arc::new(two.finish())),
+        ])
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
     // A parameter is converted to its column's type; NULL reaches NOT NULL.
     insert
         .query(vec![

@@ -249,12 +249,36 @@ fn constant(
     value_of(expr, params)?.cast_to(data_type)
 }
 
+/// A parameter's value, refused when it is a nested value holding other
+/// than one value (a `ScalarValue::Map` of an empty array): DataFusion's
+/// casts index its first one.
+fn one_value(id: &str, value: ScalarValue) -> Result<ScalarValue> {
+    let len = match &value {
+        ScalarValue::Map(a) => a.len(),
+        ScalarValue::List(a) => a.len(),
+        ScalarValue::LargeList(a) => a.len(),
+        ScalarValue::FixedSizeList(a) => a.len(),
+        ScalarValue::Struct(a) => a.len(),
+        _ => 1,
+    };
+    if len != 1 {
+        return exec_err!(
+            "parameter {id} holds {len} values of type {}, not one",
+            value.data_type()
+        );
+    }
+    Ok(value)
+}
+
 /// The value of a constant, of its own type.
 fn value_of(expr: &Expr, params: Option<&ParamValues>) -> Result<ScalarValue> {
     match expr {
         Expr::Literal(value, _) => Ok(value.clone()),
         Expr::Placeholder(placeholder) => match params {
-            Some(params) => Ok(params.get_placeholders_with_values(&placeholder.id)?.value),
+            Some(params) => {
+                let value = params.get_placeholders_with_values(&placeholder.id)?.value;
+                one_value(&placeholder.id, value)
+            }
             None => exec_err!("no value given for parameter {}", placeholder.id),
         },
         Expr::Cast(cast) => value_of(&cast.expr, params)?.cast_to(cast.field.data_type()),
@@ -318,7 +342,7 @@ fn map_column<'c, 'e: 'c>(
                 })
                 .collect::<Result<_>>()?,
             other => match other.value(map_type, params)? {
-                ScalarValue::Map(map) if map.is_valid(0) => map_entries(&map)?,
+                ScalarValue::Map(map) if map.len() == 1 && map.is_valid(0) => map_entries(&map)?,
                 value if value.is_null() => {
                     lengths.push(0);
                     valid.push(false);
