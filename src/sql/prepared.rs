@@ -198,10 +198,6 @@ impl Session {
 }
 
 impl Session {
-    /// An ad hoc query that is a point read, answered without planning it:
-    /// its literals become parameters, and the point read of that shape is
-    /// planned once per session (like a prepared statement nobody had to
-    /// prepare). `None` when the query is not one.
     /// [`Session::point_read_of`] straight from the text: its literals are
     /// taken out without the parser ([`select_shape`]), and a shape seen
     /// before runs without parsing at all. `None` when the text is not a
@@ -222,40 +218,19 @@ impl Session {
         else {
             return Ok(None);
         };
-        if params.is_empty() {
-            return Ok(None);
-        }
-        let key = self.shape_key(shape.template.clone());
-        let point = match self.point_shapes.get(&key, self.generation()) {
-            Some(None) => return Ok(None),
-            Some(Some(point)) if !point.is_outdated() => point,
-            _ => {
-                let generation = self.generation();
-                let point = match self.parse(&shape.template) {
-                    Ok(mut statements) if statements.len() == 1 => {
-                        let statement = statements.pop_front();
-                        match statement {
-                            Some(DfStatement::Statement(inner)) if matches!(inner.as_ref(), SqlStatement::Query(q) if !has_into(q)) => {
-                                match self.plan(DfStatement::Statement(inner)).await {
-                                    Ok(plan) => PointGet::from_plan(&plan),
-                                    Err(_) => None,
-                                }
-                            }
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                };
-                self.point_shapes.insert(key, generation, point.clone());
-                match point {
-                    Some(point) => point,
-                    None => return Ok(None),
-                }
-            }
+        let parsed = || {
+            let mut statements = self.parse(&shape.template).ok()?;
+            let statement = statements.pop_front().filter(|_| statements.is_empty())?;
+            is_query(&statement).then_some(statement)
         };
-        point.run(Some(&ParamValues::List(params)))
+        self.point_read_of_shape(shape.template.clone(), parsed, params)
+            .await
     }
 
+    /// An ad hoc query that is a point read, answered without planning it:
+    /// its literals become parameters, and the point read of that shape is
+    /// planned once per session (like a prepared statement nobody had to
+    /// prepare). `None` when the query is not one.
     pub(super) async fn point_read_of(
         &self,
         statement: &DfStatement,
@@ -263,7 +238,7 @@ impl Session {
         let DfStatement::Statement(inner) = statement else {
             return Ok(None);
         };
-        if !matches!(inner.as_ref(), SqlStatement::Query(query) if !has_into(query)) {
+        if !is_query(statement) {
             return Ok(None);
         }
         let numbers = self.numbers();
@@ -282,16 +257,36 @@ impl Session {
         if params.is_empty() {
             return Ok(None);
         }
-        let key = self.shape_key(shape.to_string());
+        let text = shape.to_string();
+        let parsed = || Some(DfStatement::Statement(Box::new(shape)));
+        self.point_read_of_shape(text, parsed, params).await
+    }
+
+    /// Runs the point read of the shape `text` (a query whose literals are
+    /// `$1, …`) with `params`, planning the shape (`parsed`) once per
+    /// catalog generation and settings; `None` when it is not a point read
+    /// or has no parameters.
+    async fn point_read_of_shape(
+        &self,
+        text: String,
+        parsed: impl FnOnce() -> Option<DfStatement>,
+        params: Vec<ScalarAndMetadata>,
+    ) -> Result<Option<RecordBatch>> {
+        if params.is_empty() {
+            return Ok(None);
+        }
+        let key = self.shape_key(text);
         let point = match self.point_shapes.get(&key, self.generation()) {
             Some(None) => return Ok(None),
             Some(Some(point)) if !point.is_outdated() => point,
             _ => {
                 let generation = self.generation();
-                let statement = DfStatement::Statement(Box::new(shape));
-                let point = match self.plan(statement).await {
-                    Ok(plan) => PointGet::from_plan(&plan),
-                    Err(_) => None,
+                let point = match parsed() {
+                    Some(statement) => match self.plan(statement).await {
+                        Ok(plan) => PointGet::from_plan(&plan),
+                        Err(_) => None,
+                    },
+                    None => None,
                 };
                 self.point_shapes.insert(key, generation, point.clone());
                 match point {
@@ -302,6 +297,12 @@ impl Session {
         };
         point.run(Some(&ParamValues::List(params)))
     }
+}
+
+/// Whether `statement` is a query that returns rows (no `SELECT … INTO`).
+fn is_query(statement: &DfStatement) -> bool {
+    matches!(statement, DfStatement::Statement(inner)
+        if matches!(inner.as_ref(), SqlStatement::Query(query) if !has_into(query)))
 }
 
 impl Prepared {

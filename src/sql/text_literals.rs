@@ -3,8 +3,7 @@
 //! sqlparser's tokenizer walks a statement character by character and
 //! tracks the line and column of each; for rows holding 2 KB strings that
 //! was 40% of the time of an `INSERT … VALUES` load (benchmark W1), and
-//! for an ad hoc point read it costs as much as the read. Two kinds of
-//! statement need none of it:
+//! 29% of an ad hoc point read. Two kinds of statement need none of it:
 //!
 //! - an `INSERT … VALUES` of literals ([`scan_insert_values`]): its rows
 //!   are found in one pass over the bytes and handed on as the expressions

@@ -395,7 +395,8 @@ impl Session {
     /// An `INSERT … VALUES` whose values are all literals, written without
     /// planning its rows: the statement with one row of parameters
     /// (`VALUES ($1, …)`) is planned once per shape and catalog generation,
-    /// and the rows read off the text ([`crate::sql::literal`]) fill it.
+    /// and the rows read off the parsed statement ([`crate::sql::literal`])
+    /// fill it; [`Session::insert_text`] reads them off the text instead.
     /// Planning a 100-row statement of webtable pages through DataFusion
     /// cost more than parsing it (each `MAP {…}` value is named and typed
     /// by formatting it). `None`, with the statement as it was, when it is
@@ -407,18 +408,8 @@ impl Session {
         let Some(values) = values_of(statement) else {
             return Ok(None);
         };
-        let numbers = self.numbers();
-        let Some(rows) = values
-            .rows
-            .iter()
-            .map(|row| {
-                row.content
-                    .iter()
-                    .map(|e| literal_cell(e, numbers))
-                    .collect()
-            })
-            .collect::<Option<Vec<Vec<Cell<'static>>>>>()
-        else {
+        let rows = values.rows.iter().map(|row| row.content.as_slice());
+        let Some(rows) = literal_rows(rows, self.numbers()) else {
             return Ok(None);
         };
         let width = rows.first().map_or(0, Vec::len);
@@ -450,13 +441,8 @@ impl Session {
         let Some(scanned) = scan_insert_values(text) else {
             return Ok(None);
         };
-        let numbers = self.numbers();
-        let Some(rows) = scanned
-            .rows
-            .iter()
-            .map(|row| row.iter().map(|e| literal_cell(e, numbers)).collect())
-            .collect::<Option<Vec<Vec<Cell<'static>>>>>()
-        else {
+        let rows = scanned.rows.iter().map(Vec::as_slice);
+        let Some(rows) = literal_rows(rows, self.numbers()) else {
             return Ok(None);
         };
         let width = rows.first().map_or(0, Vec::len);
@@ -537,6 +523,15 @@ fn values_of(statement: &mut DfStatement) -> Option<&mut SqlValues> {
         SetExpr::Values(values) => Some(values),
         _ => None,
     }
+}
+
+/// The cells of rows of literals; `None` when a value is not one.
+fn literal_rows<'r>(
+    rows: impl Iterator<Item = &'r [SqlExpr]>,
+    numbers: Numbers,
+) -> Option<Vec<Vec<Cell<'static>>>> {
+    rows.map(|row| row.iter().map(|e| literal_cell(e, numbers)).collect())
+        .collect()
 }
 
 /// A literal of the statement's text, or a `MAP {…}` of them whose keys
