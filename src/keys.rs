@@ -1,6 +1,6 @@
 //! The key codec: the only place where widesql lays out bytes in a sled key.
 //!
-//! # On-disk format, version 2
+//! # On-disk format, version 3
 //!
 //! Keys are tuples of elements written one after another without type tags;
 //! the reader knows the schema (which element kind comes next). Every
@@ -30,7 +30,10 @@
 //! `row ‖ family id ‖ qualifier ‖ timestamp`, see [`CellKey`](crate::keys::CellKey).
 //! Cells are stored in chunks, one storage entry per row and locality
 //! group (more for a very wide row), see [`crate::table::chunks`]; version 1
-//! stored one entry per cell.
+//! stored one entry per cell. Each user table is one tree, and a chunk's
+//! key starts with its locality group's name as a byte string
+//! ([`crate::table::layout::group_key_prefix`]); version 2 had a tree per
+//! locality group.
 //!
 //! The format version is persisted by the storage layer and checked on open.
 
@@ -38,7 +41,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// Version of the key and value layout written by this build.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Bytes that end an encoded byte string.
 const TERMINATOR: [u8; 2] = [0x00, 0x01];

@@ -479,9 +479,10 @@ fn corrupt_bytes_are_corruption_errors_naming_table_and_key() -> TestResult {
         let id = db.default_dataset()?.open_table("t")?.id().to_string();
         table_id = uuid::Uuid::parse_str(&id)?;
     }
-    // A key that is not a cell key, among t's cells.
+    // A key that is not a cell key, among t's cells (in the key space of
+    // its locality group `default`).
     tamper(dir.path(), table_id.as_bytes(), |tree| {
-        tree.insert([0x00u8, 0x01, 0xFF], &b"junk"[..])
+        tree.insert(b"default\x00\x01\x00\x01\xFF", &b"junk"[..])
             .expect("insert");
     })?;
     {

@@ -164,8 +164,14 @@ fn catalog_drop_restrict_cascade_and_no_orphans() -> TestResult {
     )?;
     assert_eq!(
         db.storage_trees().len(),
-        trees_before.len() + 2,
-        "one tree per locality group"
+        trees_before.len() + 1,
+        "one tree per table"
+    );
+    let id = table.id().to_string();
+    assert_eq!(
+        db.storage_key_spaces()?,
+        vec![format!("t:{id}:blobs"), format!("t:{id}:default")],
+        "a key space per locality group"
     );
 
     let err = db.drop_project("acme", DropMode::Restrict).unwrap_err();
@@ -204,6 +210,74 @@ fn catalog_drop_restrict_cascade_and_no_orphans() -> TestResult {
     assert!(table.read_row(b"r", &Filter::all())?.is_none());
     table.drop()?;
     assert_eq!(db.storage_trees(), trees_before);
+    Ok(())
+}
+
+#[test]
+fn dropping_the_last_family_of_a_locality_group_removes_its_keys() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let id = {
+        let db = open(dir.path())?;
+        let table = db.default_dataset()?.create_table(
+            "pages",
+            spec().with_family(FamilySpec::new("thumb").with_locality_group("images")),
+        )?;
+        for i in 0..2500u32 {
+            let key = format!("r{i:05}");
+            table.mutate_row(
+                key.as_bytes(),
+                &RowMutation::new()
+                    .set("f", "q", "v")
+                    .set("blob", "", "x")
+                    .set("thumb", "", "y"),
+            )?;
+        }
+        let id = table.id().to_string();
+        assert_eq!(
+            db.storage_key_spaces()?,
+            vec![
+                format!("t:{id}:blobs"),
+                format!("t:{id}:default"),
+                format!("t:{id}:images"),
+            ]
+        );
+        // More keys than one clearing batch.
+        table.drop_family("blob")?;
+        assert_eq!(
+            db.storage_key_spaces()?,
+            vec![format!("t:{id}:default"), format!("t:{id}:images")],
+            "the group no family uses is emptied"
+        );
+        let row = table
+            .read_row(b"r00042", &Filter::all())?
+            .ok_or("row lost")?;
+        assert_eq!(row.value("f", b"q"), Some(&b"v"[..]));
+        assert_eq!(row.value("thumb", b""), Some(&b"y"[..]));
+        id
+    };
+    // A group left behind (as by a crash before the clearing) is emptied on
+    // open.
+    {
+        let raw = sled::open(dir.path())?;
+        let tree_name = raw
+            .tree_names()
+            .into_iter()
+            .find(|n| n.starts_with(b"t:") && n.len() == 18)
+            .ok_or("no table tree")?;
+        let tree = raw.open_tree(tree_name)?;
+        tree.insert(b"stale\x00\x01row\x00\x01", b"chunk".as_slice())?;
+        raw.flush()?;
+    }
+    let db = open(dir.path())?;
+    assert_eq!(
+        db.storage_key_spaces()?,
+        vec![format!("t:{id}:default"), format!("t:{id}:images")]
+    );
+    let table = db.open_table("default", "public", "pages")?;
+    let rows = table
+        .read_rows(&widesql::RowSet::all(), widesql::ReadOptions::new())?
+        .collect::<widesql::Result<Vec<_>>>()?;
+    assert_eq!(rows.len(), 2500);
     Ok(())
 }
 
@@ -347,18 +421,19 @@ fn a_database_of_another_format_version_is_refused_by_name(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     drop(widesql::Db::open(dir.path())?);
-    // Format 1 stored a key per cell; this build reads chunks (format 2).
+    // Format 2 had a tree per locality group; this build keeps a table's
+    // groups in one tree (format 3).
     {
         let raw = sled::open(dir.path())?;
-        raw.insert(b"widesql/format", &1u32.to_be_bytes())?;
+        raw.insert(b"widesql/format", &2u32.to_be_bytes())?;
         raw.flush()?;
     }
     let err = widesql::Db::open(dir.path())
         .err()
-        .ok_or("format 1 was opened")?;
+        .ok_or("format 2 was opened")?;
     let text = err.to_string();
     assert!(
-        text.contains("format version 1") && text.contains("reads version 2"),
+        text.contains("format version 2") && text.contains("reads version 3"),
         "{text}"
     );
     assert!(text.contains("export"), "{text}");

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use crate::error::{ErrorKind, Result};
 use crate::ids::{DatasetId, ProjectId, TableId};
 use crate::keys::{decode_tuple, encode_tuple, Element, ElementKind};
-use crate::table::layout::{parse_group_tree_name, Layout, Placement};
+use crate::table::layout::{parse_table_tree_name, Layout, Placement};
 use crate::table::spec::{FamilySpec, GcPolicy, RowKeySpec, TableSpec};
 use crate::table::{Engine, ReadOptions, Row, RowMutation, RowSet, TableError, TableStore};
 use names::{check_name, check_user_name};

@@ -130,7 +130,7 @@ impl Catalog {
                 id,
                 path,
                 spec,
-                &Placement::OwnTrees,
+                &Placement::OwnTree,
                 false,
             )?;
             state.insert_table(TableEntry {
@@ -195,27 +195,45 @@ impl Catalog {
         self.load()
     }
 
-    /// Removes trees that belong to no table or to a locality group that
-    /// no family of the table uses any more.
+    /// Removes trees that belong to no table, and the keys of locality
+    /// groups that no family of their table uses any more.
     pub(super) fn remove_orphan_trees(&self) -> Result<()> {
-        let orphans: Vec<Vec<u8>> = {
+        let mut orphan_trees = Vec::new();
+        let mut orphan_groups = Vec::new();
+        {
             let staged = self.staged.lock().unwrap_or_else(|p| p.into_inner());
             let state = self.read();
+            for name in self.engine.storage.tree_names() {
+                let Some(id) = parse_table_tree_name(&name) else {
+                    continue;
+                };
+                if staged.contains(&id) {
+                    continue;
+                }
+                let Some(table) = state.table(id) else {
+                    orphan_trees.push(name);
+                    continue;
+                };
+                let tree = self.engine.storage.tree(&name)?;
+                let groups = crate::table::layout::stored_groups(&tree)?;
+                let spec = table.spec();
+                let used = spec.locality_groups();
+                for group in groups {
+                    if !used.contains(&group.as_str()) {
+                        orphan_groups.push((name.clone(), group));
+                    }
+                }
+            }
+        }
+        for name in orphan_trees {
+            self.engine.storage.drop_tree(&name)?;
+        }
+        for (name, group) in orphan_groups {
+            let prefix = crate::table::layout::group_key_prefix(&group);
+            let space = self.engine.storage.key_space(&name, &prefix)?;
             self.engine
                 .storage
-                .tree_names()
-                .into_iter()
-                .filter(|name| match parse_group_tree_name(name) {
-                    Some((table, _)) if staged.contains(&table) => false,
-                    Some((table, group)) => state
-                        .table(table)
-                        .is_none_or(|t| !t.spec().locality_groups().contains(&group.as_str())),
-                    None => false,
-                })
-                .collect()
-        };
-        for name in orphans {
-            self.engine.storage.drop_tree(&name)?;
+                .clear(&space, crate::table::BULK_CHUNK_ROWS)?;
         }
         Ok(())
     }

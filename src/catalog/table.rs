@@ -142,7 +142,7 @@ impl Catalog {
             id,
             path,
             spec,
-            &Placement::OwnTrees,
+            &Placement::OwnTree,
             false,
         );
         let layout = match layout {
@@ -392,7 +392,7 @@ impl Catalog {
             id,
             path,
             spec.clone(),
-            &Placement::OwnTrees,
+            &Placement::OwnTree,
             false,
         )?);
         let row = Self::table_row(
@@ -461,14 +461,9 @@ impl Catalog {
         // A write that waits for its row locks now finds the table gone
         // instead of writing into a dropped tree.
         self.engine.locks.write_every().supersede(layout);
-        for group in &layout.groups {
-            self.engine
-                .storage
-                .drop_tree(&crate::table::layout::group_tree_name(
-                    layout.id,
-                    &group.name,
-                ))?;
-        }
+        self.engine
+            .storage
+            .drop_tree(&crate::table::layout::table_tree_name(layout.id))?;
         Ok(())
     }
 

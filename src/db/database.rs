@@ -128,7 +128,8 @@ impl Db {
     }
 
     /// The sled trees the database holds, for diagnostics: `catalog`, and
-    /// `t:<table id>:<locality group>` for every group of every table.
+    /// `t:<table id>` for every table (its locality groups are key spaces
+    /// of that tree, see [`Db::storage_key_spaces`]).
     pub fn storage_trees(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .inner
@@ -137,14 +138,32 @@ impl Db {
             .tree_names()
             .iter()
             .map(
-                |name| match crate::table::layout::parse_group_tree_name(name) {
-                    Some((id, group)) => format!("t:{id}:{group}"),
+                |name| match crate::table::layout::parse_table_tree_name(name) {
+                    Some(id) => format!("t:{id}"),
                     None => String::from_utf8_lossy(name).into_owned(),
                 },
             )
             .collect();
         names.sort();
         names
+    }
+
+    /// The locality groups that hold data, for diagnostics:
+    /// `t:<table id>:<locality group>` for every group of every table tree
+    /// that has at least one key.
+    pub fn storage_key_spaces(&self) -> Result<Vec<String>> {
+        let storage = &self.inner.engine.storage;
+        let mut names = Vec::new();
+        for name in storage.tree_names() {
+            let Some(id) = crate::table::layout::parse_table_tree_name(&name) else {
+                continue;
+            };
+            for group in crate::table::layout::stored_groups(&storage.tree(&name)?)? {
+                names.push(format!("t:{id}:{group}"));
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 
     /// Bytes the database occupies on disk.

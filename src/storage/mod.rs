@@ -7,6 +7,13 @@
 //! faults with. A distributed KV store would be one more backend; nothing
 //! above this module names sled.
 //!
+//! A [`Tree`] is a whole backend tree, or a *key space* of one
+//! ([`Storage::key_space`]): the keys under a prefix, which the handle adds
+//! on writes and strips from what scans return. A batch that writes several
+//! key spaces of one backend tree is one single-tree batch in the backend;
+//! sled applies those far more cheaply than a transaction across trees
+//! (see the README's design section).
+//!
 //! Every tree counts the keys its scans and reads visit ([`Tree::keys_read`](crate::storage::Tree::keys_read)):
 //! tests use the counters to prove that a scan touched only what it had to.
 //!
@@ -25,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::keys::FORMAT_VERSION;
+use crate::keys::{prefix_successor, FORMAT_VERSION};
 
 pub use backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, Write};
 pub use bytes::Bytes;
@@ -107,13 +114,21 @@ impl Default for StorageOptions {
 pub struct Storage {
     backend: Arc<dyn Backend>,
     path: PathBuf,
-    trees: RwLock<HashMap<Vec<u8>, Tree>>,
+    /// Open trees and key spaces by backend tree name and key prefix.
+    trees: RwLock<HashMap<KeySpaceId, Tree>>,
 }
 
-/// One named tree: an ordered map of byte keys to byte values.
+/// A backend tree's name and a key prefix in it.
+type KeySpaceId = (Vec<u8>, Vec<u8>);
+
+/// One named tree, or one key space of it: an ordered map of byte keys to
+/// byte values.
 #[derive(Debug, Clone)]
 pub struct Tree {
     inner: Arc<dyn BackendTree>,
+    /// What every key of this tree starts with in the backend tree; empty
+    /// for a whole tree.
+    prefix: Arc<[u8]>,
     keys_read: Arc<AtomicU64>,
     /// Incremented after every applied batch that wrote this tree; see
     /// [`Tree::write_epoch`].
@@ -188,36 +203,75 @@ impl Storage {
 
     /// Opens (creating if needed) the tree called `name`.
     pub fn tree(&self, name: &[u8]) -> Result<Tree, StorageError> {
+        self.key_space(name, &[])
+    }
+
+    /// Opens (creating if needed) the key space `prefix` of the tree called
+    /// `name`: the keys of that tree that start with `prefix`, seen without
+    /// it. Key spaces of one tree must not nest: no prefix may start with
+    /// another.
+    pub fn key_space(&self, name: &[u8], prefix: &[u8]) -> Result<Tree, StorageError> {
+        let id = (name.to_vec(), prefix.to_vec());
         if let Some(tree) = self
             .trees
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(name)
+            .get(&id)
         {
             return Ok(tree.clone());
         }
         let mut trees = self.trees.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(tree) = trees.get(name) {
+        if let Some(tree) = trees.get(&id) {
             return Ok(tree.clone());
         }
+        // Key spaces of one tree share its backend handle.
+        let inner = match trees.iter().find(|((n, _), _)| n.as_slice() == name) {
+            Some((_, tree)) => Arc::clone(&tree.inner),
+            None => self.backend.open_tree(name).map_err(|e| self.err(e))?,
+        };
         let tree = Tree {
-            inner: self.backend.open_tree(name).map_err(|e| self.err(e))?,
+            inner,
+            prefix: Arc::from(prefix),
             keys_read: Arc::new(AtomicU64::new(0)),
             write_epoch: Arc::new(AtomicU64::new(0)),
             path: Arc::from(self.path_str()),
         };
-        trees.insert(name.to_vec(), tree.clone());
+        trees.insert(id, tree.clone());
         Ok(tree)
     }
 
-    /// Removes the tree called `name` and all its data; `false` if there was
-    /// none.
+    /// Removes the tree called `name` and all its data, its key spaces
+    /// included; `false` if there was none.
     pub fn drop_tree(&self, name: &[u8]) -> Result<bool, StorageError> {
         self.trees
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+            .retain(|(n, _), _| n.as_slice() != name);
         self.backend.drop_tree(name).map_err(|e| self.err(e))
+    }
+
+    /// Deletes every key of `tree`, in atomic batches of up to `batch_keys`
+    /// keys: an interrupted clear leaves a part of the keys, never a part
+    /// of a batch. For data nothing reads any more (a locality group no
+    /// family uses).
+    pub fn clear(&self, tree: &Tree, batch_keys: usize) -> Result<u64, StorageError> {
+        let mut removed = 0;
+        loop {
+            let keys = tree
+                .range(Bound::Unbounded, Bound::Unbounded, false)
+                .take(batch_keys.max(1))
+                .map(|item| item.map(|(key, _)| key))
+                .collect::<Result<Vec<Bytes>, _>>()?;
+            if keys.is_empty() {
+                return Ok(removed);
+            }
+            removed += keys.len() as u64;
+            let mut batch = WriteBatch::with_durability(Durability::Eventual);
+            for key in keys {
+                batch.delete(tree, key);
+            }
+            self.apply(batch)?;
+        }
     }
 
     /// The names of all trees (the default tree excluded).
@@ -245,15 +299,8 @@ impl Storage {
             return Ok(());
         }
         let durability = batch.durability;
-        let mut epochs = Vec::with_capacity(batch.trees.len());
-        let writes: Vec<TreeWrites> = batch
-            .trees
-            .into_iter()
-            .map(|(tree, writes)| {
-                epochs.push(tree.write_epoch);
-                (tree.inner, writes)
-            })
-            .collect();
+        let epochs = batch.epochs;
+        let writes: Vec<TreeWrites> = batch.trees;
         let result = self.backend.apply(&writes).map_err(|e| self.err(e));
         for epoch in epochs {
             epoch.fetch_add(1, Ordering::SeqCst);
@@ -279,11 +326,41 @@ impl Storage {
 impl Tree {
     /// The entries with keys in `(lo, hi)`, in key order or reversed.
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> RangeIter {
+        let inner = if self.prefix.is_empty() {
+            self.inner.range(lo, hi, reverse)
+        } else {
+            let within = |bound: Bound<Vec<u8>>| match bound {
+                Bound::Included(key) => Bound::Included(self.stored_key(&key)),
+                Bound::Excluded(key) => Bound::Excluded(self.stored_key(&key)),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let lo = match within(lo) {
+                Bound::Unbounded => Bound::Included(self.prefix.to_vec()),
+                bound => bound,
+            };
+            let hi = match within(hi) {
+                Bound::Unbounded => match prefix_successor(&self.prefix) {
+                    Some(end) => Bound::Excluded(end),
+                    None => Bound::Unbounded,
+                },
+                bound => bound,
+            };
+            self.inner.range(lo, hi, reverse)
+        };
         RangeIter {
-            inner: self.inner.range(lo, hi, reverse),
+            inner,
+            prefix_len: self.prefix.len(),
             keys_read: Arc::clone(&self.keys_read),
             path: Arc::clone(&self.path),
         }
+    }
+
+    /// `key` as the backend tree stores it.
+    fn stored_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut stored = Vec::with_capacity(self.prefix.len() + key.len());
+        stored.extend_from_slice(&self.prefix);
+        stored.extend_from_slice(key);
+        stored
     }
 
     /// A counter that grows after every applied batch that wrote this tree.
@@ -303,6 +380,8 @@ impl Tree {
 /// An ordered scan of one tree that counts the keys it visits.
 pub struct RangeIter {
     inner: BackendIter,
+    /// The key space's prefix length, stripped from every key.
+    prefix_len: usize,
     keys_read: Arc<AtomicU64>,
     path: Arc<str>,
 }
@@ -315,8 +394,13 @@ impl Iterator for RangeIter {
         if item.is_some() {
             self.keys_read.fetch_add(1, Ordering::Relaxed);
         }
+        let prefix_len = self.prefix_len;
         item.map(|r| {
-            r.map_err(|source| StorageError::Store {
+            r.map(|(key, value)| match prefix_len {
+                0 => (key, value),
+                n => (key.slice(n, key.len() - n), value),
+            })
+            .map_err(|source| StorageError::Store {
                 path: self.path.to_string(),
                 source,
             })
@@ -361,7 +445,10 @@ impl std::str::FromStr for Durability {
 /// [`Storage::apply`], and made durable as the batch's [`Durability`] says.
 #[derive(Debug, Default)]
 pub struct WriteBatch {
-    trees: Vec<(Tree, Vec<Write>)>,
+    /// The writes of each backend tree, keys with their key space's prefix.
+    trees: Vec<TreeWrites>,
+    /// The write epochs of the trees and key spaces written.
+    epochs: Vec<Arc<AtomicU64>>,
     durability: Durability,
 }
 
@@ -374,15 +461,24 @@ impl WriteBatch {
         }
     }
 
-    /// The writes of `tree`. Tables have one to three locality groups, so
-    /// a linear search is cheaper than a map.
+    /// The writes of `tree`'s backend tree. A batch writes one to three
+    /// trees or key spaces, so a linear search is cheaper than a map.
     fn writes_for(&mut self, tree: &Tree) -> &mut Vec<Write> {
-        let at = match self.trees.iter().position(|(t, _)| {
-            Arc::ptr_eq(&t.inner, &tree.inner) || t.inner.name() == tree.inner.name()
-        }) {
+        if !self
+            .epochs
+            .iter()
+            .any(|e| Arc::ptr_eq(e, &tree.write_epoch))
+        {
+            self.epochs.push(Arc::clone(&tree.write_epoch));
+        }
+        let at = match self
+            .trees
+            .iter()
+            .position(|(t, _)| Arc::ptr_eq(t, &tree.inner) || t.name() == tree.inner.name())
+        {
             Some(at) => at,
             None => {
-                self.trees.push((tree.clone(), Vec::new()));
+                self.trees.push((Arc::clone(&tree.inner), Vec::new()));
                 self.trees.len() - 1
             }
         };
@@ -391,12 +487,100 @@ impl WriteBatch {
 
     /// Sets `key` to `value` in `tree`.
     pub fn put(&mut self, tree: &Tree, key: impl Into<Bytes>, value: impl Into<Bytes>) {
-        self.writes_for(tree)
-            .push(Write::Put(key.into(), value.into()));
+        let key = stored(tree, key.into());
+        self.writes_for(tree).push(Write::Put(key, value.into()));
     }
 
     /// Removes `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
-        self.writes_for(tree).push(Write::Delete(key.into()));
+        let key = stored(tree, key.into());
+        self.writes_for(tree).push(Write::Delete(key));
+    }
+}
+
+/// `key` of `tree` as its backend tree stores it.
+fn stored(tree: &Tree, key: Bytes) -> Bytes {
+    if tree.prefix.is_empty() {
+        key
+    } else {
+        Bytes::from(tree.stored_key(&key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(tree: &Tree, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Vec<Vec<u8>> {
+        tree.range(lo, hi, reverse)
+            .map(|item| item.map(|(k, _)| k.to_vec()))
+            .collect::<Result<_, _>>()
+            .expect("scan")
+    }
+
+    #[test]
+    fn key_spaces_share_a_tree_without_seeing_each_other() {
+        let storage =
+            Storage::with_backend(Arc::new(MemoryBackend::new()), Path::new("mem")).expect("open");
+        let a = storage.key_space(b"t", b"a\x00\x01").expect("a");
+        let b = storage.key_space(b"t", b"b\x00\x01").expect("b");
+        // A prefix with no successor: its space runs to the end of the tree.
+        let last = storage.key_space(b"t", b"\xFF\xFF").expect("last");
+        let whole = storage.tree(b"t").expect("whole");
+
+        let mut batch = WriteBatch::with_durability(Durability::Eventual);
+        for key in [&b"1"[..], b"2", b"3"] {
+            batch.put(&a, key, "a");
+            batch.put(&b, key, "b");
+        }
+        batch.put(&last, "z", "last");
+        storage.apply(batch).expect("apply");
+        assert_eq!(a.write_epoch(), 1);
+        assert_eq!(b.write_epoch(), 1);
+
+        let all = |t: &Tree, reverse| keys(t, Bound::Unbounded, Bound::Unbounded, reverse);
+        assert_eq!(all(&a, false), [b"1", b"2", b"3"]);
+        assert_eq!(all(&b, true), [b"3", b"2", b"1"]);
+        assert_eq!(all(&last, false), [b"z"]);
+        assert_eq!(
+            keys(
+                &a,
+                Bound::Excluded(b"1".to_vec()),
+                Bound::Included(b"3".to_vec()),
+                false
+            ),
+            [b"2", b"3"]
+        );
+        assert_eq!(
+            keys(&b, Bound::Unbounded, Bound::Excluded(b"3".to_vec()), true),
+            [b"2", b"1"]
+        );
+        assert_eq!(all(&whole, false).len(), 7, "the backend tree holds both");
+        let value = a
+            .range(Bound::Included(b"2".to_vec()), Bound::Unbounded, false)
+            .next()
+            .expect("a key")
+            .expect("read")
+            .1;
+        assert_eq!(&value[..], b"a");
+
+        // A batch of one space moves that space's epoch only.
+        let mut batch = WriteBatch::with_durability(Durability::Eventual);
+        batch.delete(&a, "2");
+        storage.apply(batch).expect("apply");
+        assert_eq!((a.write_epoch(), b.write_epoch()), (2, 1));
+        assert_eq!(all(&a, false), [b"1", b"3"]);
+        assert_eq!(all(&b, false), [b"1", b"2", b"3"]);
+
+        // Clearing a space in small batches leaves the others.
+        assert_eq!(storage.clear(&b, 2).expect("clear"), 3);
+        assert!(all(&b, false).is_empty());
+        assert_eq!(all(&a, false), [b"1", b"3"]);
+        assert_eq!(all(&last, false), [b"z"]);
+
+        // Dropping the tree drops its spaces; reopening finds them empty.
+        assert!(storage.drop_tree(b"t").expect("drop"));
+        let a = storage.key_space(b"t", b"a\x00\x01").expect("a again");
+        assert!(all(&a, false).is_empty());
     }
 }

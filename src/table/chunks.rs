@@ -250,7 +250,7 @@ fn chunk_holding(layout: &Layout, tree: &Tree, at: &[u8]) -> Result<Vec<u8>> {
     Ok(before.map_or_else(|| at.to_vec(), |(key, _)| key.to_vec()))
 }
 
-/// Iterates the cells of a key range of one group tree, chunk by chunk, in
+/// Iterates the cells of a key range of one locality group, chunk by chunk, in
 /// key order or reversed; `head` is the next cell.
 pub struct CellCursor {
     layout: Arc<Layout>,

@@ -1,5 +1,6 @@
-//! Where a table's cells live: one tree per locality group (user tables), or
-//! a key prefix inside the shared catalog tree (system tables).
+//! Where a table's cells live: one tree per user table with a key space per
+//! locality group, or a key prefix inside the shared catalog tree (system
+//! tables).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,33 +13,76 @@ use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
 use crate::table::TableError;
 
 /// The first bytes of every user table tree's name: `t:` ‖ table id (16
-/// bytes) ‖ locality group name (UTF-8).
+/// bytes).
 const TABLE_TREE_TAG: &[u8] = b"t:";
 
-/// The name of the tree holding locality group `group` of table `id`.
-pub fn group_tree_name(id: TableId, group: &str) -> Vec<u8> {
-    let mut name = Vec::with_capacity(TABLE_TREE_TAG.len() + 16 + group.len());
+/// The name of the tree holding table `id`.
+pub fn table_tree_name(id: TableId) -> Vec<u8> {
+    let mut name = Vec::with_capacity(TABLE_TREE_TAG.len() + 16);
     name.extend_from_slice(TABLE_TREE_TAG);
     name.extend_from_slice(id.as_bytes());
-    name.extend_from_slice(group.as_bytes());
     name
 }
 
-/// The table and locality group a tree belongs to, if it is a table tree.
-pub fn parse_group_tree_name(name: &[u8]) -> Option<(TableId, String)> {
+/// The table a tree belongs to, if it is a table tree.
+pub fn parse_table_tree_name(name: &[u8]) -> Option<TableId> {
     let rest = name.strip_prefix(TABLE_TREE_TAG)?;
-    let (id, group) = rest.split_first_chunk::<16>()?;
-    Some((
-        TableId::from_bytes(*id),
-        String::from_utf8(group.to_vec()).ok()?,
-    ))
+    let id: [u8; 16] = rest.try_into().ok()?;
+    Some(TableId::from_bytes(id))
+}
+
+/// The key prefix of locality group `group` in its table's tree: the name
+/// as an escaped, terminated byte string, so no group's prefix starts with
+/// another's.
+pub fn group_key_prefix(group: &str) -> Vec<u8> {
+    let mut prefix = Vec::with_capacity(group.len() + 2);
+    crate::keys::put_bytes(&mut prefix, group.as_bytes());
+    prefix
+}
+
+/// The locality groups that hold keys in the table tree `tree`, found with
+/// one seek per group.
+pub fn stored_groups(tree: &Tree) -> Result<Vec<String>, StorageError> {
+    let mut groups = Vec::new();
+    let mut from = Vec::new();
+    loop {
+        let Some(first) = tree
+            .range(
+                std::ops::Bound::Included(from),
+                std::ops::Bound::Unbounded,
+                false,
+            )
+            .next()
+        else {
+            return Ok(groups);
+        };
+        let (key, _) = first?;
+        let mut reader = crate::keys::KeyReader::new(&key);
+        let Ok(prefix) = reader.encoded_bytes() else {
+            // Not a group's key: look past it.
+            from = [&key[..], &[0]].concat();
+            continue;
+        };
+        // A name that is not UTF-8 is no group's: left for reads to report.
+        if let Ok(Ok(group)) = crate::keys::KeyReader::new(prefix)
+            .bytes()
+            .map(|g| String::from_utf8(g.into_owned()))
+        {
+            groups.push(group);
+        }
+        let Some(next) = crate::keys::prefix_successor(prefix) else {
+            return Ok(groups);
+        };
+        from = next;
+    }
 }
 
 /// Where a table's cells are stored.
 #[derive(Debug, Clone)]
 pub enum Placement {
-    /// One tree per locality group, named by [`group_tree_name`].
-    OwnTrees,
+    /// The table's own tree, named by [`table_tree_name`], with a key
+    /// space per locality group ([`group_key_prefix`]).
+    OwnTree,
     /// Every family in one shared tree, keys after a prefix.
     Shared {
         /// The shared tree's name.
@@ -48,12 +92,13 @@ pub enum Placement {
     },
 }
 
-/// One locality group and its tree.
+/// One locality group and where its keys are.
 #[derive(Debug, Clone)]
 pub struct Group {
     /// The locality group's name.
     pub name: String,
-    /// Its tree.
+    /// Its key space in the table's tree (or the shared tree of system
+    /// tables).
     pub tree: Tree,
 }
 
@@ -226,11 +271,12 @@ impl Layout {
         let mut groups: Vec<Group> = Vec::new();
         let mut prefix = Vec::new();
         match placement {
-            Placement::OwnTrees => {
+            Placement::OwnTree => {
+                let tree = table_tree_name(id);
                 for group in spec.locality_groups() {
                     groups.push(Group {
                         name: group.to_string(),
-                        tree: storage.tree(&group_tree_name(id, group))?,
+                        tree: storage.key_space(&tree, &group_key_prefix(group))?,
                     });
                 }
             }

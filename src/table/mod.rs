@@ -71,7 +71,7 @@ pub enum TableError {
         /// What is wrong.
         message: String,
     },
-    /// Bytes in the table's trees that this format never writes.
+    /// Bytes in the table's tree that this format never writes.
     #[error("table '{table}' is corrupt at key [{key}]: {reason}")]
     Corrupt {
         /// The qualified table name.

@@ -1,11 +1,11 @@
-//! The read path: merging the locality-group trees of a table into rows,
+//! The read path: merging the locality groups of a table into rows,
 //! masking what garbage collection hides, and applying read filters.
 //!
-//! Cells of one row sit next to each other in every tree (the row key is the
-//! first key component), so a scan merges one cursor per needed group by key
+//! Cells of one row sit next to each other in every group's key space (the
+//! row key is the first key component), so a scan merges one cursor per needed group by key
 //! and cuts rows at row-key boundaries. A row's cells are collected while
 //! the row's lock is held shared; if any write completed since the cursors
-//! were positioned (the write epoch of one of its trees moved), the cursors are
+//! were positioned (the write epoch of one of its groups moved), the cursors are
 //! re-positioned at the row first, so that no part of the row comes from a
 //! page copy older than the lock. Of a very wide row only the first
 //! entries are read under the lock; the rest is read without it and kept
