@@ -196,6 +196,16 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
     let insert = load_reps(config, pages, "widesql-insert", |p| {
         WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertValues)
     })?;
+    let eventual = load_reps(config, pages, "widesql-insert-eventual", |p| {
+        WidesqlSql::open(
+            p,
+            cache,
+            rt.clone(),
+            "pages",
+            true,
+            Load::InsertValuesEventual,
+        )
+    })?;
     let import = load_reps(config, pages, "widesql-import", |p| {
         WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertSelect)
     })?;
@@ -233,6 +243,7 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
     line(mem.store.name(), mem.secs, mem.bytes);
     line(embedded.store.name(), embedded.secs, embedded.bytes);
     line(insert.store.name(), insert.secs, insert.bytes);
+    line(eventual.store.name(), eventual.secs, eventual.bytes);
     line(import.store.name(), import.secs, import.bytes);
     table.print();
     text_costs(config, pages, insert.secs)?;
@@ -247,6 +258,11 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
         Some(Target::AtLeast(0.7)),
     );
     ratios.add(
+        "w1.load_sql_insert_eventual_vs_sqlite",
+        sqlite.secs / eventual.secs,
+        None,
+    );
+    ratios.add(
         "w1.load_sql_import_vs_sqlite",
         sqlite.secs / import.secs,
         Some(Target::AtLeast(0.7)),
@@ -258,7 +274,7 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
             Some(Target::AtMost(1.2)),
         );
     }
-    drop((insert, import));
+    drop((insert, eventual, import));
     let sql = WidesqlSql::on(embedded.store.db().clone(), rt.clone(), "pages");
     Ok(Stores {
         sled: sled.store,

@@ -55,6 +55,10 @@ pub struct WidesqlSql {
 pub enum Load {
     /// `INSERT … VALUES` statements of 100 rows.
     InsertValues,
+    /// The same statements after `SET widesql.durability = 'eventual'`:
+    /// no flush per statement, as SQLite's `synchronous = NORMAL` does not
+    /// sync a WAL commit (though a process crash loses more here).
+    InsertValuesEventual,
     /// `INSERT INTO t SELECT * FROM` an Arrow table registered with the
     /// session: the import path.
     InsertSelect,
@@ -81,6 +85,9 @@ impl WidesqlSql {
             prepared: None,
         };
         this.query(&create_table(table, own_group))?;
+        if how == Load::InsertValuesEventual {
+            this.query("SET widesql.durability = 'eventual'")?;
+        }
         Ok(this)
     }
 
@@ -171,13 +178,14 @@ impl System for WidesqlSql {
     fn name(&self) -> String {
         match self.how {
             Load::InsertValues => "widesql SQL".into(),
+            Load::InsertValuesEventual => "widesql SQL, durability eventual".into(),
             Load::InsertSelect => "widesql SQL (INSERT … SELECT)".into(),
         }
     }
 
     fn load(&mut self, pages: &[Page]) -> Res<()> {
         match self.how {
-            Load::InsertValues => {
+            Load::InsertValues | Load::InsertValuesEventual => {
                 for chunk in pages.chunks(100) {
                     self.query(&insert_sql(&self.table, chunk))?;
                 }
