@@ -255,8 +255,8 @@ fn dropping_the_last_family_of_a_locality_group_removes_its_keys() -> TestResult
         assert_eq!(row.value("thumb", b""), Some(&b"y"[..]));
         id
     };
-    // A group left behind (as by a crash before the clearing) is emptied on
-    // open.
+    // A group left behind (as by a crash before the clearing), and keys of
+    // no group, are emptied on open.
     {
         let raw = sled::open(dir.path())?;
         let tree_name = raw
@@ -266,6 +266,8 @@ fn dropping_the_last_family_of_a_locality_group_removes_its_keys() -> TestResult
             .ok_or("no table tree")?;
         let tree = raw.open_tree(tree_name)?;
         tree.insert(b"stale\x00\x01row\x00\x01", b"chunk".as_slice())?;
+        // A prefix that is no group name at all (not UTF-8).
+        tree.insert(b"\xFF\xFE\x00\x01row\x00\x01", b"chunk".as_slice())?;
         raw.flush()?;
     }
     let db = open(dir.path())?;

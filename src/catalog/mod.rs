@@ -4,9 +4,9 @@
 //! Every change is validated in full, then written as one atomic storage
 //! batch, then applied to the in-memory state, all while the DDL lock is
 //! held: there is no half-created table, and of two sessions creating the
-//! same name exactly one wins. Data trees of dropped tables are removed after
-//! the catalog batch; a crash in between leaves trees that no table owns,
-//! and opening the database removes them.
+//! same name exactly one wins. The data tree of a dropped table is removed after
+//! the catalog batch; a crash in between leaves a tree that no table owns,
+//! and opening the database removes it.
 
 mod dataset;
 mod error;
@@ -57,7 +57,7 @@ pub struct Catalog {
     state: RwLock<CatalogState>,
     ddl: Mutex<()>,
     system_stores: Vec<(TableId, TableStore)>,
-    /// Tables being built ([`Catalog::stage_table`]): their trees exist but
+    /// Tables being built ([`Catalog::stage_table`]): their tree exists but
     /// no catalog row names them yet, so orphan removal must spare them.
     staged: Mutex<std::collections::HashSet<TableId>>,
     /// Counts changes to the in-memory state: what a name resolves to can
@@ -65,10 +65,10 @@ pub struct Catalog {
     generation: AtomicU64,
 }
 
-/// A table whose trees exist and can be written, but that no catalog row
+/// A table whose tree exists and can be written, but that no catalog row
 /// names yet: what `CREATE TABLE … AS` and `CREATE OR REPLACE` fill before
 /// [`Catalog::commit_table`] makes it visible in one atomic batch. If the
-/// process dies first, the trees are orphans and go at the next open.
+/// process dies first, the tree is an orphan and goes at the next open.
 #[derive(Debug)]
 pub struct StagedTable {
     dataset: DatasetId,
@@ -143,7 +143,9 @@ impl Catalog {
         self.generation.load(Ordering::SeqCst)
     }
 
-    fn ddl_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    /// Held by every DDL change; readers of the storage layout hold it so
+    /// that no table is dropped under them.
+    pub(crate) fn ddl_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.ddl.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -215,12 +215,17 @@ impl Catalog {
                     continue;
                 };
                 let tree = self.engine.storage.tree(&name)?;
-                let groups = crate::table::layout::stored_groups(&tree)?;
-                let spec = table.spec();
-                let used = spec.locality_groups();
-                for group in groups {
-                    if !used.contains(&group.as_str()) {
-                        orphan_groups.push((name.clone(), group));
+                let used: Vec<Vec<u8>> = table
+                    .spec()
+                    .locality_groups()
+                    .into_iter()
+                    .map(crate::table::layout::group_key_prefix)
+                    .collect();
+                // A prefix no group of the spec has (a dropped group's, or
+                // bytes no write of this format makes) is never read.
+                for prefix in crate::table::layout::stored_group_prefixes(&tree)? {
+                    if !used.contains(&prefix) {
+                        orphan_groups.push((name.clone(), prefix));
                     }
                 }
             }
@@ -228,8 +233,7 @@ impl Catalog {
         for name in orphan_trees {
             self.engine.storage.drop_tree(&name)?;
         }
-        for (name, group) in orphan_groups {
-            let prefix = crate::table::layout::group_key_prefix(&group);
+        for (name, prefix) in orphan_groups {
             let space = self.engine.storage.key_space(&name, &prefix)?;
             self.engine
                 .storage

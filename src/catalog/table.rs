@@ -92,6 +92,15 @@ impl Catalog {
         }
         for family in &mut spec.families {
             match existing.and_then(|e| e.family(&family.name)) {
+                // A family's cells stay in its group's key range: moving it
+                // would leave them behind, unread.
+                Some(old) if old.locality_group != family.locality_group => {
+                    return Err(invalid(format!(
+                        "column family '{}' is in locality group '{}' and cannot move to '{}'",
+                        family.name, old.locality_group, family.locality_group
+                    ))
+                    .into());
+                }
                 Some(old) => family.id = old.id,
                 None => {
                     // The last id is the delete markers'.
@@ -115,7 +124,7 @@ impl Catalog {
     }
 
     /// Checks a new table (name, spec, and that the name is free unless
-    /// `replace`) and creates its trees, without a catalog row yet.
+    /// `replace`) and creates its tree, without a catalog row yet.
     pub fn stage_table(
         &self,
         dataset: DatasetId,
@@ -180,7 +189,7 @@ impl Catalog {
 
     /// Makes a staged table visible under its name in one atomic catalog
     /// write. With `replace`, a table of that name is replaced by it (its
-    /// catalog row is overwritten in the same write, its trees dropped
+    /// catalog row is overwritten in the same write, its tree dropped
     /// after); without, a table of that name makes this fail. On failure
     /// the staged table is abandoned.
     pub fn commit_table(&self, staged: StagedTable, replace: bool) -> Result<TableId> {
@@ -188,7 +197,7 @@ impl Catalog {
         self.unstage(staged.layout.id);
         match result {
             Ok((id, replaced)) => {
-                // The new table is committed: only the old one's trees go
+                // The new table is committed: only the old one's tree goes
                 // now. If that fails the statement has still succeeded; the
                 // next open removes trees that no table owns.
                 if let Some(old) = replaced {
@@ -257,7 +266,7 @@ impl Catalog {
         TableStore::new(Arc::clone(&self.engine), Arc::clone(&staged.layout))
     }
 
-    /// Drops the trees of a staged table that will not be committed.
+    /// Drops the tree of a staged table that will not be committed.
     pub fn abandon_table(&self, staged: StagedTable) -> Result<()> {
         self.unstage(staged.layout.id);
         self.drop_table_trees_of(&staged.layout)
@@ -413,8 +422,11 @@ impl Catalog {
         drop(writes_wait);
         let dropped_family = old.families.iter().any(|f| spec.family(&f.name).is_none());
         if dropped_family {
-            TableStore::new(Arc::clone(&self.engine), layout).compact()?;
+            // The change is committed: a group no family uses is emptied
+            // even when compaction fails (the next open retries both).
+            let compacted = TableStore::new(Arc::clone(&self.engine), layout).compact();
             self.remove_orphan_trees()?;
+            compacted?;
         }
         Ok(())
     }
@@ -490,5 +502,30 @@ impl Catalog {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_family_cannot_move_to_another_locality_group() {
+        let spec = TableSpec::new()
+            .with_family(FamilySpec::new("f"))
+            .with_family(FamilySpec::new("blob").with_locality_group("blobs"));
+        let (old, next) = Catalog::prepare_spec("p.d.t", spec, None, 0).expect("valid");
+        let mut moved = old.clone();
+        moved.families[1].locality_group = "default".into();
+        let err =
+            Catalog::prepare_spec("p.d.t", moved, Some(&old), next).expect_err("a move is refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("p.d.t") && text.contains("'blob'") && text.contains("'blobs'"),
+            "{text}"
+        );
+        // Staying put is fine.
+        assert!(Catalog::prepare_spec("p.d.t", old.clone(), Some(&old), next).is_ok());
     }
 }

@@ -152,14 +152,18 @@ impl Db {
     /// `t:<table id>:<locality group>` for every group of every table tree
     /// that has at least one key.
     pub fn storage_key_spaces(&self) -> Result<Vec<String>> {
+        use crate::table::layout::{group_of_prefix, parse_table_tree_name, stored_group_prefixes};
         let storage = &self.inner.engine.storage;
+        // Under the DDL lock, so that no table is dropped between listing
+        // its tree and opening it (which would make it again).
+        let _ddl = self.catalog().ddl_lock();
         let mut names = Vec::new();
         for name in storage.tree_names() {
-            let Some(id) = crate::table::layout::parse_table_tree_name(&name) else {
+            let Some(id) = parse_table_tree_name(&name) else {
                 continue;
             };
-            for group in crate::table::layout::stored_groups(&storage.tree(&name)?)? {
-                names.push(format!("t:{id}:{group}"));
+            for prefix in stored_group_prefixes(&storage.tree(&name)?)? {
+                names.push(format!("t:{id}:{}", group_of_prefix(&prefix)));
             }
         }
         names.sort();

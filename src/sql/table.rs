@@ -145,7 +145,7 @@ impl WideTable {
     }
 
     /// The cell filter that reads the given output columns: every family
-    /// of the locality groups their families live in (the same trees, so
+    /// of the locality groups their families live in (the same key ranges, so
     /// no extra I/O, and every row of those groups is found), newest version
     /// only. With no family column, every family is read, one cell per row,
     /// to find the rows.

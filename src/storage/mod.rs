@@ -209,7 +209,9 @@ impl Storage {
     /// Opens (creating if needed) the key space `prefix` of the tree called
     /// `name`: the keys of that tree that start with `prefix`, seen without
     /// it. Key spaces of one tree must not nest: no prefix may start with
-    /// another.
+    /// another. The whole tree ([`Storage::tree`]) may be opened beside
+    /// its key spaces to scan them all; a write through it does not move
+    /// their write epochs, so the table layer only scans it.
     pub fn key_space(&self, name: &[u8], prefix: &[u8]) -> Result<Tree, StorageError> {
         let id = (name.to_vec(), prefix.to_vec());
         if let Some(tree) = self

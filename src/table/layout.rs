@@ -40,10 +40,11 @@ pub fn group_key_prefix(group: &str) -> Vec<u8> {
     prefix
 }
 
-/// The locality groups that hold keys in the table tree `tree`, found with
-/// one seek per group.
-pub fn stored_groups(tree: &Tree) -> Result<Vec<String>, StorageError> {
-    let mut groups = Vec::new();
+/// The key prefixes of the locality groups that hold keys in the table
+/// tree `tree` (see [`group_key_prefix`]), found with one seek per group.
+/// Keys that do not start with an encoded byte string are skipped.
+pub fn stored_group_prefixes(tree: &Tree) -> Result<Vec<Vec<u8>>, StorageError> {
+    let mut prefixes = Vec::new();
     let mut from = Vec::new();
     loop {
         let Some(first) = tree
@@ -54,26 +55,26 @@ pub fn stored_groups(tree: &Tree) -> Result<Vec<String>, StorageError> {
             )
             .next()
         else {
-            return Ok(groups);
+            return Ok(prefixes);
         };
         let (key, _) = first?;
-        let mut reader = crate::keys::KeyReader::new(&key);
-        let Ok(prefix) = reader.encoded_bytes() else {
-            // Not a group's key: look past it.
+        let Ok(prefix) = crate::keys::KeyReader::new(&key).encoded_bytes() else {
             from = [&key[..], &[0]].concat();
             continue;
         };
-        // A name that is not UTF-8 is no group's: left for reads to report.
-        if let Ok(Ok(group)) = crate::keys::KeyReader::new(prefix)
-            .bytes()
-            .map(|g| String::from_utf8(g.into_owned()))
-        {
-            groups.push(group);
-        }
+        prefixes.push(prefix.to_vec());
         let Some(next) = crate::keys::prefix_successor(prefix) else {
-            return Ok(groups);
+            return Ok(prefixes);
         };
         from = next;
+    }
+}
+
+/// A group key prefix as text, for diagnostics.
+pub fn group_of_prefix(prefix: &[u8]) -> String {
+    match crate::keys::KeyReader::new(prefix).bytes() {
+        Ok(name) => String::from_utf8_lossy(&name).into_owned(),
+        Err(_) => format!("{prefix:02x?}"),
     }
 }
 
@@ -224,7 +225,8 @@ impl FamilyLayout {
 /// [`Layout::compacted_at`] before the first pass.
 const NEVER_COMPACTED: u64 = u64::MAX;
 
-/// A table's resolved storage: trees, key prefix and families.
+/// A table's resolved storage: its groups' key spaces, key prefix and
+/// families.
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// The table's id.
@@ -253,13 +255,13 @@ pub struct Layout {
     /// table was dropped), with every row lock held: a write checks it
     /// under its row locks, so none is applied by an outdated layout.
     superseded: Arc<AtomicBool>,
-    /// The write epoch of the table's trees when the last complete
+    /// The write epoch of the table's groups when the last complete
     /// compaction pass started; see [`Layout::needs_compaction`].
     compacted_at: Arc<AtomicU64>,
 }
 
 impl Layout {
-    /// Resolves the trees of a table.
+    /// Resolves the tree and key spaces of a table.
     pub fn new(
         storage: &Storage,
         id: TableId,
@@ -377,7 +379,7 @@ impl Layout {
             .map(|at| &self.families[at])
     }
 
-    /// The write epochs of the table's trees, summed: it moves whenever a
+    /// The write epochs of the table's groups, summed: it moves whenever a
     /// batch writes one of them.
     pub fn write_epoch(&self) -> u64 {
         self.groups

@@ -345,8 +345,8 @@ impl Scanner {
         }
     }
 
-    /// The write epochs of the trees this scan reads, summed: it changes
-    /// when a batch wrote one of them.
+    /// The write epochs of the locality groups this scan reads, summed: it
+    /// changes when a batch wrote one of them.
     fn write_epoch(&self) -> u64 {
         self.groups
             .iter()

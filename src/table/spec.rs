@@ -203,7 +203,8 @@ pub struct FamilySpec {
     /// The numeric id written in keys; assigned by the catalog.
     #[serde(default)]
     pub id: u16,
-    /// The locality group (one sled tree each). Default: `"default"`.
+    /// The locality group (one key range of the table's sled tree each).
+    /// Default: `"default"`.
     pub locality_group: String,
     /// Which versions stay visible. Default: all.
     pub gc: GcPolicy,
