@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use widesql::StatementOutput;
 use widesql::{Db, DropMode, FamilySpec, TableSpec};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,15 +28,10 @@ pub fn run(db: &Db) -> Result<String, Box<dyn std::error::Error>> {
     let session = db.session();
     let sql = |statement: &str| -> Result<String, Box<dyn std::error::Error>> {
         let outputs = runtime.block_on(session.run(statement))?;
-        let mut text = String::new();
-        for output in outputs {
-            if !output.batches.is_empty() && !output.schema.fields().is_empty() {
-                let table =
-                    datafusion::arrow::util::pretty::pretty_format_batches(&output.batches)?;
-                writeln!(text, "{table}")?;
-            }
-        }
-        Ok(text)
+        Ok(outputs
+            .iter()
+            .map(StatementOutput::pretty)
+            .collect::<widesql::Result<String>>()?)
     };
 
     writeln!(out, "# Through the embedded API")?;

@@ -13,6 +13,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use widesql::StatementOutput;
 use widesql::{
     Db, DbOptions, FamilySpec, Filter, ReadOptions, RowMutation, RowSet, Table, TableSpec,
     ValueType,
@@ -157,15 +158,10 @@ pub fn run(db: &Db, now: i64) -> Result<String, Box<dyn std::error::Error>> {
     let session = db.session();
     let sql = |statement: &str| -> Result<String, Box<dyn std::error::Error>> {
         let outputs = runtime.block_on(session.run(statement))?;
-        let mut text = String::new();
-        for output in outputs {
-            if !output.batches.is_empty() && !output.schema.fields().is_empty() {
-                let table =
-                    datafusion::arrow::util::pretty::pretty_format_batches(&output.batches)?;
-                writeln!(text, "{table}")?;
-            }
-        }
-        Ok(text)
+        Ok(outputs
+            .iter()
+            .map(StatementOutput::pretty)
+            .collect::<widesql::Result<String>>()?)
     };
 
     // Free-form UTF-8 qualifiers in both families: SQL shows each as a

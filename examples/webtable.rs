@@ -18,11 +18,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use md5::{Digest, Md5};
 use scraper::{Html, Selector};
 use widesql::export::ExportOptions;
+use widesql::StatementOutput;
 use widesql::{Db, FileFormat, Filter, RowMutation, Table};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -75,13 +75,10 @@ pub fn run(db: &Db, pages: usize, export: &Path) -> Result<String, BoxError> {
     let session = db.session();
     let sql = |statement: &str| -> Result<String, BoxError> {
         let outputs = runtime.block_on(session.run(statement))?;
-        let mut text = String::new();
-        for output in outputs {
-            if !output.batches.is_empty() && !output.schema.fields().is_empty() {
-                writeln!(text, "{}", pretty_format_batches(&output.batches)?)?;
-            }
-        }
-        Ok(text)
+        Ok(outputs
+            .iter()
+            .map(StatementOutput::pretty)
+            .collect::<widesql::Result<String>>()?)
     };
 
     let corpus = Corpus::generate(pages);

@@ -64,6 +64,19 @@ async fn sql_session_sees_new_tables_and_joins_registered_providers(
     let outputs = session.run("SELECT 1 AS a; SELECT 2 AS b").await?;
     assert_eq!(outputs.len(), 2);
     assert_eq!(text(&outputs[1].batches)?, "2");
+    assert_eq!(
+        outputs[1].pretty()?,
+        "+---+\n| b |\n+---+\n| 2 |\n+---+\n",
+        "rows print as a table"
+    );
+    let created = session
+        .run("CREATE TABLE empty (_key VARCHAR PRIMARY KEY)")
+        .await?;
+    assert_eq!(
+        created[0].pretty()?,
+        "",
+        "a statement without rows prints nothing"
+    );
     assert!(
         session.sql("SELECT 1; SELECT 2").await.is_err(),
         "sql() runs exactly one statement"

@@ -40,6 +40,20 @@ pub struct StatementOutput {
     pub batches: Vec<RecordBatch>,
 }
 
+impl StatementOutput {
+    /// The rows as a text table and a line break, as a shell prints them;
+    /// empty for a statement that returns no rows, such as DDL (an INSERT
+    /// returns its count as a row).
+    pub fn pretty(&self) -> Result<String> {
+        if self.batches.is_empty() || self.schema.fields().is_empty() {
+            return Ok(String::new());
+        }
+        let table = datafusion::arrow::util::pretty::pretty_format_batches(&self.batches)
+            .map_err(|e| from_df(e.into()))?;
+        Ok(format!("{table}\n"))
+    }
+}
+
 /// Settings of a [`Session`].
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
