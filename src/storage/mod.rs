@@ -226,13 +226,11 @@ impl Storage {
         if let Some(tree) = trees.get(&id) {
             return Ok(tree.clone());
         }
-        // Key spaces of one tree share its backend handle.
-        let inner = match trees.iter().find(|((n, _), _)| n.as_slice() == name) {
-            Some((_, tree)) => Arc::clone(&tree.inner),
-            None => self.backend.open_tree(name).map_err(|e| self.err(e))?,
-        };
+        // Each key space has its own handle on the backend tree (the
+        // backend hands out the same tree by name; a batch groups writes
+        // by tree name), so opening one costs no search of the others.
         let tree = Tree {
-            inner,
+            inner: self.backend.open_tree(name).map_err(|e| self.err(e))?,
             prefix: Arc::from(prefix),
             keys_read: Arc::new(AtomicU64::new(0)),
             write_epoch: Arc::new(AtomicU64::new(0)),
