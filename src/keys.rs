@@ -452,8 +452,12 @@ impl<'a> CellKey<'a> {
 
     /// The prefix shared by every version of one column of a row.
     pub fn column_prefix(prefix: &[u8], row: &[u8], family: u16, qualifier: &[u8]) -> Vec<u8> {
-        let mut out = Self::family_prefix(prefix, row, family);
-        out.reserve(qualifier.len() + 10);
+        // Room for the escapes' terminators, the family and a timestamp
+        // ([`CellKey::encode`]): one allocation per cell key.
+        let mut out = Vec::with_capacity(prefix.len() + row.len() + qualifier.len() + 14);
+        out.extend_from_slice(prefix);
+        put_bytes(&mut out, row);
+        put_u16(&mut out, family);
         put_bytes(&mut out, qualifier);
         out
     }

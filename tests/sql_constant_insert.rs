@@ -17,7 +17,8 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 const COLUMNS: &str = "(_key VARCHAR PRIMARY KEY, n BIGINT DEFAULT 7, small SMALLINT, d DOUBLE, \
      flag BOOLEAN, day DATE, at TIMESTAMP, price DECIMAL(10, 2), raw BYTEA, \
-     tags MAP(VARCHAR, BIGINT), note VARCHAR NOT NULL DEFAULT 'none')";
+     tags MAP(VARCHAR, VARCHAR), counts MAP(VARCHAR, BIGINT), \
+     note VARCHAR NOT NULL DEFAULT 'none')";
 
 async fn rows(session: &Session, table: &str) -> Result<String, Box<dyn std::error::Error>> {
     let sql = format!("SELECT * FROM {table} ORDER BY _key");
@@ -33,10 +34,10 @@ async fn session() -> Result<(tempfile::TempDir, Session), Box<dyn std::error::E
 #[tokio::test]
 async fn constant_rows_are_written_as_datafusion_writes_them() -> TestResult {
     let statements = [
-        "INSERT INTO t VALUES ('a', 1, 2, 0.5, true, '2024-02-29', '2024-01-01T10:00:00', 12.34, X'00ff', MAP {'x': 1, 'y': 2}, 'hello')",
+        "INSERT INTO t VALUES ('a', 1, 2, 0.5, true, '2024-02-29', '2024-01-01T10:00:00', 12.34, X'00ff', MAP {'k': 'v'}, MAP {'x': 1, 'y': 2}, 'hello')",
         "INSERT INTO t (_key, d) VALUES ('b', 1), ('c', -2.5), ('d', NULL)",
         "INSERT INTO t (note, _key) VALUES ('first', 'e'), ('second', 'f')",
-        "INSERT INTO t (_key, tags) VALUES ('g', MAP {}), ('h', NULL), ('i', MAP {'only': NULL})",
+        "INSERT INTO t (_key, counts) VALUES ('g', MAP {}), ('h', NULL), ('i', MAP {'only': NULL})",
         "INSERT INTO t (_key, small, price) VALUES ('j', CAST('12' AS SMALLINT), '9.99')",
         "INSERT INTO t (_key, n) VALUES ('k', TRY_CAST('nope' AS BIGINT))",
         "INSERT INTO t (_key, flag, day) VALUES ('l', 'true', CAST('2020-01-01' AS DATE))",
@@ -44,8 +45,8 @@ async fn constant_rows_are_written_as_datafusion_writes_them() -> TestResult {
         "INSERT INTO t (_key, n) VALUES ('m', 1), ('n', 'not a number')",
         "INSERT INTO t (_key, small) VALUES ('o', 40000)",
         "INSERT INTO t (_key, day) VALUES ('p', '2023-02-30')",
-        "INSERT INTO t (_key, tags) VALUES ('q', MAP {'x': 1, 'x': 2})",
-        "INSERT INTO t (_key, tags) VALUES ('r', MAP {NULL: 1})",
+        "INSERT INTO t (_key, counts) VALUES ('q', MAP {'x': 1, 'x': 2})",
+        "INSERT INTO t (_key, counts) VALUES ('r', MAP {NULL: 1})",
         "INSERT INTO t (_key, note) VALUES ('s', NULL)",
         "INSERT INTO t (_key) VALUES (NULL)",
         "INSERT INTO t (_key, n) VALUES ('t', CAST('x' AS BIGINT))",
@@ -54,14 +55,25 @@ async fn constant_rows_are_written_as_datafusion_writes_them() -> TestResult {
         "INSERT INTO t (_key, n, d, price, small) VALUES ('v', -9223372036854775808, -1e3, -0.005, -7)",
         "INSERT INTO t (_key, n) VALUES ('w', 18446744073709551615)",
         "INSERT INTO t (_key, raw, note) VALUES ('x', X'abc', 'odd hex'), ('y', 'text as bytes', X'41')",
-        "INSERT INTO t (_key, tags, flag, note) VALUES ('z', MAP {'neg': -1, 'big': 9}, 'yes', true)",
+        "INSERT INTO t (_key, counts, flag, note) VALUES ('z', MAP {'neg': -1, 'big': 9}, 'yes', true)",
         "INSERT INTO t (_key, d, at) VALUES ('za', 1.5, '2024-13-01')",
-        "INSERT INTO t (_key, tags) VALUES ('zb', MAP {'x': 1.5})",
+        "INSERT INTO t (_key, counts) VALUES ('zb', MAP {'x': 1.5})",
+        // Maps of strings (copied straight into their columns), with
+        // quotes, NULL values, NULL and empty maps, and values of other
+        // types that DataFusion casts.
+        "INSERT INTO t (_key, tags) VALUES ('ta', MAP {'it''s': 'o''k', 'b': NULL}), ('tb', NULL), ('tc', MAP {})",
+        "INSERT INTO t (_key, tags, note) VALUES ('td', MAP {'n': 1, 'm': 2}, 'numbers as text')",
+        "INSERT INTO t (_key, tags) VALUES ('te', MAP {'x': 'a', 'x': 'b'})",
+        "INSERT INTO t (_key, tags) VALUES ('tf', MAP {'x': 'a'}), ('tg', MAP {'x': 'b', 'y': 'c', 'x': 'd'})",
+        "INSERT INTO t (_key, tags) VALUES ('th', MAP {NULL: 'a'})",
+        "INSERT INTO t (_key, tags) VALUES ('ti', MAP {1: 'one'})",
+        "INSERT INTO t (_key, tags) VALUES ('tj', 'not a map')",
+        "INSERT INTO t (_key, note) VALUES ('tk', 'ünï''cödé'), ('tl', '')",
         // Maps whose keys or values DataFusion first brings to one type.
-        "INSERT INTO t (_key, tags) VALUES ('zc', MAP {'x': 1, 'y': 2.5})",
-        "INSERT INTO t (_key, tags) VALUES ('zd', MAP {'lang': 'en', 'n': 3})",
-        "INSERT INTO t (_key, tags) VALUES ('ze', MAP {'a': true, 'b': 1})",
-        "INSERT INTO t (_key, tags) VALUES ('zf', MAP {1: 5, 1.0: 6})",
+        "INSERT INTO t (_key, counts) VALUES ('zc', MAP {'x': 1, 'y': 2.5})",
+        "INSERT INTO t (_key, counts) VALUES ('zd', MAP {'lang': 'en', 'n': 3})",
+        "INSERT INTO t (_key, counts) VALUES ('ze', MAP {'a': true, 'b': 1})",
+        "INSERT INTO t (_key, counts) VALUES ('zf', MAP {1: 5, 1.0: 6})",
     ];
     let (_dir, session) = session().await?;
     for (at, insert) in statements.iter().enumerate() {
@@ -106,11 +118,11 @@ async fn map_literal_errors_name_the_key() -> TestResult {
     session.run(&format!("CREATE TABLE t {COLUMNS}")).await?;
     for (insert, expected) in [
         (
-            "INSERT INTO t (_key, tags) VALUES ('a', MAP {'x': 1}), ('b', MAP {'x': 1, 'x': 2})",
+            "INSERT INTO t (_key, counts) VALUES ('a', MAP {'x': 1}), ('b', MAP {'x': 1, 'x': 2})",
             "duplicate key found: x",
         ),
         (
-            "INSERT INTO t (_key, tags) VALUES ('a', MAP {NULL: 1})",
+            "INSERT INTO t (_key, counts) VALUES ('a', MAP {NULL: 1})",
             "map key cannot be null",
         ),
     ] {
@@ -141,7 +153,7 @@ async fn a_prepared_insert_writes_its_parameters() -> TestResult {
     }
     // A map parameter.
     let with_tags = session
-        .prepare("INSERT INTO t (_key, tags) VALUES ($1, $2)")
+        .prepare("INSERT INTO t (_key, counts) VALUES ($1, $2)")
         .await?;
     let mut tags = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
     tags.keys().append_value("x");
@@ -158,7 +170,7 @@ async fn a_prepared_insert_writes_its_parameters() -> TestResult {
     assert_eq!(
         text(
             &session
-                .sql("SELECT tags FROM t WHERE _key = 'm'")
+                .sql("SELECT counts FROM t WHERE _key = 'm'")
                 .await?
                 .collect()
                 .await?

@@ -21,17 +21,19 @@
 //! string, something after the statement) makes it give up, and the
 //! statement is parsed whole as before.
 
-use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, Map, MapEntry, UnaryOperator, Value as SqlValue,
-};
+use std::borrow::Cow;
+
+use datafusion::sql::sqlparser::ast::Value as SqlValue;
+
+use crate::sql::literal::Literal;
 
 /// An `INSERT … VALUES` of literals, as read off its text.
 #[derive(Debug)]
 pub(crate) struct ValuesText<'t> {
     /// The statement up to `VALUES`, e.g. `INSERT INTO t (a, b) `.
     pub head: &'t str,
-    /// The rows, one expression per value, as the parser makes them.
-    pub rows: Vec<Vec<SqlExpr>>,
+    /// The rows, one literal per value, as the parser reads them.
+    pub rows: Vec<Vec<Literal<'t>>>,
 }
 
 /// A `SELECT` with its literals taken out.
@@ -72,7 +74,7 @@ pub(crate) fn select_shape(text: &str) -> Option<SelectShape> {
             start > 0 && (is_word_byte(scan.bytes[start - 1]) || scan.bytes[start - 1] == b'.');
         match b {
             b'\'' if !after_word => {
-                let literal = SqlValue::SingleQuotedString(scan.string()?);
+                let literal = SqlValue::SingleQuotedString(scan.string()?.into_owned());
                 // `'a'x` is no literal the parser would read.
                 if scan.peek().is_some_and(|b| is_word_byte(b) || b == b'\'') {
                     return None;
@@ -80,7 +82,7 @@ pub(crate) fn select_shape(text: &str) -> Option<SelectShape> {
                 placeholder(&scan, start, literal);
             }
             b'0'..=b'9' if !after_word => {
-                let literal = scan.number()?;
+                let literal = SqlValue::Number(scan.number()?.to_string(), false);
                 placeholder(&scan, start, literal);
             }
             b'"' if !after_word => scan.quoted_identifier()?,
@@ -247,33 +249,38 @@ impl<'t> Scan<'t> {
     }
 
     /// One value: a literal, or (when `maps`) a `MAP {…}` of literals.
-    fn value(&mut self, maps: bool) -> Option<SqlExpr> {
-        let value = |v: SqlValue| Some(SqlExpr::Value(v.with_empty_span()));
+    fn value(&mut self, maps: bool) -> Option<Literal<'t>> {
         match self.peek()? {
-            b'\'' => value(SqlValue::SingleQuotedString(self.string()?)),
+            b'\'' => Some(Literal::Str(self.string()?)),
             b'-' => {
                 self.at += 1;
                 self.skip_space();
-                let number = self.number()?;
-                Some(SqlExpr::UnaryOp {
-                    op: UnaryOperator::Minus,
-                    expr: Box::new(SqlExpr::Value(number.with_empty_span())),
+                let digits = self.number()?;
+                Some(Literal::Number {
+                    digits,
+                    negative: true,
                 })
             }
-            b'0'..=b'9' => value(self.number()?),
+            b'0'..=b'9' => Some(Literal::Number {
+                digits: self.number()?,
+                negative: false,
+            }),
             b'x' | b'X' if self.bytes.get(self.at + 1) == Some(&b'\'') => {
                 self.at += 1;
-                let hex = self.string()?;
-                value(SqlValue::HexStringLiteral(hex))
+                match self.string()? {
+                    Cow::Borrowed(hex) => Some(Literal::Hex(hex)),
+                    // A quote among hex digits: the parser's to refuse.
+                    Cow::Owned(_) => None,
+                }
             }
             _ => {
                 let word = self.word()?;
                 if word.eq_ignore_ascii_case("NULL") {
-                    value(SqlValue::Null)
+                    Some(Literal::Null)
                 } else if word.eq_ignore_ascii_case("TRUE") {
-                    value(SqlValue::Boolean(true))
+                    Some(Literal::Bool(true))
                 } else if word.eq_ignore_ascii_case("FALSE") {
-                    value(SqlValue::Boolean(false))
+                    Some(Literal::Bool(false))
                 } else if maps && word.eq_ignore_ascii_case("MAP") {
                     self.map()
                 } else {
@@ -284,14 +291,14 @@ impl<'t> Scan<'t> {
     }
 
     /// `{key: value, …}` after `MAP`.
-    fn map(&mut self) -> Option<SqlExpr> {
+    fn map(&mut self) -> Option<Literal<'t>> {
         self.skip_space();
         self.expect(b'{')?;
         let mut entries = Vec::new();
         self.skip_space();
         if self.peek() == Some(b'}') {
             self.at += 1;
-            return Some(SqlExpr::Map(Map { entries }));
+            return Some(Literal::Map(entries));
         }
         loop {
             self.skip_space();
@@ -300,21 +307,18 @@ impl<'t> Scan<'t> {
             self.expect(b':')?;
             self.skip_space();
             let value = self.value(false)?;
-            entries.push(MapEntry {
-                key: Box::new(key),
-                value: Box::new(value),
-            });
+            entries.push((key, value));
             self.skip_space();
             match self.bump()? {
                 b',' => {}
-                b'}' => return Some(SqlExpr::Map(Map { entries })),
+                b'}' => return Some(Literal::Map(entries)),
                 _ => return None,
             }
         }
     }
 
     /// A single-quoted string starting here; `''` stands for a quote.
-    fn string(&mut self) -> Option<String> {
+    fn string(&mut self) -> Option<Cow<'t, str>> {
         self.expect(b'\'')?;
         let mut out: Option<String> = None;
         loop {
@@ -323,12 +327,12 @@ impl<'t> Scan<'t> {
             self.at = end + 1;
             let doubled = self.peek() == Some(b'\'');
             match (&mut out, doubled) {
-                // The common case: no quote inside, one allocation.
-                (None, false) => return Some(part.to_string()),
+                // The common case: no quote inside, borrowed.
+                (None, false) => return Some(Cow::Borrowed(part)),
                 (None, true) => out = Some(format!("{part}'")),
                 (Some(text), false) => {
                     text.push_str(part);
-                    return out;
+                    return out.map(Cow::Owned);
                 }
                 (Some(text), true) => {
                     text.push_str(part);
@@ -342,7 +346,7 @@ impl<'t> Scan<'t> {
     }
 
     /// `digits[.digits][e[+-]digits]`, not followed by a word or a dot.
-    fn number(&mut self) -> Option<SqlValue> {
+    fn number(&mut self) -> Option<&'t str> {
         let start = self.at;
         let digits = |scan: &mut Self| {
             let from = scan.at;
@@ -372,10 +376,7 @@ impl<'t> Scan<'t> {
         if self.peek().is_some_and(|b| is_word_byte(b) || b == b'.') {
             return None;
         }
-        Some(SqlValue::Number(
-            self.text[start..self.at].to_string(),
-            false,
-        ))
+        Some(&self.text[start..self.at])
     }
 }
 
@@ -383,7 +384,7 @@ impl<'t> Scan<'t> {
 mod tests {
     use super::*;
     use datafusion::sql::parser::{DFParser, Statement as DfStatement};
-    use datafusion::sql::sqlparser::ast::{SetExpr, Statement};
+    use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, SetExpr, Statement};
 
     /// The rows sqlparser makes of `text`, for comparison.
     fn parsed_rows(text: &str) -> Vec<Vec<SqlExpr>> {
@@ -411,13 +412,16 @@ mod tests {
             "INSERT INTO t VALUES ('''', 'a''''b', '''''', 'x''')",
         ] {
             let scanned = scan_insert_values(text).unwrap_or_else(|| panic!("scans: {text}"));
-            // Spans aside (sqlparser's equality ignores them), the same
-            // expressions.
-            assert!(
-                scanned.rows == parsed_rows(text),
-                "{text}: {:?}",
-                scanned.rows
-            );
+            let parsed = parsed_rows(text);
+            let parsed: Vec<Vec<Literal<'_>>> = parsed
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|e| Literal::of_expr(e).unwrap_or_else(|| panic!("{e}")))
+                        .collect()
+                })
+                .collect();
+            assert_eq!(scanned.rows, parsed, "{text}");
         }
     }
 

@@ -86,12 +86,19 @@ fn encoded_len(suffix_len: usize, value_len: usize) -> usize {
 }
 
 /// Encodes cells, given by full cell key (with a row part of `row_len`
-/// bytes) and value in key order, into the bytes of one chunk.
-pub fn encode_chunk<'c>(
-    row_len: usize,
-    cells: impl IntoIterator<Item = (&'c [u8], &'c [u8])>,
-) -> Vec<u8> {
-    let mut out = Vec::new();
+/// bytes) and value in key order, into the bytes of one chunk. The cells
+/// are walked twice: first to size the chunk, which is allocated once.
+pub fn encode_chunk<'c, I>(row_len: usize, cells: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = (&'c [u8], &'c [u8])>,
+    I::IntoIter: Clone,
+{
+    let cells = cells.into_iter();
+    let size = cells
+        .clone()
+        .map(|(key, value)| encoded_len(key.len().saturating_sub(row_len), value.len()))
+        .sum();
+    let mut out = Vec::with_capacity(size);
     let mut previous: &[u8] = &[];
     for (key, value) in cells {
         let suffix = &key[row_len..];
@@ -415,7 +422,7 @@ pub fn cells_with_prefix(
 
 /// The changes to one row's cells in one group: full cell key, and the new
 /// value or `None` to delete the cell.
-pub type CellChanges<'v> = BTreeMap<Vec<u8>, Option<&'v [u8]>>;
+pub type CellChanges<'v> = BTreeMap<&'v [u8], Option<&'v [u8]>>;
 
 /// Adds to `batch` the chunk writes that apply `changes` to the row whose
 /// row part is `row_part`. Only the chunks holding a changed cell are read
@@ -433,16 +440,22 @@ pub fn write_changes(
         return Ok(());
     };
     // The chunks whose ranges hold a change: the one holding the first,
-    // and every one starting at or before the last.
-    let start = chunk_holding(layout, tree, first)?;
+    // and every one after it starting at or before the last. One reverse
+    // scan from the last finds them all (a new row: one seek, nothing).
     let mut chunks: Vec<(Vec<u8>, Option<Bytes>)> = Vec::new();
-    for entry in tree.range(Bound::Included(start), Bound::Included(last.clone()), false) {
+    let row_start = Bound::Included(row_part.to_vec());
+    for entry in tree.range(row_start, Bound::Included(last.to_vec()), true) {
         let (key, chunk) = entry?;
+        let holds_first = key.as_ref() <= *first;
         chunks.push((key.to_vec(), Some(chunk)));
+        if holds_first {
+            break;
+        }
     }
+    chunks.reverse();
     if chunks
         .first()
-        .is_none_or(|(key, _)| key.as_slice() > first.as_slice())
+        .is_none_or(|(key, _)| key.as_slice() > *first)
     {
         // Nothing stored at or before the first change: a new first chunk.
         chunks.insert(0, (row_part.to_vec(), None));
@@ -462,23 +475,23 @@ pub fn write_changes(
         loop {
             let change = pending
                 .peek()
-                .filter(|(k, _)| next_key.as_ref().is_none_or(|next| *k < next));
+                .filter(|(k, _)| next_key.as_ref().is_none_or(|next| **k < next.as_slice()));
             match (stored_cells.peek(), change) {
                 (None, None) => break,
                 (Some((k, v)), None) => {
                     merged.push((k, v));
                     stored_cells.next();
                 }
-                (Some((k, v)), Some((ck, _))) if k.as_ref() < ck.as_slice() => {
+                (Some((k, v)), Some((ck, _))) if k.as_ref() < **ck => {
                     merged.push((k, v));
                     stored_cells.next();
                 }
                 (stored, Some((ck, cv))) => {
-                    if stored.is_some_and(|(k, _)| k.as_ref() == ck.as_slice()) {
+                    if stored.is_some_and(|(k, _)| k.as_ref() == **ck) {
                         stored_cells.next();
                     }
                     if let Some(value) = cv {
-                        merged.push((ck.as_slice(), value));
+                        merged.push((ck, value));
                     }
                     pending.next();
                 }
@@ -506,7 +519,12 @@ pub fn write_changes(
         for (k, v) in merged {
             let len = encoded_len(k.len() - row_len, v.len());
             if !piece.is_empty() && piece_len + len > CHUNK_TARGET_BYTES {
-                batch.put(tree, piece_key, encode_chunk(row_len, piece.drain(..)));
+                batch.put(
+                    tree,
+                    piece_key,
+                    encode_chunk(row_len, piece.iter().copied()),
+                );
+                piece.clear();
                 piece_key = k.to_vec();
                 piece_len = 0;
             }

@@ -18,6 +18,7 @@
 //!   make the row vanish, so the same batch writes a row marker for it,
 //!   unless a delete marker hides the cell (a DELETE must not be undone).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -187,7 +188,9 @@ impl TableStore {
                 let row = crate::keys::KeyReader::new(row).bytes()?;
                 let marker_key =
                     CellKey::encode(&self.layout.prefix, &row, marker.id, b"", cell.timestamp)?;
-                out.plan.puts.insert(marker_key, (marker.group, Vec::new()));
+                out.plan
+                    .puts
+                    .insert(marker_key, (marker.group, Cow::Borrowed(&[])));
             }
         }
         Ok(out)
@@ -235,6 +238,6 @@ impl TableStore {
 /// What compaction does to one row.
 #[derive(Default)]
 struct RowCompaction {
-    plan: RowPlan,
+    plan: RowPlan<'static>,
     removed: usize,
 }

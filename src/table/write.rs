@@ -6,6 +6,7 @@
 //! while the row's lock is held. Nothing is written when any part of a
 //! mutation is invalid.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
@@ -39,10 +40,12 @@ pub(crate) const BULK_CHUNK_ROWS: usize = 1000;
 pub const STATEMENT_ATOMIC_ROWS: usize = 10_000;
 
 /// The planned effect of one row's mutations: cell keys to write and to
-/// delete, each with its group index.
+/// delete, each with its group index. Values written are borrowed from the
+/// mutations where they can be (a statement's 2 KB values are not copied
+/// to plan them).
 #[derive(Debug, Default)]
-pub(crate) struct RowPlan {
-    pub(crate) puts: BTreeMap<Vec<u8>, (usize, Vec<u8>)>,
+pub(crate) struct RowPlan<'m> {
+    pub(crate) puts: BTreeMap<Vec<u8>, (usize, Cow<'m, [u8]>)>,
     /// Delete markers to write: group and cell key (a row's marker goes
     /// into every group under the same key).
     pub(crate) marks: std::collections::BTreeSet<(usize, Vec<u8>)>,
@@ -196,12 +199,12 @@ impl TableStore {
     /// Deletes (into `plan`) the stored versions under `prefix` whose
     /// timestamp is in `range`, and the versions GC already hides: those
     /// must not come back into view once newer ones are gone.
-    fn plan_delete_stored(
+    fn plan_delete_stored<'m>(
         &self,
         family: &FamilyLayout,
         prefix: &[u8],
         range: Option<&Range<i64>>,
-        plan: &mut RowPlan,
+        plan: &mut RowPlan<'m>,
         now: i64,
     ) -> Result<()> {
         let mut column: Option<Vec<u8>> = None;
@@ -287,12 +290,12 @@ impl TableStore {
     }
 
     /// Plans `mutation` of row `key` into `plan`.
-    fn plan_row(
+    fn plan_row<'m>(
         &self,
         key: &[u8],
-        mutation: &RowMutation,
+        mutation: &'m RowMutation,
         server_ts: i64,
-        plan: &mut RowPlan,
+        plan: &mut RowPlan<'m>,
     ) -> Result<()> {
         self.check_row(key, mutation)?;
         let prefix = &self.layout.prefix;
@@ -309,7 +312,7 @@ impl TableStore {
                     let ts = timestamp.unwrap_or(server_ts);
                     let cell = CellKey::encode(prefix, key, family.id, qualifier, ts)?;
                     plan.deletes.remove(&(family.group, cell.clone()));
-                    plan.puts.insert(cell, (family.group, value.clone()));
+                    plan.puts.insert(cell, (family.group, Cow::Borrowed(value)));
                 }
                 Mutation::DeleteColumn {
                     family,
@@ -395,7 +398,7 @@ impl TableStore {
     /// Refuses a planned row that keeps visible cells but lacks a NOT NULL
     /// column. Cells count when they survive the plan and no delete marker
     /// (stored or planned) hides them.
-    fn check_not_null(&self, key: &[u8], plan: &RowPlan) -> Result<()> {
+    fn check_not_null(&self, key: &[u8], plan: &RowPlan<'_>) -> Result<()> {
         if self.layout.not_null.is_empty() {
             return Ok(());
         }
@@ -468,18 +471,18 @@ impl TableStore {
     pub(crate) fn add_to_batch(
         &self,
         key: &[u8],
-        plan: &RowPlan,
+        plan: &RowPlan<'_>,
         batch: &mut WriteBatch,
     ) -> Result<()> {
         let mut changes: Vec<CellChanges<'_>> = vec![CellChanges::new(); self.layout.groups.len()];
         for (group, cell) in &plan.deletes {
-            changes[*group].insert(cell.clone(), None);
+            changes[*group].insert(cell, None);
         }
         for (cell, (group, value)) in &plan.puts {
-            changes[*group].insert(cell.clone(), Some(value.as_slice()));
+            changes[*group].insert(cell, Some(value.as_ref()));
         }
         for (group, cell) in &plan.marks {
-            changes[*group].insert(cell.clone(), Some(&[]));
+            changes[*group].insert(cell, Some(&[]));
         }
         let row_part = CellKey::row_prefix(&self.layout.prefix, key);
         for (group, changes) in changes.iter().enumerate() {

@@ -15,11 +15,13 @@
 //! rows off the text. Anything else (a function call, an expression, a
 //! subquery, a default such as `now()`) is left to DataFusion.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    new_null_array, Array, ArrayRef, MapArray, RecordBatch, StructArray,
+    new_null_array, Array, ArrayRef, LargeStringArray, MapArray, RecordBatch, StringArray,
+    StringViewArray, StructArray,
 };
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::compute::CastOptions;
@@ -32,7 +34,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
-use crate::sql::literal::{literal_expr, Numbers};
+use crate::sql::literal::{Literal, Numbers};
 use crate::sql::table::WideTable;
 use crate::sql::text_literals::scan_insert_values;
 use crate::sql::Session;
@@ -60,7 +62,10 @@ pub(crate) struct ConstantInsert<'a> {
 pub(crate) enum Cell<'a> {
     /// A constant of the plan: a literal, a parameter, a cast of one.
     Expr(&'a Expr),
-    /// A literal read off the statement's text.
+    /// A quoted string of the statement (the planner's `Utf8`), borrowed
+    /// until it is copied into its column.
+    Text(Cow<'a, str>),
+    /// Another literal of the statement.
     Value(ScalarValue),
     /// A `MAP {k: v, …}` literal.
     Map(Vec<(Cell<'a>, Cell<'a>)>),
@@ -71,6 +76,7 @@ impl Cell<'_> {
     fn value(&self, data_type: &DataType, params: Option<&ParamValues>) -> Result<ScalarValue> {
         match self {
             Cell::Expr(expr) => constant(expr, data_type, params),
+            Cell::Text(text) => ScalarValue::Utf8(Some(text.to_string())).cast_to(data_type),
             Cell::Value(value) => value.cast_to(data_type),
             Cell::Map(_) => exec_err!("a MAP literal where a value of type {data_type} belongs"),
         }
@@ -209,11 +215,18 @@ impl<'a> ConstantInsert<'a> {
         field: &FieldRef,
         params: Option<&ParamValues>,
     ) -> Result<ArrayRef> {
-        let cells = self.rows.iter().map(|row| &row[n]);
+        let cells: Vec<&Cell<'_>> = self.rows.iter().map(|row| &row[n]).collect();
         if let DataType::Map(entries, sorted) = field.data_type() {
-            return map_column(cells, field.data_type(), entries, *sorted, params);
+            if let Some(map) = text_map_column(&cells, entries, *sorted) {
+                return map;
+            }
+            return map_column(&cells, field.data_type(), entries, *sorted, params);
+        }
+        if let Some(column) = text_column(&cells, field.data_type()) {
+            return Ok(column);
         }
         let scalars = cells
+            .iter()
             .map(|cell| cell.value(field.data_type(), params))
             .collect::<Result<Vec<_>>>()?;
         ScalarValue::iter_to_array(scalars)
@@ -313,23 +326,20 @@ fn map_literal(expr: &Expr) -> Option<(&[Expr], &[Expr])> {
 
 /// A map column of `MAP {…}` literals, map values or NULLs, with
 /// DataFusion's checks: keys are neither NULL nor repeated.
-fn map_column<'c, 'e: 'c>(
-    cells: impl Iterator<Item = &'c Cell<'e>>,
+fn map_column(
+    cells: &[&Cell<'_>],
     map_type: &DataType,
     entries: &FieldRef,
     sorted: bool,
     params: Option<&ParamValues>,
 ) -> Result<ArrayRef> {
-    let DataType::Struct(parts) = entries.data_type() else {
-        return exec_err!("map entries of type {}", entries.data_type());
-    };
-    let [key_field, value_field] = parts.iter().collect::<Vec<_>>()[..] else {
+    let Some([key_field, value_field]) = entry_fields(entries) else {
         return exec_err!("map entries of type {}", entries.data_type());
     };
     let (mut keys, mut values) = (Vec::new(), Vec::new());
     let mut lengths = Vec::new();
     let mut valid = Vec::new();
-    for cell in cells {
+    for &cell in cells {
         // A map literal's entries, or those of a map value (a parameter).
         let entries: Vec<(ScalarValue, ScalarValue)> = match cell {
             Cell::Map(pairs) => pairs
@@ -374,11 +384,34 @@ fn map_column<'c, 'e: 'c>(
             ScalarValue::iter_to_array(scalars)
         }
     };
-    let entries_array = StructArray::try_new(
-        parts.clone(),
-        vec![array(keys, key_field)?, array(values, value_field)?],
-        None,
-    )?;
+    let (keys, values) = (array(keys, key_field)?, array(values, value_field)?);
+    map_array(entries, [keys, values], lengths, valid, sorted)
+}
+
+/// The key and value fields of a map's entries.
+fn entry_fields(entries: &FieldRef) -> Option<[&FieldRef; 2]> {
+    match entries.data_type() {
+        DataType::Struct(parts) => match parts.iter().collect::<Vec<_>>()[..] {
+            [key, value] => Some([key, value]),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The map column of `entries` (keys and values) cut into maps of
+/// `lengths`, NULL where not `valid`.
+fn map_array(
+    entries: &FieldRef,
+    [keys, values]: [ArrayRef; 2],
+    lengths: Vec<usize>,
+    valid: Vec<bool>,
+    sorted: bool,
+) -> Result<ArrayRef> {
+    let DataType::Struct(parts) = entries.data_type() else {
+        return exec_err!("map entries of type {}", entries.data_type());
+    };
+    let entries_array = StructArray::try_new(parts.clone(), vec![keys, values], None)?;
     let nulls = valid.iter().any(|v| !v).then(|| NullBuffer::from(valid));
     let map = MapArray::try_new(
         Arc::clone(entries),
@@ -389,6 +422,75 @@ fn map_column<'c, 'e: 'c>(
     )
     .map_err(DataFusionError::from)?;
     Ok(Arc::new(map))
+}
+
+/// The column of `cells` when `data_type` is a string type and each cell
+/// is a string of the statement or NULL: each string is copied once, into
+/// the array, where a `ScalarValue` and its cast would copy it twice more.
+/// `None` for anything else.
+fn text_column(cells: &[&Cell<'_>], data_type: &DataType) -> Option<ArrayRef> {
+    if !matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) {
+        return None;
+    }
+    let texts = cells
+        .iter()
+        .map(|cell| match cell {
+            Cell::Text(text) => Some(Some(text.as_ref())),
+            Cell::Value(ScalarValue::Null) => Some(None),
+            _ => None,
+        })
+        .collect::<Option<Vec<Option<&str>>>>()?;
+    Some(match data_type {
+        DataType::Utf8 => Arc::new(StringArray::from(texts)),
+        DataType::LargeUtf8 => Arc::new(LargeStringArray::from(texts)),
+        _ => Arc::new(StringViewArray::from(texts)),
+    })
+}
+
+/// The map column of `cells` when each is a `MAP {…}` of strings (values
+/// may be NULL) or a NULL, for a map of string keys and values, with
+/// DataFusion's check that no key repeats. `None` for anything else.
+fn text_map_column(
+    cells: &[&Cell<'_>],
+    entries: &FieldRef,
+    sorted: bool,
+) -> Option<Result<ArrayRef>> {
+    let [key_field, value_field] = entry_fields(entries)?;
+    let (mut keys, mut values) = (Vec::new(), Vec::new());
+    let mut lengths = Vec::with_capacity(cells.len());
+    let mut valid = Vec::with_capacity(cells.len());
+    for &cell in cells {
+        match cell {
+            Cell::Map(pairs) => {
+                let mut seen = HashSet::with_capacity(pairs.len());
+                for (key, value) in pairs {
+                    let Cell::Text(text) = key else {
+                        return None;
+                    };
+                    if !seen.insert(text) {
+                        return Some(exec_err!(
+                            "map key must be unique, duplicate key found: {text}"
+                        ));
+                    }
+                    keys.push(key);
+                    values.push(value);
+                }
+                lengths.push(pairs.len());
+                valid.push(true);
+            }
+            Cell::Value(ScalarValue::Null) => {
+                lengths.push(0);
+                valid.push(false);
+            }
+            _ => return None,
+        }
+    }
+    let keys = text_column(&keys, key_field.data_type())?;
+    let values = text_column(&values, value_field.data_type())?;
+    Some(map_array(entries, [keys, values], lengths, valid, sorted))
 }
 
 impl Session {
@@ -408,23 +510,32 @@ impl Session {
         let Some(values) = values_of(statement) else {
             return Ok(None);
         };
-        let rows = values.rows.iter().map(|row| row.content.as_slice());
-        let Some(rows) = literal_rows(rows, self.numbers()) else {
-            return Ok(None);
-        };
-        let width = rows.first().map_or(0, Vec::len);
+        let width = values.rows.first().map_or(0, |row| row.content.len());
         if width == 0 {
             return Ok(None);
         }
         // The shape: this statement with one row of parameters. Its own
-        // rows are put back before anything can fail.
+        // rows, which the cells borrow, are put back whatever the outcome.
         let template = vec![Parens::with_empty_span(placeholders(width))];
         let own_rows = std::mem::replace(&mut values.rows, template);
         let shape = statement.clone();
+        let literals = own_rows.iter().map(|row| {
+            row.content
+                .iter()
+                .map(Literal::of_expr)
+                .collect::<Option<Vec<_>>>()
+        });
+        let written = match literals
+            .collect::<Option<Vec<_>>>()
+            .and_then(|rows| literal_rows(rows, self.numbers()))
+        {
+            Some(rows) => self.insert_rows(shape, rows).await,
+            None => Ok(None),
+        };
         if let Some(values) = values_of(statement) {
             values.rows = own_rows;
         }
-        self.insert_rows(shape, rows).await
+        written
     }
 
     /// Runs `text` when it is one `INSERT … VALUES` of literals, read by
@@ -441,13 +552,13 @@ impl Session {
         let Some(scanned) = scan_insert_values(text) else {
             return Ok(None);
         };
-        let rows = scanned.rows.iter().map(Vec::as_slice);
-        let Some(rows) = literal_rows(rows, self.numbers()) else {
+        let head = scanned.head;
+        let Some(rows) = literal_rows(scanned.rows, self.numbers()) else {
             return Ok(None);
         };
         let width = rows.first().map_or(0, Vec::len);
         let template: Vec<String> = (1..=width).map(|n| format!("${n}")).collect();
-        let template = format!("{}VALUES ({})", scanned.head, template.join(", "));
+        let template = format!("{head}VALUES ({})", template.join(", "));
         let Ok(mut statements) = self.parse(&template) else {
             return Ok(None);
         };
@@ -477,7 +588,7 @@ impl Session {
     async fn insert_rows(
         &self,
         shape: DfStatement,
-        rows: Vec<Vec<Cell<'static>>>,
+        rows: Vec<Vec<Cell<'_>>>,
     ) -> Result<Option<u64>, crate::Error> {
         let key = self.shape_key(shape.to_string());
         let generation = self.generation();
@@ -525,44 +636,48 @@ fn values_of(statement: &mut DfStatement) -> Option<&mut SqlValues> {
     }
 }
 
-/// The cells of rows of literals; `None` when a value is not one.
-fn literal_rows<'r>(
-    rows: impl Iterator<Item = &'r [SqlExpr]>,
+/// The cells of rows of literals; `None` when a value is not one the
+/// planner would read as this path does.
+fn literal_rows<'t>(
+    rows: impl IntoIterator<Item = Vec<Literal<'t>>>,
     numbers: Numbers,
-) -> Option<Vec<Vec<Cell<'static>>>> {
-    rows.map(|row| row.iter().map(|e| literal_cell(e, numbers)).collect())
+) -> Option<Vec<Vec<Cell<'t>>>> {
+    rows.into_iter()
+        .map(|row| {
+            row.into_iter()
+                .map(|literal| literal_cell(literal, numbers))
+                .collect()
+        })
         .collect()
 }
 
-/// A literal of the statement's text, or a `MAP {…}` of them whose keys
-/// are of one type and whose values are of one type (NULL aside).
-/// DataFusion first brings a map's keys, and its values, to a common type
-/// (`make_array`): a map that needs that is left to it.
-fn literal_cell(expr: &SqlExpr, numbers: Numbers) -> Option<Cell<'static>> {
-    let SqlExpr::Map(map) = expr else {
-        return literal_expr(expr, numbers).map(Cell::Value);
-    };
-    let mut pairs = Vec::with_capacity(map.entries.len());
-    for entry in &map.entries {
-        let key = literal_expr(&entry.key, numbers)?;
-        let value = literal_expr(&entry.value, numbers)?;
-        pairs.push((key, value));
-    }
-    let uniform =
-        of_one_type(pairs.iter().map(|(k, _)| k)) && of_one_type(pairs.iter().map(|(_, v)| v));
-    uniform.then(|| {
-        Cell::Map(
-            pairs
+/// The cell of a literal, or of a `MAP {…}` of them whose keys are of one
+/// type and whose values are of one type (NULL aside). DataFusion first
+/// brings a map's keys, and its values, to a common type (`make_array`):
+/// a map that needs that is left to it.
+fn literal_cell(literal: Literal<'_>, numbers: Numbers) -> Option<Cell<'_>> {
+    match literal {
+        Literal::Str(text) => Some(Cell::Text(text)),
+        Literal::Map(entries) => {
+            let pairs = entries
                 .into_iter()
-                .map(|(k, v)| (Cell::Value(k), Cell::Value(v)))
-                .collect(),
-        )
-    })
+                .map(|(k, v)| Some((literal_cell(k, numbers)?, literal_cell(v, numbers)?)))
+                .collect::<Option<Vec<_>>>()?;
+            let uniform = of_one_type(pairs.iter().map(|(k, _)| k))
+                && of_one_type(pairs.iter().map(|(_, v)| v));
+            uniform.then_some(Cell::Map(pairs))
+        }
+        other => other.scalar(numbers).map(Cell::Value),
+    }
 }
 
-/// Whether the values that are not NULL all have one type.
-fn of_one_type<'v>(values: impl Iterator<Item = &'v ScalarValue>) -> bool {
-    let mut types = values.filter(|v| !v.is_null()).map(ScalarValue::data_type);
+/// Whether the literal cells that are not NULL all have one type.
+fn of_one_type<'c, 'a: 'c>(cells: impl Iterator<Item = &'c Cell<'a>>) -> bool {
+    let mut types = cells.filter_map(|cell| match cell {
+        Cell::Text(_) => Some(DataType::Utf8),
+        Cell::Value(value) if !value.is_null() => Some(value.data_type()),
+        _ => None,
+    });
     let first = types.next();
     types.all(|t| Some(t) == first)
 }
@@ -583,8 +698,67 @@ fn map_entries(map: &MapArray) -> Result<Vec<(ScalarValue, ScalarValue)>> {
 
 #[cfg(test)]
 mod tests {
-    use super::ConstantInsert;
+    use super::{text_column, text_map_column, Cell, ConstantInsert};
     use crate::Db;
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Fields};
+    use datafusion::common::ScalarValue;
+    use std::sync::Arc;
+
+    /// Strings of the text go straight into string columns and maps of
+    /// strings; anything else is left to the cast of each value.
+    #[test]
+    fn strings_are_copied_straight_into_their_columns() {
+        let text = |s: &'static str| Cell::Text(s.into());
+        let null = || Cell::Value(ScalarValue::Null);
+        let cells = [
+            text("a"),
+            null(),
+            text("a long string past a view's inline bytes"),
+        ];
+        let refs: Vec<&Cell<'_>> = cells.iter().collect();
+        let column = text_column(&refs, &DataType::Utf8View).expect("strings");
+        let column = column.as_string_view();
+        assert_eq!((column.value(0), column.is_null(1)), ("a", true));
+        assert_eq!(column.value(2), "a long string past a view's inline bytes");
+        assert!(text_column(&refs, &DataType::Int64).is_none());
+        let number = Cell::Value(ScalarValue::Int64(Some(1)));
+        assert!(text_column(&[&cells[0], &number], &DataType::Utf8).is_none());
+
+        let entries = Arc::new(Field::new(
+            "entries",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Utf8, true),
+            ])),
+            false,
+        ));
+        let maps = [
+            Cell::Map(vec![(text("k"), text("v")), (text("n"), null())]),
+            null(),
+            Cell::Map(vec![]),
+        ];
+        let refs: Vec<&Cell<'_>> = maps.iter().collect();
+        let column = text_map_column(&refs, &entries, false)
+            .expect("maps of strings")
+            .expect("valid maps");
+        let column = column.as_map();
+        assert_eq!((column.value_length(0), column.is_null(1)), (2, true));
+        assert_eq!((column.value_length(2), column.is_valid(2)), (0, true));
+        let repeated = [Cell::Map(vec![
+            (text("k"), text("v")),
+            (text("k"), text("w")),
+        ])];
+        let error = text_map_column(&[&repeated[0]], &entries, false)
+            .expect("maps of strings")
+            .expect_err("a repeated key");
+        assert!(
+            error.to_string().contains("duplicate key found: k"),
+            "{error}"
+        );
+        let numbers = [Cell::Map(vec![(text("k"), number)])];
+        assert!(text_map_column(&[&numbers[0]], &entries, false).is_none());
+    }
 
     /// Which INSERTs take this path: constants do, anything computed
     /// (or any other source) is DataFusion's.

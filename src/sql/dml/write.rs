@@ -128,11 +128,22 @@ impl RowWriter {
             .ok_or_else(|| DataFusionError::Internal(format!("family id {id} vanished")))
     }
 
-    fn set(&self, m: RowMutation, family: String, qualifier: &[u8], value: Vec<u8>) -> RowMutation {
-        match self.settings.timestamp {
-            Some(ts) => m.set_at(family, qualifier, ts, value),
-            None => m.set(family, qualifier, value),
-        }
+    /// `m` with a cell written at the session's write timestamp, if any.
+    /// The mutation takes the encoded bytes as they are (no copy).
+    fn set(
+        &self,
+        mut m: RowMutation,
+        family: String,
+        qualifier: Vec<u8>,
+        value: Vec<u8>,
+    ) -> RowMutation {
+        m.mutations.push(Mutation::SetCell {
+            family,
+            qualifier,
+            timestamp: self.settings.timestamp,
+            value,
+        });
+        m
     }
 
     fn with_marker(&self, m: RowMutation) -> RowMutation {
@@ -191,7 +202,7 @@ impl RowWriter {
             Source::Column {
                 family, qualifier, ..
             } => match values::encode_cell(array, row).map_err(bad)? {
-                Some(value) => Ok(self.set(m, self.family_name(*family)?, qualifier, value)),
+                Some(value) => Ok(self.set(m, self.family_name(*family)?, qualifier.clone(), value)),
                 None if !field.is_nullable() => Err(self.not_null(name)),
                 None if null_deletes => {
                     let family = self.family_name(*family)?;
@@ -214,7 +225,7 @@ impl RowWriter {
                         return exec_err!("column '{name}': a map key must not be NULL");
                     };
                     if let Some(value) = values::encode_cell(vals, i).map_err(bad)? {
-                        m = self.set(m, family.clone(), &qualifier, value);
+                        m = self.set(m, family.clone(), qualifier, value);
                     }
                 }
                 Ok(m)
