@@ -15,6 +15,11 @@ mod report;
 mod systems;
 mod workloads;
 
+/// The allocator widesql's own binaries use (the CLI too): every system
+/// measured here allocates through it, SQLite's C code aside.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -17,6 +17,12 @@ use error::CliError;
 use render::{render, Format};
 use test_files::TestOptions;
 
+/// mimalloc, not glibc's allocator: sled's writes allocate and free from
+/// several threads, and glibc made a bulk load about a third slower (the
+/// README's design section has the figures).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An embedded SQL engine over Bigtable-style wide-column tables in sled.
 #[derive(Parser)]
 #[command(version, about)]

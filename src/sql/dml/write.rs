@@ -218,9 +218,11 @@ impl RowWriter {
                 if array.is_null(row) {
                     return Ok(m);
                 }
-                let entries = array.as_map().value(row);
-                let (keys, vals) = (entries.column(0), entries.column(1));
-                for i in 0..entries.len() {
+                // The row's entries, read in place (no slice of the map).
+                let map = array.as_map();
+                let (keys, vals) = (map.keys(), map.values());
+                let offsets = map.value_offsets();
+                for i in offsets[row] as usize..offsets[row + 1] as usize {
                     let Some(qualifier) = values::encode_cell(keys, i).map_err(bad)? else {
                         return exec_err!("column '{name}': a map key must not be NULL");
                     };
