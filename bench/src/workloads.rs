@@ -16,7 +16,7 @@ use crate::systems::datafusion_mem::DataFusionMem;
 use crate::systems::gluesql::GlueSql;
 use crate::systems::raw_sled::{cell_key, RawSled};
 use crate::systems::sqlite::{open_connection, Sqlite};
-use crate::systems::widesql::{Load, WidesqlEmbedded, WidesqlSql};
+use crate::systems::widesql::{Load, WidesqlEmbedded, WidesqlSql, STATEMENT_ROWS};
 use crate::systems::System;
 use crate::Res;
 
@@ -193,19 +193,27 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
     let embedded = load_reps(config, pages, "widesql-embedded", |p| {
         WidesqlEmbedded::open(p, cache, rt.clone())
     })?;
-    let insert = load_reps(config, pages, "widesql-insert", |p| {
-        WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertValues)
-    })?;
-    let eventual = load_reps(config, pages, "widesql-insert-eventual", |p| {
-        WidesqlSql::open(
-            p,
-            cache,
-            rt.clone(),
-            "pages",
-            true,
-            Load::InsertValuesEventual,
-        )
-    })?;
+    let sql =
+        |how: Load| move |p: &Path| WidesqlSql::open(p, cache, rt.clone(), "pages", true, how);
+    let insert = load_reps(
+        config,
+        pages,
+        "widesql-insert",
+        sql(Load::InsertValues(STATEMENT_ROWS)),
+    )?;
+    // Statements of 100 rows, each flushed or not: what a commit costs.
+    let insert_100 = load_reps(
+        config,
+        pages,
+        "widesql-insert-100",
+        sql(Load::InsertValues(100)),
+    )?;
+    let eventual = load_reps(
+        config,
+        pages,
+        "widesql-insert-eventual",
+        sql(Load::InsertValuesEventual(100)),
+    )?;
     let import = load_reps(config, pages, "widesql-import", |p| {
         WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertSelect)
     })?;
@@ -243,6 +251,7 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
     line(mem.store.name(), mem.secs, mem.bytes);
     line(embedded.store.name(), embedded.secs, embedded.bytes);
     line(insert.store.name(), insert.secs, insert.bytes);
+    line(insert_100.store.name(), insert_100.secs, insert_100.bytes);
     line(eventual.store.name(), eventual.secs, eventual.bytes);
     line(import.store.name(), import.secs, import.bytes);
     table.print();
@@ -258,7 +267,12 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
         Some(Target::AtLeast(0.7)),
     );
     ratios.add(
-        "w1.load_sql_insert_eventual_vs_sqlite",
+        "w1.load_sql_insert_100_vs_sqlite",
+        sqlite.secs / insert_100.secs,
+        None,
+    );
+    ratios.add(
+        "w1.load_sql_insert_100_eventual_vs_sqlite",
         sqlite.secs / eventual.secs,
         None,
     );
@@ -295,7 +309,7 @@ fn text_costs(config: &Config, pages: &[Page], load_secs: f64) -> Res<()> {
     let mut statements = Vec::new();
     let build = median_secs(config.reps, || {
         statements = pages
-            .chunks(100)
+            .chunks(STATEMENT_ROWS)
             .map(|chunk| crate::systems::widesql::insert_sql("pages", chunk))
             .collect();
         Ok(())
@@ -539,7 +553,7 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
         rt.clone(),
         "pages",
         false,
-        Load::InsertValues,
+        Load::InsertValues(STATEMENT_ROWS),
     )?;
     let table_handle = one_group.db().open_table("default", "public", "pages")?;
     table_handle.bulk_mutate(
@@ -664,7 +678,7 @@ fn w6_versions(config: &Config) -> Res<()> {
         rt.clone(),
         "pages",
         true,
-        Load::InsertValues,
+        Load::InsertValues(STATEMENT_ROWS),
     )?;
     sql.query("CREATE TABLE versions (_key VARCHAR PRIMARY KEY, v BIGINT) WITH ('cf.max_versions' = '1000000')")?;
     let versions = sql.db().open_table("default", "public", "versions")?;
@@ -925,7 +939,7 @@ fn w8_durability(config: &Config) -> Res<()> {
         rt.clone(),
         "pages",
         true,
-        Load::InsertValues,
+        Load::InsertValues(STATEMENT_ROWS),
     )?;
     let db = sql.db().clone();
     let statement = |rows: usize, i: usize| {

@@ -39,6 +39,10 @@ pub fn open_db(path: &Path, cache_bytes: u64) -> Res<Db> {
     )?)
 }
 
+/// The rows of each `INSERT … VALUES` statement of a load: the 1,000
+/// rows SQLite commits per transaction, so that both commit as often.
+pub const STATEMENT_ROWS: usize = 1000;
+
 /// A widesql database with the benchmark table, used through SQL.
 pub struct WidesqlSql {
     db: Db,
@@ -53,12 +57,12 @@ pub struct WidesqlSql {
 /// How [`WidesqlSql`] loads pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Load {
-    /// `INSERT … VALUES` statements of 100 rows.
-    InsertValues,
+    /// `INSERT … VALUES` statements of this many rows each.
+    InsertValues(usize),
     /// The same statements after `SET widesql.durability = 'eventual'`:
     /// no flush per statement, as SQLite's `synchronous = NORMAL` does not
     /// sync a WAL commit (though a process crash loses more here).
-    InsertValuesEventual,
+    InsertValuesEventual(usize),
     /// `INSERT INTO t SELECT * FROM` an Arrow table registered with the
     /// session: the import path.
     InsertSelect,
@@ -85,7 +89,7 @@ impl WidesqlSql {
             prepared: None,
         };
         this.query(&create_table(table, own_group))?;
-        if how == Load::InsertValuesEventual {
+        if matches!(how, Load::InsertValuesEventual(_)) {
             this.query("SET widesql.durability = 'eventual'")?;
         }
         Ok(this)
@@ -99,7 +103,7 @@ impl WidesqlSql {
             db,
             runtime,
             table: table.to_string(),
-            how: Load::InsertValues,
+            how: Load::InsertValues(STATEMENT_ROWS),
             prepared: None,
         }
     }
@@ -177,16 +181,19 @@ fn values_row(p: &Page) -> String {
 impl System for WidesqlSql {
     fn name(&self) -> String {
         match self.how {
-            Load::InsertValues => "widesql SQL".into(),
-            Load::InsertValuesEventual => "widesql SQL, durability eventual".into(),
+            Load::InsertValues(STATEMENT_ROWS) => "widesql SQL".into(),
+            Load::InsertValues(rows) => format!("widesql SQL, {rows}-row statements"),
+            Load::InsertValuesEventual(rows) => {
+                format!("widesql SQL, {rows}-row statements, durability eventual")
+            }
             Load::InsertSelect => "widesql SQL (INSERT … SELECT)".into(),
         }
     }
 
     fn load(&mut self, pages: &[Page]) -> Res<()> {
         match self.how {
-            Load::InsertValues | Load::InsertValuesEventual => {
-                for chunk in pages.chunks(100) {
+            Load::InsertValues(rows) | Load::InsertValuesEventual(rows) => {
+                for chunk in pages.chunks(rows) {
                     self.query(&insert_sql(&self.table, chunk))?;
                 }
             }
@@ -259,7 +266,7 @@ impl WidesqlEmbedded {
             runtime,
             "pages",
             true,
-            Load::InsertValues,
+            Load::InsertValues(STATEMENT_ROWS),
         )?;
         let db = sql.db().clone();
         let table = db.open_table("default", "public", "pages")?;
