@@ -1,6 +1,6 @@
-//! Point reads and prepared statements: a query by full primary key is
-//! answered without DataFusion's executor and returns what DataFusion
-//! returns; statements prepared in Rust or SQL run with parameters and are
+//! Key lookups and prepared statements: a query by full primary key, or
+//! by a range of keys, is answered without DataFusion's executor and
+//! returns what DataFusion returns; statements prepared in Rust or SQL run with parameters and are
 //! planned again after DDL.
 
 mod common;
@@ -33,7 +33,7 @@ async fn setup() -> Result<(tempfile::TempDir, Session), Box<dyn std::error::Err
 #[tokio::test]
 async fn point_reads_return_what_datafusion_returns() -> TestResult {
     let (_dir, session) = setup().await?;
-    // `AND true` keeps a statement off the point read: DataFusion runs it.
+    // `AND true` keeps a statement off the key lookup: DataFusion runs it.
     let cases = [
         "SELECT * FROM pages WHERE _key = 'a'",
         "SELECT * FROM pages WHERE _key = 'b'",
@@ -71,27 +71,137 @@ async fn point_reads_return_what_datafusion_returns() -> TestResult {
 }
 
 #[tokio::test]
-async fn which_queries_are_point_reads() -> TestResult {
+async fn key_range_reads_return_what_datafusion_returns() -> TestResult {
+    let (_dir, session) = setup().await?;
+    session
+        .run(
+            "INSERT INTO pages VALUES ('ab', 'fr', 4), ('b\u{e9}', 'fr', 5), ('0', 'en', 6);
+             INSERT INTO pairs VALUES (-3, 'z', 2.5), (-1, 'x', 3.5), (7, 'q', 4.5);",
+        )
+        .await?;
+    let cases = [
+        "SELECT _key, lang FROM pages WHERE _key >= 'a' AND _key < 'b'",
+        "SELECT * FROM pages WHERE _key > 'a'",
+        "SELECT * FROM pages WHERE _key <= '05'",
+        "SELECT * FROM pages WHERE 'b' > _key",
+        "SELECT n FROM pages WHERE _key BETWEEN '0' AND 'ab'",
+        "SELECT * FROM pages WHERE _key >= 'b' AND _key < 'a'",
+        "SELECT * FROM pages WHERE _key = 'a' AND _key = 'b'",
+        "SELECT * FROM pages WHERE _key = 'a' AND _key < 'z'",
+        "SELECT * FROM pages WHERE _key = 'a' AND _key > 'a'",
+        "SELECT * FROM pages WHERE _key > 'b' AND _key <= 'c'",
+        "SELECT * FROM pages WHERE _key >= ''",
+        "SELECT * FROM pages WHERE _key >= 5",
+        "SELECT * FROM pairs WHERE a >= 1",
+        "SELECT * FROM pairs WHERE a > 1",
+        "SELECT * FROM pairs WHERE a < 2",
+        "SELECT * FROM pairs WHERE a <= 1",
+        "SELECT b, v FROM pairs WHERE a = 1",
+        "SELECT * FROM pairs WHERE a BETWEEN -3 AND 1",
+        "SELECT * FROM pairs WHERE a > -2 AND a < 7",
+        "SELECT * FROM pairs WHERE a > 1.5",
+        "SELECT * FROM pairs WHERE a >= '1'",
+        "SELECT * FROM pairs WHERE 0 < a",
+    ];
+    // Rows in key order from the lookup; DataFusion promises no order.
+    let sorted = |rows: String| {
+        let mut lines: Vec<&str> = rows.lines().collect();
+        lines.sort_unstable();
+        lines.join("\n")
+    };
+    for sql in cases {
+        let fast = query(&session, sql)
+            .await
+            .map(sorted)
+            .map_err(|e| e.to_string());
+        let planned = query(&session, &format!("{sql} AND true"))
+            .await
+            .map(sorted)
+            .map_err(|e| e.to_string());
+        assert_eq!(fast, planned, "{sql}");
+    }
+    // Through `Session::run` too (the literals taken off the text), rows
+    // come in key order.
+    let cases = [
+        (
+            "SELECT _key FROM pages WHERE _key >= 'a' AND _key < 'b'",
+            "a\nab",
+        ),
+        (
+            "SELECT _key FROM pages WHERE _key >= 'ab' AND _key < 'c'",
+            "ab\nb\nb\u{e9}",
+        ),
+        ("SELECT b FROM pairs WHERE a < 0", "z\nx"),
+    ];
+    for (sql, rows) in cases {
+        let outputs = session.run(sql).await?;
+        assert_eq!(text(&outputs[0].batches)?, rows, "{sql}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_range_too_large_for_one_batch_is_streamed_by_datafusion() -> TestResult {
+    let (_dir, session) = setup().await?;
+    let rows: Vec<String> = (0..5000)
+        .map(|i| format!("('k{i:05}', 'en', {i})"))
+        .collect();
+    session
+        .run(&format!("INSERT INTO pages VALUES {}", rows.join(", ")))
+        .await?;
+    let batches = session
+        .sql("SELECT _key, n FROM pages WHERE _key >= 'k' AND _key < 'l'")
+        .await?
+        .collect()
+        .await?;
+    let read: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(read, 5000);
+    let outputs = session
+        .run("SELECT n FROM pages WHERE _key > 'k00100' AND _key <= 'k00110'")
+        .await?;
+    assert_eq!(
+        outputs[0]
+            .batches
+            .iter()
+            .map(|b| b.num_rows())
+            .sum::<usize>(),
+        10
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn which_queries_are_key_lookups() -> TestResult {
     let (_dir, session) = setup().await?;
     let point = [
         "SELECT * FROM pages WHERE _key = $1",
         "SELECT lang AS l FROM pages WHERE _key = $1",
         "SELECT v FROM pairs WHERE a = $1 AND b = $2",
+        "SELECT v FROM pairs WHERE a = $1",
+        "SELECT _key, lang FROM pages WHERE _key >= $1 AND _key < $2",
+        "SELECT * FROM pages WHERE $1 < _key",
+        "SELECT n FROM pages WHERE _key BETWEEN $1 AND $2",
+        "SELECT * FROM pairs WHERE a > $1 AND a <= $2",
     ];
     for sql in point {
-        assert!(session.prepare(sql).await?.is_point_read(), "{sql}");
+        assert!(session.prepare(sql).await?.is_key_lookup(), "{sql}");
     }
     let planned = [
         "SELECT n + 1 FROM pages WHERE _key = $1",
         "SELECT * FROM pages WHERE _key = $1 OR _key = 'b'",
         "SELECT * FROM pages WHERE _key = $1 AND n = 1",
-        "SELECT v FROM pairs WHERE a = $1",
         "SELECT * FROM pages WHERE _key = $1 ORDER BY n",
+        "SELECT * FROM pages WHERE _key >= $1 LIMIT 2",
+        "SELECT * FROM pages WHERE _key <> $1",
+        "SELECT * FROM pages WHERE _key NOT BETWEEN $1 AND $2",
+        "SELECT * FROM pages WHERE _key > $1 AND n = 1",
+        "SELECT v FROM pairs WHERE b = $1",
+        "SELECT v FROM pairs WHERE a = $1 AND b > $2",
         "SELECT count(*) FROM pages WHERE _key = $1",
         "SELECT * FROM pages",
     ];
     for sql in planned {
-        assert!(!session.prepare(sql).await?.is_point_read(), "{sql}");
+        assert!(!session.prepare(sql).await?.is_key_lookup(), "{sql}");
     }
     Ok(())
 }
@@ -141,7 +251,7 @@ async fn prepared_statements_run_with_parameters() -> TestResult {
 }
 
 #[tokio::test]
-async fn sql_prepare_and_execute_use_the_point_read() -> TestResult {
+async fn sql_prepare_and_execute_use_the_key_lookup() -> TestResult {
     let (_dir, session) = setup().await?;
     session
         .run("PREPARE get(VARCHAR) AS SELECT n, lang FROM pages WHERE _key = $1")
@@ -234,7 +344,7 @@ async fn statements_planned_before_a_rename_read_what_the_name_means_now() -> Te
 }
 
 #[tokio::test]
-async fn ad_hoc_point_reads_of_one_shape_follow_their_literals_and_ddl() -> TestResult {
+async fn ad_hoc_key_lookups_of_one_shape_follow_their_literals_and_ddl() -> TestResult {
     let (_dir, session) = setup().await?;
     // One shape, planned once, run with each statement's own literals.
     for (key, want) in [
@@ -273,7 +383,7 @@ async fn ad_hoc_point_reads_of_one_shape_follow_their_literals_and_ddl() -> Test
 }
 
 #[tokio::test]
-async fn scripts_answer_point_reads_as_queries_do() -> TestResult {
+async fn scripts_answer_key_lookups_as_queries_do() -> TestResult {
     let (_dir, session) = setup().await?;
     let script = "SELECT lang, n FROM pages WHERE _key = 'a'; \
                   SELECT v FROM pairs WHERE a = 1 AND b = 'y'; \

@@ -19,7 +19,7 @@ use datafusion::physical_plan::collect;
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
 use crate::sql::dml::constant_insert::ConstantInsert;
-use crate::sql::point_get::PointGet;
+use crate::sql::key_lookup::KeyLookup;
 use crate::sql::{from_df, Session};
 
 impl Session {
@@ -171,7 +171,7 @@ impl Session {
         }
     }
 
-    /// Runs a statement through DataFusion; a point read, or the
+    /// Runs a statement through DataFusion; a key lookup, or the
     /// `EXECUTE` of one, is answered without it.
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
         let generation = self.generation();
@@ -179,8 +179,8 @@ impl Session {
         let prepare = matches!(&statement, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Prepare { .. }))
             .then(|| statement.clone());
         let plan = self.plan(statement).await?;
-        if let Some(batch) = PointGet::from_plan(&plan)
-            .map(|point| point.run(None))
+        if let Some(batch) = KeyLookup::from_plan(&plan)
+            .map(|lookup| lookup.run(None))
             .transpose()?
             .flatten()
         {

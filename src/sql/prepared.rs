@@ -2,9 +2,9 @@
 //! with parameters (`$1`, `$2`, …), from Rust ([`Session::prepare`]) or
 //! from SQL (`PREPARE name AS …`, `EXECUTE name(…)`, `DEALLOCATE name`).
 //!
-//! Running one skips parsing and SQL planning; a point read
-//! ([`crate::sql::point_get`]) skips DataFusion altogether. SQL's `PREPARE`
-//! and `EXECUTE` are DataFusion's own, with the point read in front.
+//! Running one skips parsing and SQL planning; a key lookup
+//! ([`crate::sql::key_lookup`]) skips DataFusion altogether. SQL's `PREPARE`
+//! and `EXECUTE` are DataFusion's own, with the key lookup in front.
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -25,8 +25,8 @@ use crate::error::{Error, Result};
 use crate::sql::dispatch::has_into;
 use crate::sql::dml::constant_insert::ConstantInsert;
 use crate::sql::dml::count_batch;
+use crate::sql::key_lookup::KeyLookup;
 use crate::sql::literal::literal_value;
-use crate::sql::point_get::PointGet;
 use crate::sql::session::{Planned, SqlPrepared};
 use crate::sql::text_literals::select_shape;
 use crate::sql::{from_df, Session};
@@ -57,11 +57,11 @@ pub struct Prepared {
     planned: Arc<Mutex<Planned<PreparedPlan>>>,
 }
 
-/// The plan of a [`Prepared`] statement, and its point read if it is one.
+/// The plan of a [`Prepared`] statement, and its key lookup if it is one.
 #[derive(Debug, Clone)]
 struct PreparedPlan {
     plan: LogicalPlan,
-    point: Option<PointGet>,
+    lookup: Option<KeyLookup>,
 }
 
 impl Session {
@@ -100,17 +100,17 @@ impl Session {
                 "only queries and INSERT can be prepared, not: {sql}"
             )));
         }
-        let point = PointGet::from_plan(&plan);
+        let lookup = KeyLookup::from_plan(&plan);
         Ok(Planned {
             generation,
-            value: PreparedPlan { plan, point },
+            value: PreparedPlan { plan, lookup },
         })
     }
 
     /// `EXECUTE` of a statement of SQL `PREPARE`. When DDL changed the
     /// catalog since it was prepared, it is prepared again first, so its
     /// names resolve as they do now (DataFusion's stored plan would read
-    /// the tables they named then). A point read is answered here; `None`
+    /// the tables they named then). A key lookup is answered here; `None`
     /// when it is not one (DataFusion runs it then).
     pub(super) async fn execute_prepared(&self, plan: &LogicalPlan) -> Result<Option<RecordBatch>> {
         let LogicalPlan::Statement(PlanStatement::Execute(execute)) = plan else {
@@ -121,13 +121,13 @@ impl Session {
         };
         let outdated = prepared
             .value
-            .point
+            .lookup
             .as_ref()
             .is_some_and(|(p, _)| p.is_outdated());
         if outdated || !self.is_current(prepared.generation) {
             prepared = self.prepare_again(prepared.value.statement).await?;
         }
-        let Some((point, fields)) = prepared.value.point else {
+        let Some((lookup, fields)) = prepared.value.lookup else {
             return Ok(None);
         };
         let mut params = Vec::with_capacity(execute.parameters.len());
@@ -147,7 +147,7 @@ impl Session {
         if !fields.is_empty() && fields.len() != params.len() {
             return Ok(None);
         }
-        point.run(Some(&ParamValues::List(params)))
+        lookup.run(Some(&ParamValues::List(params)))
     }
 
     /// Plans a `PREPARE` statement again and replaces DataFusion's stored
@@ -183,9 +183,9 @@ impl Session {
     ) {
         match (plan, statement) {
             (LogicalPlan::Statement(PlanStatement::Prepare(prepare)), Some(statement)) => {
-                let point = PointGet::from_plan(&prepare.input)
-                    .map(|point| (point, prepare.fields.clone()));
-                let value = SqlPrepared { statement, point };
+                let lookup = KeyLookup::from_plan(&prepare.input)
+                    .map(|lookup| (lookup, prepare.fields.clone()));
+                let value = SqlPrepared { statement, lookup };
                 self.sql_prepared()
                     .insert(prepare.name.clone(), Planned { generation, value });
             }
@@ -198,11 +198,11 @@ impl Session {
 }
 
 impl Session {
-    /// [`Session::point_read_of`] straight from the text: its literals are
+    /// [`Session::key_lookup_of`] straight from the text: its literals are
     /// taken out without the parser ([`select_shape`]), and a shape seen
     /// before runs without parsing at all. `None` when the text is not a
-    /// point read (or the scanner is unsure of it): parse it then.
-    pub(super) async fn point_read_text(&self, text: &str) -> Result<Option<RecordBatch>> {
+    /// key lookup (or the scanner is unsure of it): parse it then.
+    pub(super) async fn key_lookup_text(&self, text: &str) -> Result<Option<RecordBatch>> {
         if !self.parses_generic_sql() {
             return Ok(None);
         }
@@ -223,15 +223,15 @@ impl Session {
             let statement = statements.pop_front().filter(|_| statements.is_empty())?;
             is_query(&statement).then_some(statement)
         };
-        self.point_read_of_shape(shape.template.clone(), parsed, params)
+        self.key_lookup_of_shape(shape.template.clone(), parsed, params)
             .await
     }
 
-    /// An ad hoc query that is a point read, answered without planning it:
-    /// its literals become parameters, and the point read of that shape is
+    /// An ad hoc query that is a key lookup, answered without planning it:
+    /// its literals become parameters, and the key lookup of that shape is
     /// planned once per session (like a prepared statement nobody had to
     /// prepare). `None` when the query is not one.
-    pub(super) async fn point_read_of(
+    pub(super) async fn key_lookup_of(
         &self,
         statement: &DfStatement,
     ) -> Result<Option<RecordBatch>> {
@@ -259,14 +259,14 @@ impl Session {
         }
         let text = shape.to_string();
         let parsed = || Some(DfStatement::Statement(Box::new(shape)));
-        self.point_read_of_shape(text, parsed, params).await
+        self.key_lookup_of_shape(text, parsed, params).await
     }
 
-    /// Runs the point read of the shape `text` (a query whose literals are
+    /// Runs the key lookup of the shape `text` (a query whose literals are
     /// `$1, …`) with `params`, planning the shape (`parsed`) once per
-    /// catalog generation and settings; `None` when it is not a point read
+    /// catalog generation and settings; `None` when it is not a key lookup
     /// or has no parameters.
-    async fn point_read_of_shape(
+    async fn key_lookup_of_shape(
         &self,
         text: String,
         parsed: impl FnOnce() -> Option<DfStatement>,
@@ -276,26 +276,26 @@ impl Session {
             return Ok(None);
         }
         let key = self.shape_key(text);
-        let point = match self.point_shapes.get(&key, self.generation()) {
+        let lookup = match self.lookup_shapes.get(&key, self.generation()) {
             Some(None) => return Ok(None),
-            Some(Some(point)) if !point.is_outdated() => point,
+            Some(Some(lookup)) if !lookup.is_outdated() => lookup,
             _ => {
                 let generation = self.generation();
-                let point = match parsed() {
+                let lookup = match parsed() {
                     Some(statement) => match self.plan(statement).await {
-                        Ok(plan) => PointGet::from_plan(&plan),
+                        Ok(plan) => KeyLookup::from_plan(&plan),
                         Err(_) => None,
                     },
                     None => None,
                 };
-                self.point_shapes.insert(key, generation, point.clone());
-                match point {
-                    Some(point) => point,
+                self.lookup_shapes.insert(key, generation, lookup.clone());
+                match lookup {
+                    Some(lookup) => lookup,
                     None => return Ok(None),
                 }
             }
         };
-        point.run(Some(&ParamValues::List(params)))
+        lookup.run(Some(&ParamValues::List(params)))
     }
 }
 
@@ -315,7 +315,7 @@ impl Prepared {
         let params = ParamValues::List(params.into_iter().map(ScalarAndMetadata::from).collect());
         let mut planned = self.current().await?;
         if let Some(Some(batch)) = planned
-            .point
+            .lookup
             .as_ref()
             .map(|p| p.run(Some(&params)))
             .transpose()?
@@ -361,9 +361,9 @@ impl Prepared {
         let planned = self.planned().clone();
         let outdated = planned
             .value
-            .point
+            .lookup
             .as_ref()
-            .is_some_and(PointGet::is_outdated);
+            .is_some_and(KeyLookup::is_outdated);
         if !outdated && self.session.is_current(planned.generation) {
             return Ok(planned.value);
         }
@@ -382,9 +382,9 @@ impl Prepared {
         Arc::new(self.planned().value.plan.schema().as_arrow().clone())
     }
 
-    /// Whether it runs as a point read, without DataFusion's optimizer
+    /// Whether it runs as a key lookup, without DataFusion's optimizer
     /// and executor.
-    pub fn is_point_read(&self) -> bool {
-        self.planned().value.point.is_some()
+    pub fn is_key_lookup(&self) -> bool {
+        self.planned().value.lookup.is_some()
     }
 }

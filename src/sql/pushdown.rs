@@ -194,7 +194,10 @@ fn key_column(shape: &Shape, expr: &Expr) -> Option<KeyColumn> {
     let Expr::Column(column) = expr else {
         return None;
     };
-    let index = shape.schema.index_of(&column.name).ok()?;
+    key_column_at(shape, shape.schema.index_of(&column.name).ok()?)
+}
+
+fn key_column_at(shape: &Shape, index: usize) -> Option<KeyColumn> {
     match shape.sources.get(index)? {
         Source::RowKey { utf8 } => Some(KeyColumn::Whole { utf8: *utf8 }),
         Source::KeyPart {
@@ -264,7 +267,8 @@ fn compare(column: &KeyColumn, op: Operator, value: &[u8]) -> Option<KeySet> {
     Some(KeySet::from_intervals(vec![interval]))
 }
 
-fn flip(op: Operator) -> Option<Operator> {
+/// The operator with its sides swapped (`1 < c` is `c > 1`).
+pub(crate) fn flip(op: Operator) -> Option<Operator> {
     Some(match op {
         Operator::Eq => Operator::Eq,
         Operator::Lt => Operator::Gt,
@@ -294,6 +298,33 @@ fn like_prefix(pattern: &str) -> Option<&str> {
 fn prefix_set(prefix: &[u8]) -> KeySet {
     let end = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
     KeySet::from_intervals(vec![(Bound::Included(prefix.to_vec()), end)])
+}
+
+/// The keys `column op value` allows.
+fn comparison(column: &KeyColumn, op: Operator, value: &ScalarValue) -> Option<Pushed> {
+    let bytes = literal_bytes(column, value)?;
+    Some(Pushed {
+        keys: compare(column, op, &bytes)?,
+        exact: exact_for(column),
+    })
+}
+
+/// Whether column `index` is one a comparison bounds to key intervals:
+/// the whole key, or the first part of a typed key.
+pub(crate) fn bounds_keys(shape: &Shape, index: usize) -> bool {
+    key_column_at(shape, index).is_some()
+}
+
+/// The keys `column op value` allows for column `index` of `shape`
+/// ([`bounds_keys`]); `None` when the value does not convert to the
+/// column's type exactly or `op` is no comparison.
+pub(crate) fn compare_column(
+    shape: &Shape,
+    index: usize,
+    op: Operator,
+    value: &ScalarValue,
+) -> Option<Pushed> {
+    comparison(&key_column_at(shape, index)?, op, value)
 }
 
 /// Understands a predicate as a set of keys, if it constrains only the key.
@@ -329,11 +360,7 @@ pub fn push(shape: &Shape, expr: &Expr) -> Option<Pushed> {
                         _ => return None,
                     },
                 };
-                let bytes = literal_bytes(&column, value)?;
-                Some(Pushed {
-                    keys: compare(&column, op, &bytes)?,
-                    exact: exact_for(&column),
-                })
+                comparison(&column, op, value)
             }
         },
         Expr::InList(InList {

@@ -21,8 +21,8 @@ use crate::db::{Db, WRITE_ATTEMPTS};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::key_lookup::KeyLookup;
 use crate::sql::literal::Numbers;
-use crate::sql::point_get::PointGet;
 use crate::sql::scan::scans_of;
 use crate::sql::{catalog, dml, from_df, shape, types, versions};
 use crate::table::TableStore;
@@ -32,7 +32,7 @@ use crate::table::TableStore;
 pub struct StatementOutput {
     /// The statement's text: as the parser prints it, or as written (less
     /// a final `;`) for a script of one statement read off its text (an
-    /// `INSERT … VALUES` of literals, a point read).
+    /// `INSERT … VALUES` of literals, a key lookup).
     pub sql: String,
     /// The result's schema.
     pub schema: SchemaRef,
@@ -100,8 +100,8 @@ pub struct Session {
     /// The statements of SQL `PREPARE`, by name.
     prepared: Arc<Mutex<HashMap<String, Planned<SqlPrepared>>>>,
     /// Queries seen before, with their literals replaced by parameters,
-    /// and the point read each is (`None`: not one).
-    pub(super) point_shapes: Arc<Shapes<Option<PointGet>>>,
+    /// and the key lookup each is (`None`: not one).
+    pub(super) lookup_shapes: Arc<Shapes<Option<KeyLookup>>>,
     /// `INSERT … VALUES` of literals seen before, with one row of
     /// parameters for their rows, and the plan each has (`None`: not one
     /// of constants).
@@ -147,11 +147,11 @@ impl<T: Clone> Shapes<T> {
 }
 
 /// A statement of SQL `PREPARE`, kept to plan it again after DDL, and its
-/// point read with the declared parameter types if it is one.
+/// key lookup with the declared parameter types if it is one.
 #[derive(Debug, Clone)]
 pub(super) struct SqlPrepared {
     pub(super) statement: DfStatement,
-    pub(super) point: Option<(PointGet, Vec<FieldRef>)>,
+    pub(super) lookup: Option<(KeyLookup, Vec<FieldRef>)>,
 }
 
 /// Something planned from names, and the catalog generation it was
@@ -226,7 +226,7 @@ impl Session {
             ctx,
             options,
             prepared: Arc::default(),
-            point_shapes: Arc::default(),
+            lookup_shapes: Arc::default(),
             insert_shapes: Arc::default(),
         }
     }
@@ -325,12 +325,12 @@ impl Session {
         if let Some(rows) = self.insert_text(sql).await? {
             return self.count(rows);
         }
-        if let Some(batch) = self.point_read_text(sql).await? {
+        if let Some(batch) = self.key_lookup_text(sql).await? {
             return self.frame(batch);
         }
         let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
-            (Some(statement), true) => match self.point_read_of(&statement).await? {
+            (Some(statement), true) => match self.key_lookup_of(&statement).await? {
                 Some(batch) => self.frame(batch),
                 None => self.execute(statement).await,
             },
@@ -344,10 +344,10 @@ impl Session {
     /// Runs every statement of a script in order and collects each result;
     /// stops at the first error.
     pub async fn run(&self, script: &str) -> Result<Vec<StatementOutput>> {
-        // One INSERT of literals, or one point read: read off the text.
+        // One INSERT of literals, or one key lookup: read off the text.
         let read_off_text = match self.insert_text(script).await? {
             Some(rows) => Some(dml::count_batch(rows)?),
-            None => self.point_read_text(script).await?,
+            None => self.key_lookup_text(script).await?,
         };
         if let Some(batch) = read_off_text {
             return Ok(vec![StatementOutput {
@@ -369,8 +369,8 @@ impl Session {
     /// then), as a statement that waited for the DDL's lock would.
     async fn run_statement(&self, statement: DfStatement) -> Result<StatementOutput> {
         let sql = statement.to_string();
-        // A point read returns its batch as it is: no DataFrame to optimize.
-        if let Some(batch) = self.point_read_of(&statement).await? {
+        // A key lookup returns its batch as it is: no DataFrame to optimize.
+        if let Some(batch) = self.key_lookup_of(&statement).await? {
             return Ok(StatementOutput {
                 sql,
                 schema: batch.schema(),

@@ -136,8 +136,8 @@ impl WidesqlSql {
         if self.prepared.is_none() {
             let sql = format!("SELECT * FROM {} WHERE _key = $1", self.table);
             let prepared = self.runtime.block_on(self.session.prepare(&sql))?;
-            if !prepared.is_point_read() {
-                return Err(format!("'{sql}' is not planned as a point read").into());
+            if !prepared.is_key_lookup() {
+                return Err(format!("'{sql}' is not planned as a key lookup").into());
             }
             self.prepared = Some(prepared);
         }
@@ -225,13 +225,15 @@ impl System for WidesqlSql {
         Ok(rows == 1)
     }
 
+    /// Run with `Session::run`, as W2's point read (a key lookup).
     fn range(&mut self, prefix: &str) -> Res<usize> {
         let (start, end) = super::prefix_bounds(prefix);
-        let rows = self.query(&format!(
+        let sql = format!(
             "SELECT _key, language FROM {} WHERE _key >= '{start}' AND _key < '{end}'",
             self.table
-        ))?;
-        Ok(row_count(&rows))
+        );
+        let outputs = self.runtime.block_on(self.session.run(&sql))?;
+        Ok(outputs.iter().map(|o| row_count(&o.batches)).sum())
     }
 
     fn per_language(&mut self) -> Res<Vec<(String, i64)>> {
