@@ -214,9 +214,7 @@ fn w1_load(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<Stores> 
         "widesql-insert-eventual",
         sql(Load::InsertValuesEventual(100)),
     )?;
-    let import = load_reps(config, pages, "widesql-import", |p| {
-        WidesqlSql::open(p, cache, rt.clone(), "pages", true, Load::InsertSelect)
-    })?;
+    let import = load_reps(config, pages, "widesql-import", sql(Load::InsertSelect))?;
     let mut table = MdTable::new(
         format!(
             "W1 bulk load of {} pages ({} MB of values)",

@@ -54,8 +54,10 @@ type Comparison = (usize, Operator, KeyValue);
 #[derive(Debug, Clone)]
 pub(crate) struct KeyLookup {
     table: Arc<WideTable>,
-    /// The table's columns to output, in output order.
-    projection: Vec<usize>,
+    /// The table's columns read, ascending, each once.
+    scan_columns: Vec<usize>,
+    /// Each output column's place in `scan_columns`, in output order.
+    outputs: Vec<usize>,
     /// The output schema, named as the query names its columns.
     schema: SchemaRef,
     /// The comparisons the predicate is the conjunction of.
@@ -189,9 +191,17 @@ impl KeyLookup {
             return None;
         }
         let schema = Arc::new(projection.schema.as_arrow().clone());
+        let mut scan_columns = output.clone();
+        scan_columns.sort_unstable();
+        scan_columns.dedup();
+        let outputs = output
+            .iter()
+            .map(|at| scan_columns.binary_search(at).unwrap_or_default())
+            .collect();
         Some(KeyLookup {
             table,
-            projection: output,
+            scan_columns,
+            outputs,
             schema,
             comparisons: compared,
             point,
@@ -215,14 +225,11 @@ impl KeyLookup {
             return Ok(None);
         };
         let shape = self.table.shape();
-        let mut scan_columns = self.projection.clone();
-        scan_columns.sort_unstable();
-        scan_columns.dedup();
         let store = self.table.store();
-        let options = ReadOptions::new().with_filter(self.table.filter_for(&scan_columns));
+        let options = ReadOptions::new().with_filter(self.table.filter_for(&self.scan_columns));
         let mut builder = BatchBuilder::new(
             Arc::clone(shape),
-            scan_columns.clone(),
+            self.scan_columns.clone(),
             store.layout.name.clone(),
         )?;
         let mut scanner = store.scan(&rows, options);
@@ -236,12 +243,9 @@ impl KeyLookup {
         }
         let scanned = builder.finish()?;
         let columns = self
-            .projection
+            .outputs
             .iter()
-            .map(|at| {
-                let i = scan_columns.binary_search(at).unwrap_or_default();
-                Arc::clone(scanned.column(i))
-            })
+            .map(|i| Arc::clone(scanned.column(*i)))
             .collect();
         RecordBatch::try_new(Arc::clone(&self.schema), columns)
             .map(Some)
@@ -249,12 +253,11 @@ impl KeyLookup {
     }
 
     /// The rows the comparisons select with `params`; `None` when a value
-    /// does not compare with its column as the same value cast.
+    /// does not compare with its column as the same value cast, or a
+    /// parameter is missing.
     fn row_set(&self, params: Option<&ParamValues>) -> Result<Option<RowSet>> {
         let shape = self.table.shape();
-        let mut row_key: Option<Vec<u8>> = None;
-        let mut parts: Vec<(usize, Element)> = Vec::with_capacity(self.comparisons.len());
-        let mut keys = KeySet::all();
+        let mut values = Vec::with_capacity(self.comparisons.len());
         for (at, op, value) in &self.comparisons {
             let value = match value {
                 KeyValue::Literal(v) => v.clone(),
@@ -263,50 +266,52 @@ impl KeyLookup {
                     _ => return Ok(None),
                 },
             };
-            let field = shape.schema.field(*at);
-            if !comparable(&value.data_type(), field.data_type()) {
+            if !comparable(&value.data_type(), shape.schema.field(*at).data_type()) {
                 return Ok(None);
             }
-            if !self.point {
-                match pushdown::compare_column(shape, *at, *op, &value) {
-                    Some(pushed) if pushed.exact => keys = keys.intersect(&pushed.keys),
-                    _ => return Ok(None),
-                }
-                continue;
+            values.push((*at, *op, value));
+        }
+        if self.point {
+            return Ok(self.point_key(values)?.map(RowSet::key));
+        }
+        // Each comparison bounds the keys as the scan's pushdown bounds them.
+        let mut keys = KeySet::all();
+        for (at, op, value) in &values {
+            match pushdown::compare_column(shape, *at, *op, value) {
+                Some(pushed) if pushed.exact => keys = keys.intersect(&pushed.keys),
+                _ => return Ok(None),
             }
-            let Ok(typed) = value.cast_to(field.data_type()) else {
+        }
+        Ok(Some(keys.to_row_set()))
+    }
+
+    /// The key of the row every key column equals its value in, encoded
+    /// as INSERT encodes it; `None` when a value does not convert to its
+    /// column's type exactly.
+    fn point_key(&self, values: Vec<(usize, Operator, ScalarValue)>) -> Result<Option<Vec<u8>>> {
+        let shape = self.table.shape();
+        let mut parts: Vec<(usize, Element)> = Vec::with_capacity(values.len());
+        for (at, _, value) in values {
+            let Ok(typed) = value.cast_to(shape.schema.field(at).data_type()) else {
                 return Ok(None);
             };
             if typed.is_null() || typed.cast_to(&value.data_type()).ok() != Some(value) {
                 return Ok(None);
             }
-            // The key bytes, encoded as INSERT encodes them.
             let array = typed.to_array().map_err(from_df)?;
-            let encoded = match &shape.sources[*at] {
-                Source::RowKey { .. } => {
-                    values::encode_cell(&array, 0).map(|bytes| bytes.map(|b| row_key = Some(b)))
-                }
+            match &shape.sources[at] {
+                Source::RowKey { .. } => return Ok(values::encode_cell(&array, 0).ok().flatten()),
                 Source::KeyPart { index, value_type } => {
-                    values::encode_element(&array, 0, value_type)
-                        .map(|element| element.map(|e| parts.push((*index, e))))
+                    match values::encode_element(&array, 0, value_type) {
+                        Ok(Some(element)) => parts.push((*index, element)),
+                        _ => return Ok(None),
+                    }
                 }
                 _ => return Ok(None),
-            };
-            if !matches!(encoded, Ok(Some(()))) {
-                return Ok(None);
             }
         }
-        if !self.point {
-            return Ok(Some(keys.to_row_set()));
-        }
-        let key = match row_key {
-            Some(key) => key,
-            None => {
-                parts.sort_by_key(|(i, _)| *i);
-                let tuple: Vec<Element> = parts.into_iter().map(|(_, e)| e).collect();
-                encode_tuple(&tuple)?
-            }
-        };
-        Ok(Some(RowSet::key(key)))
+        parts.sort_by_key(|(i, _)| *i);
+        let tuple: Vec<Element> = parts.into_iter().map(|(_, e)| e).collect();
+        Ok(Some(encode_tuple(&tuple)?))
     }
 }
