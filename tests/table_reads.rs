@@ -252,12 +252,13 @@ fn reads_bulk_writes_in_chunks() -> TestResult {
 /// A cell with its row key: key, family, qualifier, timestamp, value.
 type FlatCell = (Vec<u8>, String, Vec<u8>, i64, Vec<u8>);
 
-/// A read of some families returns exactly what a read of every family
-/// returns for them: cells of other families sharing their locality group
-/// (skipped while chunks are decoded) change nothing, also where deletes,
-/// version limits, time ranges, reverse order and paging are involved.
+/// A read of some families, or of some qualifiers, returns exactly what a
+/// read of every cell returns for them: the other cells of their locality
+/// group (skipped while chunks are decoded) change nothing, also where
+/// deletes, version limits, time ranges, reverse order and paging are
+/// involved.
 #[test]
-fn family_filtered_reads_match_reads_of_every_family() -> TestResult {
+fn family_and_qualifier_filtered_reads_match_reads_of_every_cell() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
     let t = db.default_dataset()?.create_table(
@@ -313,6 +314,7 @@ fn family_filtered_reads_match_reads_of_every_family() -> TestResult {
             .with_time_range(15..31),
     ];
     let family_sets: [&[&str]; 5] = [&["a"], &["c"], &["a", "b"], &["b", "c"], &["a", "c"]];
+    let qualifier_sets: [Option<&[&str]>; 3] = [None, Some(&["q"]), Some(&["r", "w07", "c3"])];
     for base in &filters {
         for reverse in [false, true] {
             let every = ReadOptions::new()
@@ -323,8 +325,16 @@ fn family_filtered_reads_match_reads_of_every_family() -> TestResult {
                 .map(|r| r.map(flatten))
                 .collect::<widesql::Result<Vec<_>>>()?
                 .concat();
-            for families in family_sets {
-                let filter = base.clone().with_families(families.iter().copied());
+            for (families, qualifiers) in family_sets
+                .iter()
+                .flat_map(|f| qualifier_sets.iter().map(move |q| (*f, *q)))
+            {
+                let mut filter = base.clone().with_families(families.iter().copied());
+                if let Some(qualifiers) = qualifiers {
+                    filter = filter.with_qualifiers(QualifierFilter::Exact(
+                        qualifiers.iter().map(|q| q.as_bytes().to_vec()).collect(),
+                    ));
+                }
                 let options = ReadOptions::new()
                     .with_filter(filter.clone())
                     .with_reverse(reverse);
@@ -336,13 +346,19 @@ fn family_filtered_reads_match_reads_of_every_family() -> TestResult {
                 let want: Vec<_> = all_cells
                     .iter()
                     .filter(|c| families.contains(&c.1.as_str()))
+                    .filter(|c| {
+                        qualifiers.is_none_or(|q| q.contains(&&*String::from_utf8_lossy(&c.2)))
+                    })
                     .cloned()
                     .collect();
                 assert_eq!(
                     got, want,
-                    "families {families:?}, {base:?}, reverse {reverse}"
+                    "families {families:?}, qualifiers {qualifiers:?}, {base:?}, reverse {reverse}"
                 );
-                assert!(!got.is_empty(), "families {families:?} read something");
+                assert!(
+                    qualifiers.is_some() || !got.is_empty(),
+                    "families {families:?} read something"
+                );
                 if reverse {
                     continue; // single-row reads are forward only
                 }

@@ -31,7 +31,8 @@ use crate::sql::pushdown::{self, KeySet};
 use crate::sql::shape::{BatchBuilder, Source};
 use crate::sql::table::WideTable;
 use crate::sql::values;
-use crate::table::{ReadOptions, RowSet};
+use crate::table::chunks::KeptCells;
+use crate::table::{Filter, ReadOptions, RowSet};
 
 /// The most rows a lookup returns as one batch. A range holding more is
 /// left to DataFusion, which streams it in batches (what was read here is
@@ -58,6 +59,9 @@ pub(crate) struct KeyLookup {
     scan_columns: Vec<usize>,
     /// Each output column's place in `scan_columns`, in output order.
     outputs: Vec<usize>,
+    /// The cells read of the scanned columns, and those decoded.
+    filter: Filter,
+    keep: Option<KeptCells>,
     /// The output schema, named as the query names its columns.
     schema: SchemaRef,
     /// The comparisons the predicate is the conjunction of.
@@ -199,6 +203,8 @@ impl KeyLookup {
             .map(|at| scan_columns.binary_search(at).unwrap_or_default())
             .collect();
         Some(KeyLookup {
+            filter: table.filter_for(&scan_columns),
+            keep: table.kept_for(&scan_columns),
             table,
             scan_columns,
             outputs,
@@ -226,13 +232,16 @@ impl KeyLookup {
         };
         let shape = self.table.shape();
         let store = self.table.store();
-        let options = ReadOptions::new().with_filter(self.table.filter_for(&self.scan_columns));
+        let options = ReadOptions::new().with_filter(self.filter.clone());
         let mut builder = BatchBuilder::new(
             Arc::clone(shape),
             self.scan_columns.clone(),
             store.layout.name.clone(),
         )?;
         let mut scanner = store.scan(&rows, options);
+        if let Some(keep) = self.keep.clone() {
+            scanner = scanner.keeping(keep);
+        }
         let mut read = 0;
         while let Some(row) = scanner.next_row()? {
             read += 1;

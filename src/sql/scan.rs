@@ -28,6 +28,7 @@ use datafusion::physical_plan::{
 
 use crate::sql::pushdown::{describe, Interval, KeySet};
 use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
+use crate::table::chunks::KeptCells;
 use crate::table::{Filter, ReadOptions, RowRange, RowSet, Scanner, TableStore};
 
 /// Makes the row→batch builder of each partition.
@@ -42,6 +43,9 @@ pub struct ScanRequest {
     pub keys: KeySet,
     /// The cell filter (families of the projection, latest version).
     pub filter: Filter,
+    /// The cells decoded of the families the filter reads (all when
+    /// `None`); see [`WideTable::kept_for`](crate::sql::table::WideTable::kept_for).
+    pub keep: Option<KeptCells>,
     /// At most this many output rows.
     pub limit: Option<usize>,
     /// Whether an output row is a table row (the limit then also stops the
@@ -370,6 +374,7 @@ impl ExecutionPlan for WideScanExec {
         let store = self.store.clone();
         let mut builder = (self.make_builder)()?;
         let mut options = ReadOptions::new().with_filter(self.request.filter.clone());
+        let keep = self.request.keep.clone();
         if self.request.row_per_row {
             options.row_limit = self.request.limit;
         }
@@ -382,6 +387,9 @@ impl ExecutionPlan for WideScanExec {
             let mut scanner = store
                 .scan(&rows, options)
                 .with_stop(move || consumer.is_closed());
+            if let Some(keep) = keep {
+                scanner = scanner.keeping(keep);
+            }
             while left > 0 {
                 if tx.is_closed() {
                     return;

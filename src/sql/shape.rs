@@ -6,7 +6,6 @@
 //! and, if it takes free qualifiers, one `MAP(VARCHAR, T)` column named like
 //! the family holding the latest version of every other qualifier.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -15,7 +14,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, HashMap, HashSet, Result};
 
 use crate::keys::{decode_tuple, ElementKind};
 use crate::sql::values;
@@ -311,6 +310,9 @@ pub struct BatchBuilder {
     by_family: HashMap<u16, FamilyOutputs>,
     /// family -> every declared qualifier (they never appear in the map)
     declared: HashMap<u16, HashSet<Vec<u8>>>,
+    /// Per output column, the indexes of the row's cells that hold its
+    /// versions (newest first): kept between rows to reuse its memory.
+    versions: Vec<Vec<usize>>,
     needs_key_parts: bool,
     rows: usize,
     table: String,
@@ -320,7 +322,8 @@ impl BatchBuilder {
     /// A builder for the columns `projection` of `shape`.
     pub fn new(shape: Arc<Shape>, projection: Vec<usize>, table: String) -> Result<Self> {
         let schema = Arc::new(shape.schema.project(&projection)?);
-        let mut by_family: HashMap<u16, FamilyOutputs> = HashMap::new();
+        let projection_len = projection.len();
+        let mut by_family: HashMap<u16, FamilyOutputs> = HashMap::default();
         let mut needs_key_parts = false;
         for (out, &c) in projection.iter().enumerate() {
             match &shape.sources[c] {
@@ -338,7 +341,7 @@ impl BatchBuilder {
                 Source::RowKey { .. } => {}
             }
         }
-        let mut declared: HashMap<u16, HashSet<Vec<u8>>> = HashMap::new();
+        let mut declared: HashMap<u16, HashSet<Vec<u8>>> = HashMap::default();
         for source in &shape.sources {
             if let Source::Column {
                 family, qualifier, ..
@@ -357,6 +360,7 @@ impl BatchBuilder {
             builders: Vec::new(),
             by_family,
             declared,
+            versions: vec![Vec::new(); projection_len],
             needs_key_parts,
             rows: 0,
             table,
@@ -419,38 +423,44 @@ impl BatchBuilder {
         } else {
             Vec::new()
         };
-        // The versions (newest first) of each output column, and the
+        // The versions (newest first) of each plain output column, and the
         // entries of each map; the latest view uses the first version only.
-        let mut plain: Vec<Vec<&[u8]>> = vec![Vec::new(); self.projection.len()];
-        let mut maps: Vec<Vec<MapEntry<'_>>> = vec![Vec::new(); self.projection.len()];
+        let plain = &mut self.versions;
+        plain.iter_mut().for_each(Vec::clear);
+        let mut maps: Vec<Vec<MapEntry<'_>>> = Vec::new();
         let mut last: Option<(u16, &[u8])> = None;
-        for cell in &row.cells {
-            let same_column = last == Some((cell.family, cell.qualifier.as_slice()));
+        for (index, cell) in row.cells.iter().enumerate() {
+            let qualifier: &[u8] = &cell.qualifier;
+            let same_column = last == Some((cell.family, qualifier));
             if same_column && !self.shape.history {
                 continue;
             }
-            last = Some((cell.family, cell.qualifier.as_slice()));
+            last = Some((cell.family, qualifier));
             let Some(outputs) = self.by_family.get(&cell.family) else {
                 continue;
             };
-            if let Some(&out) = outputs.declared.get(cell.qualifier.as_slice()) {
-                plain[out].push(cell.value.as_ref());
+            if let Some(&out) = outputs.declared.get(qualifier) {
+                plain[out].push(index);
             } else if let Some(out) = &outputs.map {
                 let is_declared = self
                     .declared
                     .get(&cell.family)
-                    .is_some_and(|d| d.contains(cell.qualifier.as_slice()));
+                    .is_some_and(|d| d.contains(qualifier));
                 if is_declared {
                     continue;
                 }
+                if maps.is_empty() {
+                    maps.resize_with(self.projection.len(), Vec::new);
+                }
                 match maps[*out].last_mut() {
-                    Some((q, versions)) if same_column && *q == cell.qualifier.as_slice() => {
+                    Some((q, versions)) if same_column && *q == qualifier => {
                         versions.push(cell.value.as_ref())
                     }
-                    _ => maps[*out].push((cell.qualifier.as_slice(), vec![cell.value.as_ref()])),
+                    _ => maps[*out].push((qualifier, vec![cell.value.as_ref()])),
                 }
             }
         }
+        let value_of = |index: usize| row.cells[index].value.as_ref();
         for (out, &c) in self.projection.iter().enumerate() {
             let result = match (&self.shape.sources[c], &mut self.builders[out]) {
                 (Source::RowKey { utf8 }, ColumnBuilder::Plain(b)) => {
@@ -475,16 +485,19 @@ impl BatchBuilder {
                     },
                     ColumnBuilder::Plain(b),
                 ) => {
-                    let value = plain[out].first().copied().or(missing.as_deref());
+                    let value = plain[out].first().map(|&i| value_of(i));
+                    let value = value.or(missing.as_deref());
                     values::append_cell(b.as_mut(), value_type, value)
                 }
                 (Source::Column { value_type, .. }, ColumnBuilder::List(b)) => {
-                    append_versions(b, value_type, &plain[out])
-                        .map(|()| b.append(!plain[out].is_empty()))
+                    let versions: Vec<&[u8]> = plain[out].iter().map(|&i| value_of(i)).collect();
+                    append_versions(b, value_type, &versions)
+                        .map(|()| b.append(!versions.is_empty()))
                 }
                 (Source::Map { value_type, .. }, ColumnBuilder::Map(b)) => {
                     let mut result = Ok(());
-                    for (q, versions) in &maps[out] {
+                    let entries = maps.get(out).map_or(&[][..], Vec::as_slice);
+                    for (q, versions) in entries {
                         b.keys().append_value(String::from_utf8_lossy(q));
                         let newest = versions.first().copied();
                         if let Err(e) = values::append_cell(b.values().as_mut(), value_type, newest)
@@ -492,17 +505,18 @@ impl BatchBuilder {
                             result = Err(e);
                         }
                     }
-                    result.and_then(|()| b.append(!maps[out].is_empty()).map_err(|e| e.to_string()))
+                    result.and_then(|()| b.append(!entries.is_empty()).map_err(|e| e.to_string()))
                 }
                 (Source::Map { value_type, .. }, ColumnBuilder::MapOfLists(b)) => {
                     let mut result = Ok(());
-                    for (q, versions) in &maps[out] {
+                    let entries = maps.get(out).map_or(&[][..], Vec::as_slice);
+                    for (q, versions) in entries {
                         b.keys().append_value(String::from_utf8_lossy(q));
                         let list = b.values();
                         result = result.and(append_versions(list, value_type, versions));
                         list.append(true);
                     }
-                    result.and_then(|()| b.append(!maps[out].is_empty()).map_err(|e| e.to_string()))
+                    result.and_then(|()| b.append(!entries.is_empty()).map_err(|e| e.to_string()))
                 }
                 _ => Err("internal: column builder mismatch".to_string()),
             };

@@ -28,7 +28,8 @@ use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::pushdown::{push, KeySet};
 use crate::sql::scan::{off_runtime, scans_of, ScanRequest, WideScanExec};
-use crate::sql::shape::Shape;
+use crate::sql::shape::{Shape, Source};
+use crate::table::chunks::KeptCells;
 use crate::table::{Filter, TableStore};
 
 /// A widesql table seen by DataFusion.
@@ -144,12 +145,11 @@ impl WideTable {
         &self.shape
     }
 
-    /// The cell filter that reads the given output columns: every family
-    /// of the locality groups their families live in (the same key ranges, so
-    /// no extra I/O, and every row of those groups is found), newest version
-    /// only. With no family column, every family is read, one cell per row,
-    /// to find the rows.
-    pub fn filter_for(&self, projection: &[usize]) -> Filter {
+    /// The families a read of the output columns `projection` reads: every
+    /// family of the locality groups their families live in (the same key
+    /// ranges, so no extra I/O, and every row of those groups is found).
+    /// Empty when no family column is read.
+    fn families_read(&self, projection: &[usize]) -> Vec<u16> {
         let layout = &self.store.layout;
         let groups: Vec<usize> = self
             .shape
@@ -157,12 +157,21 @@ impl WideTable {
             .iter()
             .filter_map(|id| layout.family_by_id(*id).map(|f| f.group))
             .collect();
-        let ids: Vec<u16> = layout
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        layout
             .families
             .iter()
             .filter(|f| self.all_groups || groups.contains(&f.group))
             .map(|f| f.id)
-            .collect();
+            .collect()
+    }
+
+    /// The cell filter that reads the given output columns: the families
+    /// of [`WideTable::families_read`], newest version only. With no family
+    /// column, every family is read, one cell per row, to find the rows.
+    pub fn filter_for(&self, projection: &[usize]) -> Filter {
         let mut latest = match self.history {
             Some(Some(n)) => Filter::all().with_latest_versions(n),
             Some(None) => Filter::all(),
@@ -171,7 +180,8 @@ impl WideTable {
         if let Some(at) = self.as_of {
             latest = latest.with_as_of(at);
         }
-        if groups.is_empty() {
+        let ids = self.families_read(projection);
+        if ids.is_empty() {
             // Key columns only: one cell of any family finds the row.
             return latest.with_cells_per_row_limit(1);
         }
@@ -180,6 +190,36 @@ impl WideTable {
             .filter_map(|id| self.store.layout.family_by_id(*id).map(|f| f.name.clone()))
             .collect();
         latest.with_families(names)
+    }
+
+    /// The cells a read of `projection` decodes: of the families
+    /// [`WideTable::filter_for`] reads, the qualifiers of the pivoted
+    /// columns read and every qualifier of a MAP family read. The other
+    /// cells of those families only show that a row exists. `None` when no
+    /// family column is read.
+    pub fn kept_for(&self, projection: &[usize]) -> Option<KeptCells> {
+        let ids = self.families_read(projection);
+        if ids.is_empty() {
+            return None;
+        }
+        let families = ids.into_iter().map(|id| {
+            let mut qualifiers = Some(Vec::new());
+            for &c in projection {
+                match &self.shape.sources[c] {
+                    Source::Map { family, .. } if *family == id => qualifiers = None,
+                    Source::Column {
+                        family, qualifier, ..
+                    } if *family == id => {
+                        if let Some(q) = &mut qualifiers {
+                            q.push(qualifier.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (id, qualifiers)
+        });
+        Some(KeptCells::columns(families, true))
     }
 
     /// The keys the filters allow (intersection of every pushable one).
@@ -201,6 +241,7 @@ impl WideTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let request = ScanRequest {
             filter: self.filter_for(&projection),
+            keep: self.kept_for(&projection),
             projection,
             keys,
             limit,

@@ -254,6 +254,7 @@ impl TableProvider for CellsView {
             projection: projection.clone(),
             keys,
             filter,
+            keep: None,
             limit,
             row_per_row: false,
         };

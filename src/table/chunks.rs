@@ -169,57 +169,123 @@ impl<'c> ChunkReader<'c> {
     }
 }
 
-/// The families a read keeps, by id; delete markers are always kept. A
-/// cursor skips the other cells while it decodes a chunk, before it builds
-/// their keys: a scan of one family of a group pays for that family only.
+/// The cells a read decodes: a cursor skips the others while it decodes a
+/// chunk, before it builds their keys, so a read of one column of a group
+/// pays for that column only. Delete markers are always kept.
 #[derive(Debug, Clone)]
-pub struct KeptFamilies(Arc<[u16]>);
+pub struct KeptCells {
+    /// The kept families.
+    families: Arc<[KeptFamily]>,
+    /// Whether the cells of kept families whose qualifiers are left out
+    /// still make their row exist, as in SQL, where a row whose read
+    /// columns are all NULL is a row. A chunk that keeps none of its cells
+    /// then yields them all; one that keeps some records its row as
+    /// *pruned*, for the reader to check when none of the kept cells is
+    /// visible ([`CellCursor::took_pruned`]).
+    presence: bool,
+}
 
-impl KeptFamilies {
-    /// Keeps the families `ids`.
-    pub fn new(ids: impl IntoIterator<Item = u16>) -> Self {
-        Self(ids.into_iter().collect())
+/// A kept family's id and the qualifiers kept (in their stored form:
+/// escaped and terminated), `None` for all of them.
+type KeptFamily = (u16, Option<Vec<Vec<u8>>>);
+
+/// What a read does with one cell of a chunk.
+#[derive(PartialEq, Eq)]
+enum Judged {
+    Kept,
+    /// Of a family the read does not ask for.
+    Skipped,
+    /// Of a kept family, under a qualifier the read does not ask for.
+    Pruned,
+}
+
+impl KeptCells {
+    /// Keeps the given qualifiers (`None`: all) of each family listed; see
+    /// [`KeptCells::presence`] for `presence`.
+    pub fn columns(
+        families: impl IntoIterator<Item = (u16, Option<Vec<Vec<u8>>>)>,
+        presence: bool,
+    ) -> Self {
+        let encode = |qualifier: Vec<u8>| {
+            let mut stored = Vec::with_capacity(qualifier.len() + 2);
+            crate::keys::put_bytes(&mut stored, &qualifier);
+            stored
+        };
+        let families = families
+            .into_iter()
+            .map(|(id, qualifiers)| (id, qualifiers.map(|q| q.into_iter().map(encode).collect())))
+            .collect();
+        Self { families, presence }
     }
 
-    /// Whether cells of family `id` are kept.
-    pub fn keeps(&self, id: u16) -> bool {
-        id == MARK_FAMILY || self.0.contains(&id)
-    }
-
-    /// Whether the cell whose key suffix (after the row part) is `suffix`
-    /// is kept. A suffix too short to name a family is kept, so that
-    /// decoding it reports the corruption.
-    fn keeps_suffix(&self, suffix: &[u8]) -> bool {
-        match suffix {
-            [a, b, ..] => self.keeps(u16::from_be_bytes([*a, *b])),
-            _ => true,
+    /// How the cell whose key suffix (after the row part) is `suffix` is
+    /// read. A suffix too short to name a family is kept, so that decoding
+    /// it reports the corruption.
+    fn judge(&self, suffix: &[u8]) -> Judged {
+        let [a, b, rest @ ..] = suffix else {
+            return Judged::Kept;
+        };
+        let id = u16::from_be_bytes([*a, *b]);
+        if id == MARK_FAMILY {
+            return Judged::Kept;
+        }
+        match self.families.iter().find(|(f, _)| *f == id) {
+            None => Judged::Skipped,
+            Some((_, None)) => Judged::Kept,
+            Some((_, Some(qualifiers))) if qualifiers.iter().any(|q| rest.starts_with(q)) => {
+                Judged::Kept
+            }
+            Some(_) => Judged::Pruned,
         }
     }
 }
 
 /// Decodes the chunk stored under `key` into its cells, appended to `out`
-/// in key order; with `keep`, only the cells of the families it keeps.
-/// Values share the chunk's memory.
+/// in key order; with `keep`, only the cells it keeps. Values share the
+/// chunk's memory. `true` when `keep` pruned cells that may make the row
+/// exist while keeping others (see [`KeptCells::presence`]).
 fn decode(
     layout: &Layout,
     key: &[u8],
     chunk: &Bytes,
-    keep: Option<&KeptFamilies>,
+    keep: Option<&KeptCells>,
     out: &mut Vec<StoredCell>,
-) -> Result<()> {
+) -> Result<bool> {
     let row_len = layout.row_len(key)?;
     let row_part = &key[..row_len];
-    let mut reader = ChunkReader::new(chunk);
     // The cells' full keys, one after another, and where each ends.
     // Room for the keys of a row of a dozen or so cells without growing.
     let mut keys: Vec<u8> = Vec::with_capacity(16 * (row_len + 32));
     let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
-    while let Some((suffix, value)) = reader
-        .next_cell()
-        .map_err(|reason| layout.corrupt(key, reason))?
-    {
-        if keep.is_some_and(|keep| !keep.keeps_suffix(suffix)) {
-            continue;
+    let presence = keep.is_some_and(|keep| keep.presence);
+    let mut pruned = false;
+    let mut kept = false;
+    let mut prune = true;
+    let mut reader = ChunkReader::new(chunk);
+    loop {
+        let Some((suffix, value)) = reader
+            .next_cell()
+            .map_err(|reason| layout.corrupt(key, reason))?
+        else {
+            if presence && pruned && !kept && prune {
+                // Nothing kept, but the pruned cells may make the row
+                // exist: the chunk is read whole.
+                prune = false;
+                reader = ChunkReader::new(chunk);
+                keys.clear();
+                cells.clear();
+                continue;
+            }
+            break;
+        };
+        match keep.map_or(Judged::Kept, |keep| keep.judge(suffix)) {
+            Judged::Kept => kept |= !suffix.starts_with(&MARK_FAMILY.to_be_bytes()),
+            Judged::Skipped => continue,
+            Judged::Pruned if prune => {
+                pruned = true;
+                continue;
+            }
+            Judged::Pruned => {}
         }
         keys.extend_from_slice(row_part);
         keys.extend_from_slice(suffix);
@@ -235,7 +301,7 @@ fn decode(
         ));
         start = end;
     }
-    Ok(())
+    Ok(presence && pruned && prune)
 }
 
 /// The key to start a forward chunk scan from so that it meets the cell
@@ -270,8 +336,11 @@ pub struct CellCursor {
     /// Cells below this key are skipped (a forward scan that started
     /// inside a chunk).
     skip_below: Option<Vec<u8>>,
-    /// Only cells of these families are returned (all when `None`).
-    keep: Option<KeptFamilies>,
+    /// Only these cells are returned (all when `None`).
+    keep: Option<KeptCells>,
+    /// The keys of the chunks decoded but not yet asked about whose rows
+    /// had cells pruned (see [`KeptCells::presence`]), in scan order.
+    pruned: VecDeque<Bytes>,
     /// The next cell.
     pub head: Option<StoredCell>,
 }
@@ -290,15 +359,15 @@ impl CellCursor {
         Self::open_keeping(layout, tree, lo, hi, reverse, None)
     }
 
-    /// [`CellCursor::open`] returning only the cells of the families `keep`
-    /// keeps (all when `None`).
+    /// [`CellCursor::open`] returning only the cells `keep` keeps (all
+    /// when `None`).
     pub fn open_keeping(
         layout: &Arc<Layout>,
         tree: &Tree,
         lo: Vec<u8>,
         hi: Option<Vec<u8>>,
         reverse: bool,
-        keep: Option<KeptFamilies>,
+        keep: Option<KeptCells>,
     ) -> Result<CellCursor> {
         let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
         let chunks = tree.range(Bound::Included(lo), hi.clone(), reverse);
@@ -311,6 +380,7 @@ impl CellCursor {
             cells: VecDeque::new(),
             skip_below: None,
             keep,
+            pruned: VecDeque::new(),
             head: None,
         };
         cursor.advance()?;
@@ -324,7 +394,7 @@ impl CellCursor {
         tree: &Tree,
         from: &[u8],
         hi: Option<Vec<u8>>,
-        keep: Option<KeptFamilies>,
+        keep: Option<KeptCells>,
     ) -> Result<CellCursor> {
         let start = chunk_holding(layout, tree, from)?;
         let mut cursor = Self::open_keeping(layout, tree, start, hi, false, keep)?;
@@ -351,12 +421,30 @@ impl CellCursor {
             };
             let (key, chunk) = entry?;
             let mut cells = Vec::new();
-            decode(&self.layout, &key, &chunk, self.keep.as_ref(), &mut cells)?;
+            if decode(&self.layout, &key, &chunk, self.keep.as_ref(), &mut cells)? {
+                self.pruned.push_back(key);
+            }
             if self.reverse {
                 cells.reverse();
             }
             self.cells = cells.into();
         }
+    }
+
+    /// Whether the row `row_enc` (prefix included), which the reader has
+    /// just read, had cells pruned; forgets the rows up to it.
+    pub fn took_pruned(&mut self, row_enc: &[u8]) -> bool {
+        let mut took = false;
+        while let Some(key) = self.pruned.front() {
+            let of_row = key.starts_with(row_enc);
+            let before = (key.as_ref() < row_enc) != self.reverse;
+            if !of_row && !before {
+                break;
+            }
+            took |= of_row;
+            self.pruned.pop_front();
+        }
+        took
     }
 
     /// Skips the buffered cells below `lo` (forward only).

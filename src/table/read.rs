@@ -11,6 +11,7 @@
 //! entries are read under the lock; the rest is read without it and kept
 //! only if no writer took the row's lock meanwhile.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::Bound;
 
@@ -19,8 +20,8 @@ use crate::keys::{prefix_successor, CellKey, ColumnKey, KeyReader};
 use std::sync::Arc;
 
 use crate::storage::Bytes;
-use crate::table::chunks::{CellCursor, KeptFamilies, StoredCell};
-use crate::table::filter::{Filter, ReadOptions, ResumeToken, RowRange, RowSet};
+use crate::table::chunks::{CellCursor, KeptCells, StoredCell};
+use crate::table::filter::{Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
 use crate::table::{Cell, Row, TableStore};
@@ -30,8 +31,8 @@ use crate::table::{Cell, Row, TableStore};
 pub struct RawCell {
     /// The family id.
     pub family: u16,
-    /// The qualifier.
-    pub qualifier: Vec<u8>,
+    /// The qualifier (shares the stored key's memory).
+    pub qualifier: Bytes,
     /// Microseconds.
     pub timestamp: i64,
     /// The value.
@@ -69,6 +70,9 @@ pub struct Selector<'a> {
     filter: &'a Filter,
     now: i64,
     family: Option<u16>,
+    /// Whether the filter's family set holds the family of the last cell
+    /// offered (decided once per family, not per cell).
+    family_wanted: bool,
     qualifier: Vec<u8>,
     stored: usize,
     kept: usize,
@@ -85,6 +89,7 @@ impl<'a> Selector<'a> {
             filter,
             now,
             family: None,
+            family_wanted: false,
             qualifier: Vec::new(),
             stored: 0,
             kept: 0,
@@ -122,8 +127,18 @@ impl<'a> Selector<'a> {
             // a family gives its visible rows a marker first.
             return false;
         };
-        if self.family != Some(key.family) || self.qualifier != *key.qualifier {
+        if self.family != Some(key.family) {
+            self.family_wanted = self
+                .filter
+                .families
+                .as_ref()
+                .is_none_or(|set| set.contains(&family.name));
             self.family = Some(key.family);
+            self.qualifier.clear();
+            self.qualifier.extend_from_slice(&key.qualifier);
+            self.stored = 0;
+            self.kept = 0;
+        } else if self.qualifier != *key.qualifier {
             self.qualifier.clear();
             self.qualifier.extend_from_slice(&key.qualifier);
             self.stored = 0;
@@ -134,10 +149,7 @@ impl<'a> Selector<'a> {
             return false;
         }
         let filter = self.filter;
-        let family_wanted = filter
-            .families
-            .as_ref()
-            .is_none_or(|set| set.contains(&family.name));
+        let family_wanted = self.family_wanted;
         match family.hidden(&key.qualifier, self.stored, key.timestamp, self.now) {
             Hidden::No => {}
             Hidden::ByGc => return false,
@@ -229,7 +241,7 @@ impl KeyRange {
         layout: &Arc<Layout>,
         group: usize,
         reverse: bool,
-        keep: &Option<KeptFamilies>,
+        keep: &Option<KeptCells>,
     ) -> Result<CellCursor> {
         let tree = &layout.groups[group].tree;
         let (lo, hi) = (self.lo.clone(), self.hi.clone());
@@ -251,6 +263,18 @@ const LOCKED_ROW_ENTRIES: usize = 4096;
 /// shares it. `None` for a key too short to be a cell key.
 fn column_part(key: &[u8]) -> Option<&[u8]> {
     key.len().checked_sub(8).map(|end| &key[..end])
+}
+
+/// `part` (decoded from `key`) as bytes sharing `key`'s memory when it is
+/// stored verbatim, or a copy when decoding unescaped it.
+fn shared_part(key: &Bytes, part: Cow<'_, [u8]>) -> Bytes {
+    match part {
+        Cow::Borrowed(slice) => {
+            let offset = slice.as_ptr() as usize - key.as_ptr() as usize;
+            key.slice(offset, slice.len())
+        }
+        Cow::Owned(copy) => Bytes::from(copy),
+    }
 }
 
 /// The cursor with the next key in scan order.
@@ -286,14 +310,23 @@ fn groups_for(layout: &Layout, filter: &Filter) -> Vec<usize> {
 /// The families whose cells a read with `filter` looks at (`None`: all).
 /// Cells of other families cannot change what it returns, so its cursors
 /// skip them.
-fn kept_families(layout: &Layout, filter: &Filter) -> Option<KeptFamilies> {
-    let wanted = filter.families.as_ref()?;
-    let ids = layout
+fn kept_cells(layout: &Layout, filter: &Filter) -> Option<KeptCells> {
+    // Only exact qualifiers are pruned while decoding. Not when the empty
+    // qualifier is asked for: a row whose only cells are of dropped columns
+    // reads as a row marker under it, whatever their qualifiers.
+    let qualifiers = match &filter.qualifiers {
+        QualifierFilter::Exact(set) if !set.contains(&b""[..]) => Some(set),
+        _ => None,
+    };
+    if filter.families.is_none() && qualifiers.is_none() {
+        return None;
+    }
+    let families = layout
         .families
         .iter()
-        .filter(|f| wanted.contains(&f.name))
-        .map(|f| f.id);
-    Some(KeptFamilies::new(ids))
+        .filter(|f| filter.families.as_ref().is_none_or(|w| w.contains(&f.name)))
+        .map(|f| (f.id, qualifiers.map(|set| set.iter().cloned().collect())));
+    Some(KeptCells::columns(families, false))
 }
 
 /// A scan over a row set, yielding rows in key order (or reversed).
@@ -301,7 +334,7 @@ pub struct Scanner {
     store: TableStore,
     options: ReadOptions,
     groups: Vec<usize>,
-    keep: Option<KeptFamilies>,
+    keep: Option<KeptCells>,
     ranges: VecDeque<KeyRange>,
     current: Option<KeyRange>,
     cursors: Vec<CellCursor>,
@@ -315,6 +348,13 @@ pub struct Scanner {
 }
 
 impl Scanner {
+    /// The same scan, decoding only the cells `keep` keeps of the groups it
+    /// reads (the filter still decides which cells it returns).
+    pub(crate) fn keeping(mut self, keep: KeptCells) -> Self {
+        self.keep = Some(keep);
+        self
+    }
+
     /// The same scan, ending early once `stop` returns `true`.
     pub(crate) fn with_stop(mut self, stop: impl Fn() -> bool + Send + 'static) -> Self {
         self.stop = Some(Box::new(stop));
@@ -328,7 +368,7 @@ impl Scanner {
             ranges = ranges.into_iter().rev().collect();
         }
         let groups = groups_for(layout, &options.filter);
-        let keep = kept_families(layout, &options.filter);
+        let keep = kept_cells(layout, &options.filter);
         let rows_left = options.row_limit;
         Scanner {
             store,
@@ -416,7 +456,16 @@ impl Scanner {
             if reverse {
                 raw.reverse();
             }
-            let cells = store.select(&raw, &self.options.filter, self.now)?;
+            let mut cells = store.select(&raw, &self.options.filter, self.now)?;
+            let pruned = self
+                .cursors
+                .iter_mut()
+                .fold(false, |took, c| c.took_pruned(&row_enc) | took);
+            if cells.is_empty() && pruned {
+                // None of the cells kept is visible; the pruned ones decide
+                // whether the row exists.
+                cells = self.unpruned_row(&row_enc, stripe)?;
+            }
             if cells.is_empty() {
                 if self.stop.as_ref().is_some_and(|stop| stop()) {
                     return Ok(None);
@@ -451,6 +500,19 @@ impl Scanner {
             raw,
             budget,
         )
+    }
+
+    /// The cells the filter selects of the row `row_enc`, every cell of
+    /// its groups read under the row's lock.
+    fn unpruned_row(&self, row_enc: &[u8], stripe: usize) -> Result<Vec<RawCell>> {
+        let guard = self.store.engine.locks.read(stripe);
+        let mut raw = Vec::new();
+        for &g in &self.groups {
+            raw.extend(self.store.cells_with_prefix(g, row_enc)?);
+        }
+        drop(guard);
+        raw.sort_by(|a, b| a.0.cmp(&b.0));
+        self.store.select(&raw, &self.options.filter, self.now)
     }
 
     /// Opens fresh cursors at the row `row_enc` within the current range;
@@ -695,7 +757,7 @@ impl TableStore {
             }
             cells.push(RawCell {
                 family: cell.family,
-                qualifier: cell.qualifier.into_owned(),
+                qualifier: shared_part(key, cell.qualifier),
                 timestamp: cell.timestamp,
                 value: value.clone(),
             });
@@ -727,7 +789,7 @@ impl TableStore {
             && filter.value.as_ref().is_none_or(|v| v.matches(b""));
         wanted.then(|| RawCell {
             family: family.id,
-            qualifier: Vec::new(),
+            qualifier: Bytes::default(),
             timestamp,
             value: Bytes::from(&b""[..]),
         })
@@ -746,7 +808,7 @@ impl TableStore {
                         .family_by_id(c.family)
                         .map(|f| f.name.clone())
                         .unwrap_or_default(),
-                    qualifier: c.qualifier,
+                    qualifier: c.qualifier.to_vec(),
                     timestamp: c.timestamp,
                     value: c.value.to_vec(),
                 })
@@ -784,7 +846,7 @@ impl TableStore {
             hi: prefix_successor(&row_enc),
             lo: row_enc,
         };
-        let keep = kept_families(&self.layout, filter);
+        let keep = kept_cells(&self.layout, filter);
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
             .map(|g| range.cursor(&self.layout, g, false, &keep))
@@ -833,7 +895,7 @@ impl TableStore {
             .locks
             .stripe(self.layout.lock_salt(), &row_enc[prefix.len()..]);
         let _guard = self.engine.locks.read(stripe);
-        let keep = kept_families(&self.layout, filter);
+        let keep = kept_cells(&self.layout, filter);
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
             .map(|g| {
@@ -868,7 +930,7 @@ impl TableStore {
                 let last: &RawCell = &page[page_size - 1];
                 let token = ResumeToken {
                     family: last.family,
-                    qualifier: last.qualifier.clone(),
+                    qualifier: last.qualifier.to_vec(),
                     timestamp: last.timestamp,
                 };
                 let row = self.to_row(RawRow {
@@ -879,7 +941,7 @@ impl TableStore {
             }
             page.push(RawCell {
                 family: cell.family,
-                qualifier: cell.qualifier.into_owned(),
+                qualifier: shared_part(&k, cell.qualifier),
                 timestamp: cell.timestamp,
                 value,
             });
