@@ -134,7 +134,9 @@ impl<'c> ChunkReader<'c> {
         Self {
             chunk,
             at: 0,
-            suffix: Vec::new(),
+            // Room for a family, a qualifier of a few dozen bytes and a
+            // timestamp without growing.
+            suffix: Vec::with_capacity(64),
         }
     }
 
@@ -179,7 +181,7 @@ pub struct KeptCells {
     /// Whether the cells of kept families whose qualifiers are left out
     /// still make their row exist, as in SQL, where a row whose read
     /// columns are all NULL is a row. A chunk that keeps none of its cells
-    /// then yields them all; one that keeps some records its row as
+    /// (delete markers aside) then yields them all; one that keeps some records its row as
     /// *pruned*, for the reader to check when none of the kept cells is
     /// visible ([`CellCursor::took_pruned`]).
     presence: bool,
@@ -232,7 +234,13 @@ impl KeptCells {
         match self.families.iter().find(|(f, _)| *f == id) {
             None => Judged::Skipped,
             Some((_, None)) => Judged::Kept,
-            Some((_, Some(qualifiers))) if qualifiers.iter().any(|q| rest.starts_with(q)) => {
+            // The first byte first: most qualifiers differ there, and it
+            // saves a call to compare the rest.
+            Some((_, Some(qualifiers)))
+                if qualifiers
+                    .iter()
+                    .any(|q| q.first() == rest.first() && rest.starts_with(q)) =>
+            {
                 Judged::Kept
             }
             Some(_) => Judged::Pruned,
@@ -256,7 +264,7 @@ fn decode(
     // The cells' full keys, one after another, and where each ends.
     // Room for the keys of a row of a dozen or so cells without growing.
     let mut keys: Vec<u8> = Vec::with_capacity(16 * (row_len + 32));
-    let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::with_capacity(16);
     let presence = keep.is_some_and(|keep| keep.presence);
     let mut pruned = false;
     let mut kept = false;
@@ -333,6 +341,8 @@ pub struct CellCursor {
     chunks: RangeIter,
     /// The decoded cells of the current chunk not yet taken, in scan order.
     cells: VecDeque<StoredCell>,
+    /// Where a chunk is decoded (kept to reuse its memory).
+    decoded: Vec<StoredCell>,
     /// Cells below this key are skipped (a forward scan that started
     /// inside a chunk).
     skip_below: Option<Vec<u8>>,
@@ -378,6 +388,7 @@ impl CellCursor {
             reverse,
             chunks,
             cells: VecDeque::new(),
+            decoded: Vec::new(),
             skip_below: None,
             keep,
             pruned: VecDeque::new(),
@@ -420,14 +431,15 @@ impl CellCursor {
                 return Ok(());
             };
             let (key, chunk) = entry?;
-            let mut cells = Vec::new();
-            if decode(&self.layout, &key, &chunk, self.keep.as_ref(), &mut cells)? {
+            let cells = &mut self.decoded;
+            if decode(&self.layout, &key, &chunk, self.keep.as_ref(), cells)? {
                 self.pruned.push_back(key);
             }
             if self.reverse {
-                cells.reverse();
+                self.cells.extend(cells.drain(..).rev());
+            } else {
+                self.cells.extend(cells.drain(..));
             }
-            self.cells = cells.into();
         }
     }
 

@@ -31,7 +31,8 @@ use crate::table::{Cell, Row, TableStore};
 pub struct RawCell {
     /// The family id.
     pub family: u16,
-    /// The qualifier (shares the stored key's memory).
+    /// The qualifier (shares the memory of the keys of the chunk it was
+    /// decoded from, which it keeps alive).
     pub qualifier: Bytes,
     /// Microseconds.
     pub timestamp: i64,
@@ -341,6 +342,10 @@ pub struct Scanner {
     epoch: u64,
     now: i64,
     rows_left: Option<usize>,
+    /// The last row's encoded key and stored cells: buffers kept to reuse
+    /// their memory.
+    row_enc: Vec<u8>,
+    raw: Vec<(Bytes, Bytes)>,
     /// Asked before each row that the filter leaves empty: `true` ends the
     /// scan (its consumer went away), so a scan that skips rows does not
     /// run on to the end of the table unread.
@@ -381,6 +386,8 @@ impl Scanner {
             epoch: 0,
             now,
             rows_left,
+            row_enc: Vec::new(),
+            raw: Vec::new(),
             stop: None,
         }
     }
@@ -430,7 +437,12 @@ impl Scanner {
                 continue;
             };
             let row_len = store.layout.row_len(first_key)?;
-            let row_enc = first_key[..row_len].to_vec();
+            // The buffers of the last row, reused.
+            let mut row_enc = std::mem::take(&mut self.row_enc);
+            row_enc.clear();
+            row_enc.extend_from_slice(&first_key[..row_len]);
+            let mut raw = std::mem::take(&mut self.raw);
+            raw.clear();
 
             let stripe = store
                 .engine
@@ -446,7 +458,6 @@ impl Scanner {
                     continue;
                 }
             }
-            let mut raw = Vec::new();
             let whole = self.collect(&row_enc, &mut raw, LOCKED_ROW_ENTRIES)?;
             let writers = guard.as_deref().copied();
             drop(guard);
@@ -466,13 +477,17 @@ impl Scanner {
                 // whether the row exists.
                 cells = self.unpruned_row(&row_enc, stripe)?;
             }
+            raw.clear();
+            self.raw = raw;
             if cells.is_empty() {
+                self.row_enc = row_enc;
                 if self.stop.as_ref().is_some_and(|stop| stop()) {
                     return Ok(None);
                 }
                 continue;
             }
             let key = KeyReader::new(&row_enc[prefix_len..]).bytes()?.into_owned();
+            self.row_enc = row_enc;
             if let Some(left) = &mut self.rows_left {
                 *left -= 1;
             }
@@ -503,7 +518,8 @@ impl Scanner {
     }
 
     /// The cells the filter selects of the row `row_enc`, every cell of
-    /// its groups read under the row's lock.
+    /// its groups read again under the row's lock: the row as it is now,
+    /// which a write may have changed since the first read of it.
     fn unpruned_row(&self, row_enc: &[u8], stripe: usize) -> Result<Vec<RawCell>> {
         let guard = self.store.engine.locks.read(stripe);
         let mut raw = Vec::new();
