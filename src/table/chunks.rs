@@ -258,12 +258,13 @@ fn decode(
     chunk: &Bytes,
     keep: Option<&KeptCells>,
     out: &mut Vec<StoredCell>,
+    keys: &mut Vec<u8>,
 ) -> Result<bool> {
     let row_len = layout.row_len(key)?;
     let row_part = &key[..row_len];
-    // The cells' full keys, one after another, and where each ends.
-    // Room for the keys of a row of a dozen or so cells without growing.
-    let mut keys: Vec<u8> = Vec::with_capacity(16 * (row_len + 32));
+    // The cells' full keys, one after another in `keys` (the caller's
+    // buffer: storage copies them anyway), and where each ends.
+    keys.clear();
     let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::with_capacity(16);
     let presence = keep.is_some_and(|keep| keep.presence);
     let mut pruned = false;
@@ -300,7 +301,7 @@ fn decode(
         cells.push((keys.len(), value));
     }
     // One allocation holds every cell key of the chunk; each cell shares it.
-    let keys = Bytes::from(keys);
+    let keys = Bytes::from(&keys[..]);
     let mut start = 0;
     for (end, value) in cells {
         out.push((
@@ -341,8 +342,10 @@ pub struct CellCursor {
     chunks: RangeIter,
     /// The decoded cells of the current chunk not yet taken, in scan order.
     cells: VecDeque<StoredCell>,
-    /// Where a chunk is decoded (kept to reuse its memory).
+    /// Where a chunk's cells and their keys are decoded (kept to reuse
+    /// their memory).
     decoded: Vec<StoredCell>,
+    keys: Vec<u8>,
     /// Cells below this key are skipped (a forward scan that started
     /// inside a chunk).
     skip_below: Option<Vec<u8>>,
@@ -389,6 +392,7 @@ impl CellCursor {
             chunks,
             cells: VecDeque::new(),
             decoded: Vec::new(),
+            keys: Vec::new(),
             skip_below: None,
             keep,
             pruned: VecDeque::new(),
@@ -432,7 +436,8 @@ impl CellCursor {
             };
             let (key, chunk) = entry?;
             let cells = &mut self.decoded;
-            if decode(&self.layout, &key, &chunk, self.keep.as_ref(), cells)? {
+            let (keep, keys) = (self.keep.as_ref(), &mut self.keys);
+            if decode(&self.layout, &key, &chunk, keep, cells, keys)? {
                 self.pruned.push_back(key);
             }
             if self.reverse {
@@ -567,7 +572,7 @@ pub fn write_changes(
         let (key, stored) = &chunks[at];
         let mut cells: Vec<StoredCell> = Vec::new();
         if let Some(chunk) = stored {
-            decode(layout, key, chunk, None, &mut cells)?;
+            decode(layout, key, chunk, None, &mut cells, &mut Vec::new())?;
         }
         // Merge this chunk's changes into its cells.
         let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(cells.len() + 1);
