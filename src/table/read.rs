@@ -517,18 +517,13 @@ impl Scanner {
         )
     }
 
-    /// The cells the filter selects of the row `row_enc`, every cell of
-    /// its groups read again under the row's lock: the row as it is now,
-    /// which a write may have changed since the first read of it.
+    /// The cells the filter selects of the row `row_enc`, read again with
+    /// no cell pruned, under the row's lock: the row as it is now, which a
+    /// write may have changed since the first read of it.
     fn unpruned_row(&self, row_enc: &[u8], stripe: usize) -> Result<Vec<RawCell>> {
-        let guard = self.store.engine.locks.read(stripe);
-        let mut raw = Vec::new();
-        for &g in &self.groups {
-            raw.extend(self.store.cells_with_prefix(g, row_enc)?);
-        }
-        drop(guard);
-        raw.sort_by(|a, b| a.0.cmp(&b.0));
-        self.store.select(&raw, &self.options.filter, self.now)
+        let _guard = self.store.engine.locks.read(stripe);
+        self.store
+            .read_row_locked(row_enc, &self.options.filter, self.now)
     }
 
     /// Opens fresh cursors at the row `row_enc` within the current range;
@@ -858,20 +853,26 @@ impl TableStore {
     /// holds the row's lock.
     pub(crate) fn read_locked(&self, key: &[u8], filter: &Filter) -> Result<Vec<RawCell>> {
         let row_enc = CellKey::row_prefix(&self.layout.prefix, key);
+        self.read_row_locked(&row_enc, filter, crate::clock::wall_micros())
+    }
+
+    /// The cells `filter` selects at time `now` of the row `row_enc` (its
+    /// row part, prefix included), read from fresh cursors that skip the
+    /// versions the filter hides. The caller holds the row's lock.
+    fn read_row_locked(&self, row_enc: &[u8], filter: &Filter, now: i64) -> Result<Vec<RawCell>> {
         let range = KeyRange {
-            hi: prefix_successor(&row_enc),
-            lo: row_enc,
+            hi: prefix_successor(row_enc),
+            lo: row_enc.to_vec(),
         };
         let keep = kept_cells(&self.layout, filter);
         let mut cursors = groups_for(&self.layout, filter)
             .into_iter()
             .map(|g| range.cursor(&self.layout, g, false, &keep))
             .collect::<Result<Vec<_>>>()?;
-        let now = crate::clock::wall_micros();
         let mut raw = Vec::new();
         self.collect_row(
             &mut cursors,
-            &range.lo,
+            row_enc,
             false,
             filter,
             now,
