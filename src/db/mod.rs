@@ -9,6 +9,7 @@ mod dataset;
 mod options;
 mod project;
 mod registry;
+mod retry;
 mod table;
 
 pub use database::Db;
@@ -16,5 +17,5 @@ pub use dataset::Dataset;
 pub use options::DbOptions;
 pub use project::Project;
 use registry::{open_databases, DbInner};
+pub(crate) use retry::{retrying, retrying_async};
 pub use table::Table;
-pub(crate) use table::WRITE_ATTEMPTS;

@@ -1,6 +1,6 @@
 //! [`Table`]: the handle of a wide-column table: reads, mutations, DDL.
 
-use super::{Dataset, Db};
+use super::{retrying, Dataset, Db};
 use crate::catalog::{self, DropMode, ObjectKind};
 use crate::error::Result;
 use crate::ids::TableId;
@@ -10,10 +10,6 @@ use crate::table::{
     Cell, Filter, ReadModifyWriteRule, ReadOptions, ResumeToken, Row, RowIter, RowMutation, RowSet,
     TableStore, BULK_CHUNK_ROWS,
 };
-
-/// How often a write runs again after DDL replaced the table's store under
-/// it (each time, a DDL statement completed meanwhile).
-pub(crate) const WRITE_ATTEMPTS: usize = 100;
 
 /// A wide-column table: rows of cells in column families.
 ///
@@ -156,13 +152,7 @@ impl Table {
     /// when DDL replaced the store while the write waited for its row locks
     /// (nothing was applied then).
     fn write<T>(&self, op: impl Fn(&TableStore) -> Result<T>) -> Result<T> {
-        let mut attempts = 0;
-        loop {
-            match op(&self.store()?) {
-                Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => attempts += 1,
-                done => return done,
-            }
-        }
+        retrying(|_| op(&self.store()?))
     }
 
     /// Applies many row mutations, each row atomic, 1000 rows per batch.

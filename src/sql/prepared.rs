@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr as SqlExpr, Statement as SqlStatement, Value as SqlValue,
 };
 
-use crate::db::WRITE_ATTEMPTS;
+use crate::db::retrying_async;
 use crate::error::{Error, Result};
 use crate::sql::dispatch::has_into;
 use crate::sql::dml::constant_insert::ConstantInsert;
@@ -313,7 +313,7 @@ impl Prepared {
     /// resolve as they do now.
     pub async fn query(&self, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
         let params = ParamValues::List(params.into_iter().map(ScalarAndMetadata::from).collect());
-        let mut planned = self.current().await?;
+        let planned = self.current().await?;
         if let Some(Some(batch)) = planned
             .lookup
             .as_ref()
@@ -322,38 +322,34 @@ impl Prepared {
         {
             return Ok(vec![batch]);
         }
-        let mut attempts = 0;
-        loop {
-            let result = match ConstantInsert::of(&planned.plan) {
-                Some(insert) => {
-                    let settings = self.session.write_settings();
-                    let rows = insert.write(settings, Some(&params)).await;
-                    rows.and_then(count_batch)
-                        .map(|batch| vec![batch])
-                        .map_err(from_df)
-                }
-                None => {
-                    let plan = planned
-                        .plan
-                        .clone()
-                        .with_param_values(params.clone())
-                        .map_err(from_df)?;
-                    async {
+        let mut first = Some(planned);
+        retrying_async(|_| {
+            let (params, first) = (params.clone(), first.take());
+            async move {
+                // After the first attempt, DDL changed the table after
+                // planning (nothing was written): the statement is planned
+                // again.
+                let planned = match first {
+                    Some(planned) => planned,
+                    None => self.current().await?,
+                };
+                match ConstantInsert::of(&planned.plan) {
+                    Some(insert) => {
+                        let settings = self.session.write_settings();
+                        let rows = insert.write(settings, Some(&params)).await;
+                        rows.and_then(count_batch)
+                            .map(|batch| vec![batch])
+                            .map_err(from_df)
+                    }
+                    None => {
+                        let plan = planned.plan.with_param_values(params).map_err(from_df)?;
                         let frame = self.session.ctx.execute_logical_plan(plan).await?;
                         frame.collect().await.map_err(from_df)
                     }
-                    .await
                 }
-            };
-            match result {
-                // DDL changed the table after planning: nothing was written.
-                Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => {
-                    attempts += 1;
-                    planned = self.current().await?;
-                }
-                other => return other,
             }
-        }
+        })
+        .await
     }
 
     /// The plan, made again if the catalog changed since it was made.

@@ -17,7 +17,7 @@ use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
-use crate::db::{Db, WRITE_ATTEMPTS};
+use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
@@ -377,26 +377,18 @@ impl Session {
                 batches: vec![batch],
             });
         }
-        let mut attempts = 0;
-        loop {
-            let run = async {
-                let frame = self.execute(statement.clone()).await?;
-                let schema = Arc::new(frame.schema().as_arrow().clone());
-                let batches = frame.collect().await.map_err(from_df)?;
-                Ok::<_, Error>((schema, batches))
-            };
-            match run.await {
-                Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => attempts += 1,
-                Err(e) => return Err(e),
-                Ok((schema, batches)) => {
-                    return Ok(StatementOutput {
-                        sql,
-                        schema,
-                        batches,
-                    })
-                }
-            }
-        }
+        let (schema, batches) = retrying_async(|_| async {
+            let frame = self.execute(statement.clone()).await?;
+            let schema = Arc::new(frame.schema().as_arrow().clone());
+            let batches = frame.collect().await.map_err(from_df)?;
+            Ok((schema, batches))
+        })
+        .await?;
+        Ok(StatementOutput {
+            sql,
+            schema,
+            batches,
+        })
     }
 
     pub(super) fn frame(&self, batch: RecordBatch) -> Result<DataFrame> {
