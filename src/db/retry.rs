@@ -10,27 +10,27 @@ use crate::error::Result;
 /// How many times a write runs before its last error is returned.
 const WRITE_ATTEMPTS: usize = 100;
 
-/// Runs `write` (given the attempt's number, from 0) until it succeeds,
-/// fails for another reason, or has run [`WRITE_ATTEMPTS`] times.
-pub(crate) fn retrying<T>(mut write: impl FnMut(usize) -> Result<T>) -> Result<T> {
-    let mut attempt = 0;
+/// Runs `write` until it succeeds, fails for another reason, or has run
+/// [`WRITE_ATTEMPTS`] times.
+pub(crate) fn retrying<T>(mut write: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut attempts = 1;
     loop {
-        match write(attempt) {
-            Err(e) if e.is_retryable() && attempt + 1 < WRITE_ATTEMPTS => attempt += 1,
+        match write() {
+            Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => attempts += 1,
             done => return done,
         }
     }
 }
 
 /// [`retrying`] for a write that awaits.
-pub(crate) async fn retrying_async<T, F>(mut write: impl FnMut(usize) -> F) -> Result<T>
+pub(crate) async fn retrying_async<T, F>(mut write: impl FnMut() -> F) -> Result<T>
 where
     F: Future<Output = Result<T>>,
 {
-    let mut attempt = 0;
+    let mut attempts = 1;
     loop {
-        match write(attempt).await {
-            Err(e) if e.is_retryable() && attempt + 1 < WRITE_ATTEMPTS => attempt += 1,
+        match write().await {
+            Err(e) if e.is_retryable() && attempts < WRITE_ATTEMPTS => attempts += 1,
             done => return done,
         }
     }

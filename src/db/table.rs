@@ -152,7 +152,7 @@ impl Table {
     /// when DDL replaced the store while the write waited for its row locks
     /// (nothing was applied then).
     fn write<T>(&self, op: impl Fn(&TableStore) -> Result<T>) -> Result<T> {
-        retrying(|_| op(&self.store()?))
+        retrying(|| op(&self.store()?))
     }
 
     /// Applies many row mutations, each row atomic, 1000 rows per batch.

@@ -202,9 +202,10 @@ impl KeyLookup {
             .iter()
             .map(|at| scan_columns.binary_search(at).unwrap_or_default())
             .collect();
+        let (filter, keep) = table.cells_for(&scan_columns);
         Some(KeyLookup {
-            filter: table.filter_for(&scan_columns),
-            keep: table.kept_for(&scan_columns),
+            filter,
+            keep,
             table,
             scan_columns,
             outputs,

@@ -323,7 +323,7 @@ impl Prepared {
             return Ok(vec![batch]);
         }
         let mut first = Some(planned);
-        retrying_async(|_| {
+        retrying_async(|| {
             let (params, first) = (params.clone(), first.take());
             async move {
                 // After the first attempt, DDL changed the table after

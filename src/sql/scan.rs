@@ -44,7 +44,7 @@ pub struct ScanRequest {
     /// The cell filter (families of the projection, latest version).
     pub filter: Filter,
     /// The cells decoded of the families the filter reads (all when
-    /// `None`); see [`WideTable::kept_for`](crate::sql::table::WideTable::kept_for).
+    /// `None`); see [`WideTable::cells_for`](crate::sql::table::WideTable::cells_for).
     pub keep: Option<KeptCells>,
     /// At most this many output rows.
     pub limit: Option<usize>,

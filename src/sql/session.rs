@@ -377,7 +377,7 @@ impl Session {
                 batches: vec![batch],
             });
         }
-        let (schema, batches) = retrying_async(|_| async {
+        let (schema, batches) = retrying_async(|| async {
             let frame = self.execute(statement.clone()).await?;
             let schema = Arc::new(frame.schema().as_arrow().clone());
             let batches = frame.collect().await.map_err(from_df)?;

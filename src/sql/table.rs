@@ -168,10 +168,14 @@ impl WideTable {
             .collect()
     }
 
-    /// The cell filter that reads the given output columns: the families
-    /// of [`WideTable::families_read`], newest version only. With no family
-    /// column, every family is read, one cell per row, to find the rows.
-    pub fn filter_for(&self, projection: &[usize]) -> Filter {
+    /// How a read of the output columns `projection` reads cells: the
+    /// filter, which reads the families of [`WideTable::families_read`],
+    /// newest version only, and the cells it decodes of them (`None`: all):
+    /// the qualifiers of the pivoted columns read and every qualifier of a
+    /// MAP family read. The other cells of those families only show that a
+    /// row exists. With no family column, every family is read, one cell
+    /// per row, to find the rows.
+    pub fn cells_for(&self, projection: &[usize]) -> (Filter, Option<KeptCells>) {
         let mut latest = match self.history {
             Some(Some(n)) => Filter::all().with_latest_versions(n),
             Some(None) => Filter::all(),
@@ -183,25 +187,12 @@ impl WideTable {
         let ids = self.families_read(projection);
         if ids.is_empty() {
             // Key columns only: one cell of any family finds the row.
-            return latest.with_cells_per_row_limit(1);
+            return (latest.with_cells_per_row_limit(1), None);
         }
         let names: Vec<String> = ids
             .iter()
             .filter_map(|id| self.store.layout.family_by_id(*id).map(|f| f.name.clone()))
             .collect();
-        latest.with_families(names)
-    }
-
-    /// The cells a read of `projection` decodes: of the families
-    /// [`WideTable::filter_for`] reads, the qualifiers of the pivoted
-    /// columns read and every qualifier of a MAP family read. The other
-    /// cells of those families only show that a row exists. `None` when no
-    /// family column is read.
-    pub fn kept_for(&self, projection: &[usize]) -> Option<KeptCells> {
-        let ids = self.families_read(projection);
-        if ids.is_empty() {
-            return None;
-        }
         let families = ids.into_iter().map(|id| {
             let mut qualifiers = Some(Vec::new());
             for &c in projection {
@@ -219,7 +210,8 @@ impl WideTable {
             }
             (id, qualifiers)
         });
-        Some(KeptCells::columns(families, true))
+        let keep = KeptCells::columns(families, true);
+        (latest.with_families(names), Some(keep))
     }
 
     /// The keys the filters allow (intersection of every pushable one).
@@ -239,9 +231,10 @@ impl WideTable {
         limit: Option<usize>,
         target_partitions: usize,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let (filter, keep) = self.cells_for(&projection);
         let request = ScanRequest {
-            filter: self.filter_for(&projection),
-            keep: self.kept_for(&projection),
+            filter,
+            keep,
             projection,
             keys,
             limit,

@@ -181,9 +181,9 @@ pub struct KeptCells {
     /// Whether the cells of kept families whose qualifiers are left out
     /// still make their row exist, as in SQL, where a row whose read
     /// columns are all NULL is a row. A chunk that keeps none of its cells
-    /// (delete markers aside) then yields them all; one that keeps some records its row as
-    /// *pruned*, for the reader to check when none of the kept cells is
-    /// visible ([`CellCursor::took_pruned`]).
+    /// (delete markers aside) then yields them all; one that keeps some
+    /// records its row as *pruned*, for the reader to check when none of
+    /// the kept cells is visible ([`CellCursor::took_pruned`]).
     presence: bool,
 }
 
@@ -192,7 +192,6 @@ pub struct KeptCells {
 type KeptFamily = (u16, Option<Vec<Vec<u8>>>);
 
 /// What a read does with one cell of a chunk.
-#[derive(PartialEq, Eq)]
 enum Judged {
     Kept,
     /// Of a family the read does not ask for.

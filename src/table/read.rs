@@ -128,18 +128,16 @@ impl<'a> Selector<'a> {
             // a family gives its visible rows a marker first.
             return false;
         };
-        if self.family != Some(key.family) {
+        let new_family = self.family != Some(key.family);
+        if new_family {
             self.family_wanted = self
                 .filter
                 .families
                 .as_ref()
                 .is_none_or(|set| set.contains(&family.name));
             self.family = Some(key.family);
-            self.qualifier.clear();
-            self.qualifier.extend_from_slice(&key.qualifier);
-            self.stored = 0;
-            self.kept = 0;
-        } else if self.qualifier != *key.qualifier {
+        }
+        if new_family || self.qualifier != *key.qualifier {
             self.qualifier.clear();
             self.qualifier.extend_from_slice(&key.qualifier);
             self.stored = 0;
@@ -308,8 +306,9 @@ fn groups_for(layout: &Layout, filter: &Filter) -> Vec<usize> {
     groups
 }
 
-/// The families whose cells a read with `filter` looks at (`None`: all).
-/// Cells of other families cannot change what it returns, so its cursors
+/// The cells a read with `filter` looks at (`None`: all): those of the
+/// families it asks for and, for an exact qualifier filter, of those
+/// qualifiers. Other cells cannot change what it returns, so its cursors
 /// skip them.
 fn kept_cells(layout: &Layout, filter: &Filter) -> Option<KeptCells> {
     // Only exact qualifiers are pruned while decoding. Not when the empty
