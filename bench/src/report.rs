@@ -101,17 +101,34 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 
 /// The median seconds of `reps` runs of `run`.
 pub fn median_secs(reps: usize, mut run: impl FnMut() -> Res<()>) -> Res<f64> {
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
+    median_of(reps, || {
         let start = Instant::now();
         run()?;
-        times.push(start.elapsed().as_secs_f64());
+        Ok(start.elapsed().as_secs_f64())
+    })
+}
+
+/// The median of the seconds `run` measures itself in `reps` runs (for a
+/// run whose set-up is not part of the figure).
+pub fn median_of(reps: usize, mut run: impl FnMut() -> Res<f64>) -> Res<f64> {
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        times.push(run()?);
     }
     Ok(median(times))
 }
 
 /// The resident memory when the running workload began, KiB.
 static WORKLOAD_START_RSS: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes this process has had read from the disk (Linux: `read_bytes` of
+/// `/proc/self/io`, which counts reads the page cache answered as none).
+pub fn disk_read_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+}
 
 /// A memory figure of `/proc/self/status` in KiB (Linux): `VmRSS:` now,
 /// `VmHWM:` the peak since start or the last reset.

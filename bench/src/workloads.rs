@@ -10,14 +10,15 @@ use widesql::{Durability, Filter, RowMutation};
 
 use crate::data::{self, Page, Rng};
 use crate::report::{
-    duration, median_secs, rate, reset_peak_rss, rss_kib, times, MdTable, Ratios, Target,
+    disk_read_bytes, duration, median, median_of, median_secs, rate, reset_peak_rss, rss_kib,
+    times, MdTable, Ratios, Target,
 };
 use crate::systems::datafusion_mem::DataFusionMem;
 use crate::systems::gluesql::GlueSql;
 use crate::systems::raw_sled::{cell_key, RawSled};
 use crate::systems::sqlite::{open_connection, Sqlite};
-use crate::systems::widesql::{Load, WidesqlEmbedded, WidesqlSql, STATEMENT_ROWS};
-use crate::systems::System;
+use crate::systems::widesql::{open_db, Load, WidesqlEmbedded, WidesqlSql, STATEMENT_ROWS};
+use crate::systems::{evict_from_page_cache, System};
 use crate::Res;
 
 /// What a run measures and where.
@@ -545,21 +546,16 @@ fn w3_range(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
 fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
     let (cache, rt) = (config.cache_bytes, &config.runtime);
     // The same pages with `contents` in the default group.
+    let one_group_dir = config.fresh("w4-one-group")?;
     let mut one_group = WidesqlSql::open(
-        &config.fresh("w4-one-group")?,
+        &one_group_dir,
         cache,
         rt.clone(),
         "pages",
         false,
         Load::InsertValues(STATEMENT_ROWS),
     )?;
-    let table_handle = one_group.db().open_table("default", "public", "pages")?;
-    table_handle.bulk_mutate(
-        pages
-            .iter()
-            .map(|p| (p.key.as_bytes(), crate::systems::widesql::page_mutation(p))),
-    )?;
-    one_group.db().flush()?;
+    bulk_load(one_group.db(), pages)?;
     let mut table = MdTable::new(
         "W4 pages per language (GROUP BY) over the whole table",
         &["system", "time", "vs widesql SQL"],
@@ -582,6 +578,120 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
         "w4.groups_vs_sqlite",
         figures[5].1 / figures[1].1,
         Some(Target::AtMost(1.0)),
+    );
+    drop(one_group);
+    w4_cold(config, pages, stores, &one_group_dir, ratios)
+}
+
+/// Stores `pages` in the table `pages` of `db` through the embedded API,
+/// durably.
+fn bulk_load(db: &widesql::Db, pages: &[Page]) -> Res<()> {
+    let table = db.open_table("default", "public", "pages")?;
+    table.bulk_mutate(
+        pages
+            .iter()
+            .map(|p| (p.key.as_bytes(), crate::systems::widesql::page_mutation(p))),
+    )?;
+    db.flush()?;
+    Ok(())
+}
+
+/// W4 with cold caches, what a locality group is for: each repetition
+/// opens the database again (an empty cache of its own) and drops its
+/// files from the operating system's page cache, so the query reads from
+/// the disk the pages it needs. The table prints the bytes read: sled
+/// writes every tree's pages into one log in the order they are flushed,
+/// so a group's pages lie between the other groups' pages on disk.
+fn w4_cold(
+    config: &Config,
+    pages: &[Page],
+    stores: &mut Stores,
+    one_group_dir: &Path,
+    ratios: &mut Ratios,
+) -> Res<()> {
+    let expected = stores.sql.per_language()?;
+    // W1's widesql store stays open for the workloads after this one: the
+    // same table again, in a database this workload may close.
+    let groups_dir = config.fresh("w4-groups")?;
+    let groups = WidesqlSql::open(
+        &groups_dir,
+        config.cache_bytes,
+        config.runtime.clone(),
+        "pages",
+        true,
+        Load::InsertValues(STATEMENT_ROWS),
+    )?;
+    bulk_load(groups.db(), pages)?;
+    drop(groups);
+    // The seconds of one cold query and the bytes it had read from disk.
+    let cold_answer = |system: &mut dyn System, read: &mut Vec<u64>| -> Res<f64> {
+        let (start, bytes_before) = (Instant::now(), disk_read_bytes());
+        let answer = system.per_language()?;
+        let secs = start.elapsed().as_secs_f64();
+        if let (Some(before), Some(after)) = (bytes_before, disk_read_bytes()) {
+            read.push(after - before);
+        }
+        if answer != expected {
+            return Err(format!(
+                "{}: {answer:?} pages per language, not {expected:?}",
+                system.name()
+            )
+            .into());
+        }
+        Ok(secs)
+    };
+    let widesql_cold = |dir: &Path, read: &mut Vec<u64>| {
+        median_of(config.reps, || {
+            let db = open_db(dir, config.cache_bytes)?;
+            let mut sql = WidesqlSql::on(db, config.runtime.clone(), "pages");
+            evict_from_page_cache(dir)?;
+            cold_answer(&mut sql, read)
+        })
+    };
+    let mut read = [Vec::new(), Vec::new(), Vec::new()];
+    let groups = widesql_cold(&groups_dir, &mut read[1])?;
+    let one_group = widesql_cold(one_group_dir, &mut read[2])?;
+    let sqlite_file = stores.sqlite.path().to_path_buf();
+    let sqlite = median_of(config.reps, || {
+        let mut sqlite = Sqlite::connect(&sqlite_file)?;
+        evict_from_page_cache(
+            sqlite_file
+                .parent()
+                .ok_or("the SQLite file has no folder")?,
+        )?;
+        cold_answer(&mut sqlite, &mut read[0])
+    })?;
+    let mut table = MdTable::new(
+        "W4 with cold caches: each run on a database just opened, its files dropped from the OS page cache",
+        &["system", "time", "read from disk", "vs widesql SQL"],
+    );
+    let names = [
+        "SQLite",
+        "widesql SQL",
+        "widesql SQL, contents in the default group",
+    ];
+    for ((name, secs), read) in names.into_iter().zip([sqlite, groups, one_group]).zip(read) {
+        let read = match median(read.iter().map(|&b| b as f64).collect()) {
+            bytes if bytes.is_nan() => "—".to_string(),
+            bytes => format!("{} MB", bytes as u64 >> 20),
+        };
+        table.row(vec![
+            name.into(),
+            duration(secs),
+            read,
+            times(secs / groups),
+        ]);
+    }
+    table.print();
+    ratios.add(
+        "w4.cold_one_group_vs_groups",
+        one_group / groups,
+        Some(Target::AtLeast(5.0)),
+    );
+    ratios.add(
+        "w4.cold_groups_vs_sqlite",
+        groups / sqlite,
+        None,
     );
     Ok(())
 }

@@ -45,6 +45,25 @@ pub fn dir_size(path: &std::path::Path) -> Res<u64> {
     Ok(total)
 }
 
+/// Drops the files under `path` from the operating system's page cache,
+/// so that the next reads of them go to the disk: `fsync`, then
+/// `posix_fadvise(DONTNEED)`, which drops a file's clean cached pages and
+/// needs no privilege (unlike `/proc/sys/vm/drop_caches`).
+pub fn evict_from_page_cache(path: &std::path::Path) -> Res<()> {
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        if entry.metadata()?.is_dir() {
+            evict_from_page_cache(&entry.path())?;
+            continue;
+        }
+        let file = std::fs::File::open(entry.path())?;
+        file.sync_all()?;
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)
+            .map_err(|e| format!("cannot evict {}: {e}", entry.path().display()))?;
+    }
+    Ok(())
+}
+
 /// `[start, end)` of the keys under `prefix`: a range every system
 /// understands, equal to a prefix scan.
 pub fn prefix_bounds(prefix: &str) -> (String, String) {

@@ -31,6 +31,15 @@ impl Sqlite {
         Ok(Sqlite { conn, path })
     }
 
+    /// A new connection to the database file `path` (its own, empty page
+    /// cache).
+    pub fn connect(path: &Path) -> Res<Self> {
+        Ok(Sqlite {
+            conn: open_connection(path)?,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// The connection.
     pub fn conn(&self) -> &Connection {
         &self.conn

@@ -5,10 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
-use widesql::{Db, DbOptions, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, Table};
+use widesql::{
+    Db, DbOptions, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, StorageError, Table,
+};
 
 use super::datafusion_mem::{language_counts, page_batches, row_count, single_i64};
 use super::System;
@@ -29,14 +32,24 @@ fn create_table(name: &str, own_group: bool) -> String {
 }
 
 /// Opens a database in `path` with background compaction off (it would
-/// run during some measurements and not others).
+/// run during some measurements and not others). Waits up to 5 s for the
+/// file lock of a database this process closed a moment ago: sled's
+/// threads release it after the handle is dropped.
 pub fn open_db(path: &Path, cache_bytes: u64) -> Res<Db> {
-    Ok(Db::open_with(
-        path,
-        DbOptions::new()
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let options = DbOptions::new()
             .with_cache_capacity(cache_bytes)
-            .with_compaction_interval(None),
-    )?)
+            .with_compaction_interval(None);
+        match Db::open_with(path, options) {
+            Err(widesql::Error::Storage(StorageError::Locked { .. }))
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            opened => return Ok(opened?),
+        }
+    }
 }
 
 /// The rows of each `INSERT … VALUES` statement of a load: the 1,000
