@@ -88,9 +88,9 @@ pub use table::spec::{
     ValueType,
 };
 pub use table::{
-    Cell, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule, ReadOptions,
-    ResumeToken, Row, RowIter, RowMutation, RowRange, RowSet, TableError, ValueFilter,
-    MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
+    Cell, CellRef, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule,
+    ReadOptions, ResumeToken, Row, RowIter, RowMutation, RowRange, RowRef, RowSet, TableError,
+    ValueFilter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
 };
 
 /// Internals for widesql's own tests, fuzz targets and benchmarks: the key

@@ -339,10 +339,30 @@ fn family_and_qualifier_filtered_reads_match_reads_of_every_cell() -> TestResult
                     .with_filter(filter.clone())
                     .with_reverse(reverse);
                 let got: Vec<_> = t
-                    .read_rows(&RowSet::all(), options)?
+                    .read_rows(&RowSet::all(), options.clone())?
                     .map(|r| r.map(flatten))
                     .collect::<widesql::Result<Vec<_>>>()?
                     .concat();
+                // Rows lent in place hold the same cells.
+                let (mut lent, mut copied) = (Vec::new(), Vec::new());
+                let mut rows = t.read_rows(&RowSet::all(), options)?;
+                while let Some(row) = rows.next_ref() {
+                    let row = row?;
+                    lent.extend(row.cells().map(|c| {
+                        let family = c.family.to_string();
+                        let key = row.key().to_vec();
+                        (
+                            key,
+                            family,
+                            c.qualifier.to_vec(),
+                            c.timestamp,
+                            c.value.to_vec(),
+                        )
+                    }));
+                    copied.extend(flatten(row.to_row()));
+                }
+                assert_eq!(lent, got, "lent rows: families {families:?}, {base:?}");
+                assert_eq!(copied, got, "copied lent rows: families {families:?}");
                 let want: Vec<_> = all_cells
                     .iter()
                     .filter(|c| families.contains(&c.1.as_str()))
@@ -388,5 +408,21 @@ fn family_and_qualifier_filtered_reads_match_reads_of_every_cell() -> TestResult
             }
         }
     }
+    Ok(())
+}
+
+#[test]
+fn a_lent_read_with_a_bad_filter_reports_it_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let t = table(dir.path())?;
+    let filter = Filter::all().with_families(["nope"]);
+    let mut rows = t.read_rows(&RowSet::all(), ReadOptions::new().with_filter(filter))?;
+    let first = rows.next_ref().map(|r| r.map(|row| row.to_row()));
+    let message = match first {
+        Some(Err(e)) => e.to_string(),
+        other => return Err(format!("expected an error, got {other:?}").into()),
+    };
+    assert!(message.contains("nope"), "{message}");
+    assert!(rows.next_ref().is_none(), "the read ends after its error");
     Ok(())
 }

@@ -688,11 +688,7 @@ fn w4_cold(
         one_group / groups,
         Some(Target::AtLeast(5.0)),
     );
-    ratios.add(
-        "w4.cold_groups_vs_sqlite",
-        groups / sqlite,
-        None,
-    );
+    ratios.add("w4.cold_groups_vs_sqlite", groups / sqlite, None);
     Ok(())
 }
 

@@ -244,12 +244,12 @@ impl KeyLookup {
             scanner = scanner.keeping(keep);
         }
         let mut read = 0;
-        while let Some(row) = scanner.next_row()? {
+        while let Some(row) = scanner.next_raw()? {
             read += 1;
             if read > MAX_ROWS {
                 return Ok(None);
             }
-            builder.push(&row)?;
+            builder.push(row)?;
         }
         let scanned = builder.finish()?;
         let columns = self

@@ -249,7 +249,7 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
         .with_row_limit(SPLIT_MIN_ROWS);
     let mut sample = planning_scan(store, &row_set, options);
     let mut rows = 0;
-    while sample.next_row().map_err(to_df)?.is_some() {
+    while sample.next_raw().map_err(to_df)?.is_some() {
         rows += 1;
     }
     if rows < SPLIT_MIN_ROWS {
@@ -394,9 +394,9 @@ impl ExecutionPlan for WideScanExec {
                 if tx.is_closed() {
                     return;
                 }
-                match scanner.next_row() {
+                match scanner.next_raw() {
                     Ok(Some(row)) => {
-                        match builder.push(&row) {
+                        match builder.push(row) {
                             Ok(made) => left = left.saturating_sub(made),
                             Err(e) => {
                                 send(Err(e));

@@ -131,13 +131,53 @@ pub struct ChunkReader<'c> {
 impl<'c> ChunkReader<'c> {
     /// A reader of the chunk bytes `chunk`.
     pub fn new(chunk: &'c [u8]) -> Self {
+        // Room for a family, a qualifier of a few dozen bytes and a
+        // timestamp without growing.
+        Self::reusing(chunk, Vec::with_capacity(64))
+    }
+
+    /// A reader of `chunk` that builds cell keys in `buffer` (its contents
+    /// are dropped), for a caller reading many chunks: see
+    /// [`ChunkReader::into_buffer`].
+    pub fn reusing(chunk: &'c [u8], mut buffer: Vec<u8>) -> Self {
+        buffer.clear();
         Self {
             chunk,
             at: 0,
-            // Room for a family, a qualifier of a few dozen bytes and a
-            // timestamp without growing.
-            suffix: Vec::with_capacity(64),
+            suffix: buffer,
         }
+    }
+
+    /// The buffer the reader built cell keys in, for the next reader.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.suffix
+    }
+
+    /// Moves past the cells after the last one read that are of its family
+    /// (whose key suffixes share its first two bytes, the family id)
+    /// without building their keys: skipping a family costs its cells'
+    /// lengths only. The key suffix of the next cell read is right: it
+    /// shares at most the first byte with the last one read.
+    pub fn skip_family(&mut self) -> std::result::Result<(), KeyError> {
+        let chunk = self.chunk;
+        while self.at < chunk.len() {
+            let mut at = self.at;
+            if take_varint(chunk, &mut at)? < 2 {
+                return Ok(());
+            }
+            let unshared = take_varint(chunk, &mut at)?;
+            let key_end = at
+                .checked_add(unshared)
+                .filter(|end| *end <= chunk.len())
+                .ok_or(bad("it ends inside a cell key"))?;
+            at = key_end;
+            let value_len = take_varint(chunk, &mut at)?;
+            self.at = at
+                .checked_add(value_len)
+                .filter(|end| *end <= chunk.len())
+                .ok_or(bad("it ends inside a value"))?;
+        }
+        Ok(())
     }
 
     /// The next cell: its key suffix (the cell key after the row part) and
@@ -257,19 +297,22 @@ fn decode(
     chunk: &Bytes,
     keep: Option<&KeptCells>,
     out: &mut Vec<StoredCell>,
-    keys: &mut Vec<u8>,
+    buffers: &mut DecodeBuffers,
 ) -> Result<bool> {
     let row_len = layout.row_len(key)?;
     let row_part = &key[..row_len];
-    // The cells' full keys, one after another in `keys` (the caller's
-    // buffer: storage copies them anyway), and where each ends.
+    // The cells' full keys, one after another in `keys` (storage copies
+    // them anyway), and where each ends.
+    let DecodeBuffers {
+        keys, spans: cells, ..
+    } = buffers;
     keys.clear();
-    let mut cells: Vec<(usize, std::ops::Range<usize>)> = Vec::with_capacity(16);
+    cells.clear();
     let presence = keep.is_some_and(|keep| keep.presence);
     let mut pruned = false;
     let mut kept = false;
     let mut prune = true;
-    let mut reader = ChunkReader::new(chunk);
+    let mut reader = ChunkReader::reusing(chunk, std::mem::take(&mut buffers.suffix));
     loop {
         let Some((suffix, value)) = reader
             .next_cell()
@@ -279,7 +322,7 @@ fn decode(
                 // Nothing kept, but the pruned cells may make the row
                 // exist: the chunk is read whole.
                 prune = false;
-                reader = ChunkReader::new(chunk);
+                reader = ChunkReader::reusing(chunk, reader.into_buffer());
                 keys.clear();
                 cells.clear();
                 continue;
@@ -288,7 +331,13 @@ fn decode(
         };
         match keep.map_or(Judged::Kept, |keep| keep.judge(suffix)) {
             Judged::Kept => kept |= !suffix.starts_with(&MARK_FAMILY.to_be_bytes()),
-            Judged::Skipped => continue,
+            Judged::Skipped => {
+                // The whole family is: its cells are passed over unread.
+                reader
+                    .skip_family()
+                    .map_err(|reason| layout.corrupt(key, reason))?;
+                continue;
+            }
             Judged::Pruned if prune => {
                 pruned = true;
                 continue;
@@ -299,10 +348,11 @@ fn decode(
         keys.extend_from_slice(suffix);
         cells.push((keys.len(), value));
     }
+    buffers.suffix = reader.into_buffer();
     // One allocation holds every cell key of the chunk; each cell shares it.
     let keys = Bytes::from(&keys[..]);
     let mut start = 0;
-    for (end, value) in cells {
+    for (end, value) in cells.drain(..) {
         out.push((
             keys.slice(start, end - start),
             chunk.slice(value.start, value.len()),
@@ -310,6 +360,17 @@ fn decode(
         start = end;
     }
     Ok(presence && pruned && prune)
+}
+
+/// The memory [`decode`] works in, kept by its caller to reuse.
+#[derive(Debug, Default)]
+struct DecodeBuffers {
+    /// The kept cells' full keys, one after another.
+    keys: Vec<u8>,
+    /// Where each kept cell's key ends in `keys`, and its value in the chunk.
+    spans: Vec<(usize, std::ops::Range<usize>)>,
+    /// Where a [`ChunkReader`] builds each cell's key suffix.
+    suffix: Vec<u8>,
 }
 
 /// The key to start a forward chunk scan from so that it meets the cell
@@ -344,7 +405,7 @@ pub struct CellCursor {
     /// Where a chunk's cells and their keys are decoded (kept to reuse
     /// their memory).
     decoded: Vec<StoredCell>,
-    keys: Vec<u8>,
+    buffers: DecodeBuffers,
     /// Cells below this key are skipped (a forward scan that started
     /// inside a chunk).
     skip_below: Option<Vec<u8>>,
@@ -391,7 +452,7 @@ impl CellCursor {
             chunks,
             cells: VecDeque::new(),
             decoded: Vec::new(),
-            keys: Vec::new(),
+            buffers: DecodeBuffers::default(),
             skip_below: None,
             keep,
             pruned: VecDeque::new(),
@@ -435,8 +496,8 @@ impl CellCursor {
             };
             let (key, chunk) = entry?;
             let cells = &mut self.decoded;
-            let (keep, keys) = (self.keep.as_ref(), &mut self.keys);
-            if decode(&self.layout, &key, &chunk, keep, cells, keys)? {
+            let (keep, buffers) = (self.keep.as_ref(), &mut self.buffers);
+            if decode(&self.layout, &key, &chunk, keep, cells, buffers)? {
                 self.pruned.push_back(key);
             }
             if self.reverse {
@@ -566,12 +627,13 @@ pub fn write_changes(
     }
     let row_len = row_part.len();
     let mut pending = changes.iter().peekable();
+    let mut buffers = DecodeBuffers::default();
     for at in 0..chunks.len() {
         let next_key = chunks.get(at + 1).map(|(key, _)| key.clone());
         let (key, stored) = &chunks[at];
         let mut cells: Vec<StoredCell> = Vec::new();
         if let Some(chunk) = stored {
-            decode(layout, key, chunk, None, &mut cells, &mut Vec::new())?;
+            decode(layout, key, chunk, None, &mut cells, &mut buffers)?;
         }
         // Merge this chunk's changes into its cells.
         let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(cells.len() + 1);
@@ -687,6 +749,31 @@ mod tests {
                 read.push((suffix.to_vec(), chunk[value].to_vec()));
             }
             proptest::prop_assert_eq!(read, cells);
+        }
+
+        /// Skipping the rest of each family after its first cell reads the
+        /// first cell of each family (key suffixes' first two bytes), keys
+        /// and values intact.
+        #[test]
+        fn skipping_families_reads_the_first_cell_of_each(mut cells in proptest::collection::vec(
+            (proptest::collection::vec(0u8..3, 2..10), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20)),
+            0..40,
+        )) {
+            let row = b"row\x00\x01".to_vec();
+            cells.sort();
+            cells.dedup_by(|a, b| a.0 == b.0);
+            let keys: Vec<Vec<u8>> = cells.iter().map(|(s, _)| [row.clone(), s.clone()].concat()).collect();
+            let chunk = encode_chunk(row.len(), keys.iter().zip(&cells).map(|(k, (_, v))| (k.as_slice(), v.as_slice())));
+            let mut expected = cells.clone();
+            expected.dedup_by(|a, b| a.0[..2] == b.0[..2]);
+            let mut reader = ChunkReader::new(&chunk);
+            let mut read = Vec::new();
+            let fail = |e: KeyError| proptest::test_runner::TestCaseError::fail(e.to_string());
+            while let Some((suffix, value)) = reader.next_cell().map_err(fail)? {
+                read.push((suffix.to_vec(), chunk[value].to_vec()));
+                reader.skip_family().map_err(fail)?;
+            }
+            proptest::prop_assert_eq!(read, expected);
         }
     }
 

@@ -18,7 +18,7 @@ mod write;
 
 use std::sync::Arc;
 
-pub use cell::{Cell, Row};
+pub use cell::{Cell, CellRef, Row, RowRef};
 pub use filter::{
     Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet, ValueFilter,
 };

@@ -24,7 +24,7 @@ use crate::table::chunks::{CellCursor, KeptCells, StoredCell};
 use crate::table::filter::{Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
-use crate::table::{Cell, Row, TableStore};
+use crate::table::{Cell, Row, RowRef, TableStore};
 
 /// A cell as the engine passes it around: family by id, value unconverted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct RawCell {
 }
 
 /// A row as the engine passes it around.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawRow {
     /// The row key.
     pub key: Vec<u8>,
@@ -345,6 +345,9 @@ pub struct Scanner {
     /// their memory.
     row_enc: Vec<u8>,
     raw: Vec<(Bytes, Bytes)>,
+    /// The last row read, lent by [`Scanner::next_raw`]; its buffers are
+    /// reused for the next.
+    row: RawRow,
     /// Asked before each row that the filter leaves empty: `true` ends the
     /// scan (its consumer went away), so a scan that skips rows does not
     /// run on to the end of the table unread.
@@ -387,6 +390,7 @@ impl Scanner {
             rows_left,
             row_enc: Vec::new(),
             raw: Vec::new(),
+            row: RawRow::default(),
             stop: None,
         }
     }
@@ -412,6 +416,16 @@ impl Scanner {
 
     /// The next row with at least one selected cell.
     pub fn next_row(&mut self) -> Result<Option<RawRow>> {
+        if self.next_raw()?.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(std::mem::take(&mut self.row)))
+    }
+
+    /// The next row with at least one selected cell, lent until the next
+    /// call: a scan that reads each row once reuses one row's memory
+    /// instead of allocating a key and a cell list per row.
+    pub fn next_raw(&mut self) -> Result<Option<&RawRow>> {
         let store = self.store.clone();
         let prefix_len = store.layout.prefix.len();
         let reverse = self.options.reverse;
@@ -466,31 +480,36 @@ impl Scanner {
             if reverse {
                 raw.reverse();
             }
-            let mut cells = store.select(&raw, &self.options.filter, self.now)?;
+            let cells = &mut self.row.cells;
+            cells.clear();
+            let filter = &self.options.filter;
+            store.select(&raw, row_enc.len(), filter, self.now, cells)?;
             let pruned = self
                 .cursors
                 .iter_mut()
                 .fold(false, |took, c| c.took_pruned(&row_enc) | took);
-            if cells.is_empty() && pruned {
+            if self.row.cells.is_empty() && pruned {
                 // None of the cells kept is visible; the pruned ones decide
                 // whether the row exists.
-                cells = self.unpruned_row(&row_enc, stripe)?;
+                self.row.cells = self.unpruned_row(&row_enc, stripe)?;
             }
             raw.clear();
             self.raw = raw;
-            if cells.is_empty() {
+            if self.row.cells.is_empty() {
                 self.row_enc = row_enc;
                 if self.stop.as_ref().is_some_and(|stop| stop()) {
                     return Ok(None);
                 }
                 continue;
             }
-            let key = KeyReader::new(&row_enc[prefix_len..]).bytes()?.into_owned();
+            let key = KeyReader::new(&row_enc[prefix_len..]).bytes()?;
+            self.row.key.clear();
+            self.row.key.extend_from_slice(&key);
             self.row_enc = row_enc;
             if let Some(left) = &mut self.rows_left {
                 *left -= 1;
             }
-            return Ok(Some(RawRow { key, cells }));
+            return Ok(Some(&self.row));
         }
     }
 }
@@ -619,6 +638,45 @@ impl Iterator for RowIter {
     }
 }
 
+impl RowIter {
+    /// The next row, lent until the next call instead of returned: its
+    /// cells are read in place, so a scan of many rows copies no key or
+    /// cell (`next` copies each into a [`Row`]).
+    ///
+    /// ```
+    /// # use widesql::*;
+    /// # fn main() -> Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// # let table = db.default_dataset()?.create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?;
+    /// for (key, n) in [("a", 1i64), ("b", 2), ("c", 3)] {
+    ///     table.mutate_row(key.as_bytes(), &RowMutation::new().set("f", "n", n.to_be_bytes()))?;
+    /// }
+    /// let mut rows = table.read_rows(&RowSet::all(), ReadOptions::new())?;
+    /// let mut sum = 0;
+    /// while let Some(row) = rows.next_ref() {
+    ///     if let Some(n) = row?.value("f", b"n") {
+    ///         sum += i64::from_be_bytes(n.try_into().unwrap());
+    ///     }
+    /// }
+    /// assert_eq!(sum, 6);
+    /// # Ok(()) }
+    /// ```
+    pub fn next_ref(&mut self) -> Option<Result<RowRef<'_>>> {
+        if let Some(error) = self.error.take() {
+            self.scanner.rows_left = Some(0);
+            return Some(Err(error));
+        }
+        match self.scanner.next_raw() {
+            Ok(Some(_)) => {}
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        let scanner = &self.scanner;
+        Some(Ok(RowRef::new(&scanner.store.layout, &scanner.row)))
+    }
+}
+
 impl TableStore {
     /// Takes the stored entries of the row whose keys start with `row_enc`
     /// from the cursors, in scan order. Reading forward, once a column has
@@ -724,31 +782,30 @@ impl TableStore {
     }
 
     /// Applies the selector, then the per-row offset and limit, to the
-    /// stored cells of one row (in stored order).
+    /// stored cells of one row (in stored order; `row_len`: the length of
+    /// their keys' row part), appending the cells selected to `cells`
+    /// (empty when called).
     pub(crate) fn select(
         &self,
         raw: &[(Bytes, Bytes)],
+        row_len: usize,
         filter: &Filter,
         now: i64,
-    ) -> Result<Vec<RawCell>> {
+        cells: &mut Vec<RawCell>,
+    ) -> Result<()> {
         let mut selector = Selector::new(&self.layout, filter, now);
         let mut skip = filter.cells_per_row_offset;
         let limit = filter.cells_per_row_limit.unwrap_or(usize::MAX);
-        // Every cell is of one row: its row key is decoded once, not per cell.
-        let row_len = match raw.first() {
-            Some((key, _)) => self.layout.row_len(key)?,
-            None => 0,
-        };
         // A row's delete markers sort after its cells: gather them first.
         let mut marks = Marks::default();
+        let mark_family = MARK_FAMILY.to_be_bytes();
         for (key, _) in raw.iter().rev() {
-            let cell = self.layout.decode_column(key, row_len)?;
-            if cell.family != MARK_FAMILY {
+            if key.get(row_len..row_len + 2) != Some(&mark_family[..]) {
                 break;
             }
+            let cell = self.layout.decode_column(key, row_len)?;
             marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
         }
-        let mut cells = Vec::new();
         for (key, value) in raw {
             if cells.len() >= limit {
                 break;
@@ -777,7 +834,7 @@ impl TableStore {
                 cells.push(marker);
             }
         }
-        Ok(cells)
+        Ok(())
     }
 
     /// A row whose only cells are of dropped columns keeps existing: it
@@ -807,22 +864,13 @@ impl TableStore {
 
     /// Converts family ids to names.
     pub(crate) fn to_row(&self, raw: RawRow) -> Row {
+        let cells = RowRef::new(&self.layout, &raw)
+            .cells()
+            .map(|c| c.to_cell())
+            .collect();
         Row {
             key: raw.key,
-            cells: raw
-                .cells
-                .into_iter()
-                .map(|c| Cell {
-                    family: self
-                        .layout
-                        .family_by_id(c.family)
-                        .map(|f| f.name.clone())
-                        .unwrap_or_default(),
-                    qualifier: c.qualifier.to_vec(),
-                    timestamp: c.timestamp,
-                    value: c.value.to_vec(),
-                })
-                .collect(),
+            cells,
         }
     }
 
@@ -878,7 +926,9 @@ impl TableStore {
             &mut raw,
             usize::MAX,
         )?;
-        self.select(&raw, filter, now)
+        let mut cells = Vec::new();
+        self.select(&raw, row_enc.len(), filter, now, &mut cells)?;
+        Ok(cells)
     }
 
     /// Reads up to `page_size` cells of one row after `resume`, for rows too

@@ -30,6 +30,18 @@ pub trait System {
     fn bytes_on_disk(&self) -> Res<Option<u64>>;
 }
 
+/// Counts one more page of language `value` (UTF-8; others counted under
+/// their lossy text), allocating only for a language not seen before.
+pub fn count(counts: &mut std::collections::BTreeMap<String, i64>, value: &[u8]) {
+    let language = String::from_utf8_lossy(value);
+    match counts.get_mut(language.as_ref()) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(language.into_owned(), 1);
+        }
+    }
+}
+
 /// The bytes of the files under `path`.
 pub fn dir_size(path: &std::path::Path) -> Res<u64> {
     let mut total = 0;

@@ -47,18 +47,17 @@ impl RawSled {
         &self.db
     }
 
-    /// The value of column `name` of family `cf` of every page, from the
-    /// default group.
-    fn scan_column(&self, name: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+    /// Visits the value of column `name` of family `cf` of every page,
+    /// from the default group, in place.
+    fn for_each_value(&self, name: &[u8], mut visit: impl FnMut(&[u8]) -> Res<()>) -> Res<()> {
         let wanted = suffix(CF, name)?;
-        let mut out = Vec::new();
         for item in self.small.iter() {
-            let (key, chunk) = item?;
+            let (_, chunk) = item?;
             if let Some(value) = find(&chunk, &wanted)? {
-                out.push((key.to_vec(), value.to_vec()));
+                visit(value)?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -158,21 +157,20 @@ impl System for RawSled {
     }
 
     fn per_language(&mut self) -> Res<Vec<(String, i64)>> {
-        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-        for (_, value) in self.scan_column(b"language")? {
-            *counts
-                .entry(String::from_utf8_lossy(&value).into_owned())
-                .or_default() += 1;
-        }
+        let mut counts = BTreeMap::new();
+        self.for_each_value(b"language", |value| {
+            super::count(&mut counts, value);
+            Ok(())
+        })?;
         Ok(counts.into_iter().collect())
     }
 
     fn sum_rank(&mut self) -> Res<i64> {
         let mut sum = 0i64;
-        for (_, value) in self.scan_column(b"rank")? {
-            let bytes: [u8; 8] = value.as_slice().try_into()?;
-            sum += i64::from_be_bytes(bytes);
-        }
+        self.for_each_value(b"rank", |value| {
+            sum += i64::from_be_bytes(value.try_into()?);
+            Ok(())
+        })?;
         Ok(sum)
     }
 

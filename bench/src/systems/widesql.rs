@@ -69,6 +69,10 @@ pub struct WidesqlSql {
 
 /// How [`WidesqlSql`] loads pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "every way of loading is an INSERT statement"
+)]
 pub enum Load {
     /// `INSERT … VALUES` statements of this many rows each.
     InsertValues(usize),
@@ -298,22 +302,22 @@ impl WidesqlEmbedded {
         &self.table
     }
 
-    /// Reads one column of every row: `(row key, value)`.
-    fn column(&self, name: &str) -> Res<Vec<Vec<u8>>> {
+    /// Visits the value of column `name` of family `cf` of every row, in
+    /// place ([`widesql::RowIter::next_ref`]).
+    fn for_each_value(&self, name: &str, mut visit: impl FnMut(&[u8]) -> Res<()>) -> Res<()> {
         let filter = Filter::all()
             .with_families(["cf"])
             .with_qualifiers(QualifierFilter::Exact([name.as_bytes().to_vec()].into()))
             .with_latest_versions(1);
-        let mut out = Vec::new();
-        for row in self
+        let mut rows = self
             .table
-            .read_rows(&RowSet::all(), ReadOptions::new().with_filter(filter))?
-        {
-            if let Some(cell) = row?.cells.pop() {
-                out.push(cell.value);
+            .read_rows(&RowSet::all(), ReadOptions::new().with_filter(filter))?;
+        while let Some(row) = rows.next_ref() {
+            if let Some(cell) = row?.cells().next() {
+                visit(cell.value)?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -367,21 +371,20 @@ impl System for WidesqlEmbedded {
     }
 
     fn per_language(&mut self) -> Res<Vec<(String, i64)>> {
-        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-        for value in self.column("language")? {
-            *counts
-                .entry(String::from_utf8_lossy(&value).into_owned())
-                .or_default() += 1;
-        }
+        let mut counts = BTreeMap::new();
+        self.for_each_value("language", |value| {
+            super::count(&mut counts, value);
+            Ok(())
+        })?;
         Ok(counts.into_iter().collect())
     }
 
     fn sum_rank(&mut self) -> Res<i64> {
         let mut sum = 0i64;
-        for value in self.column("rank")? {
-            let bytes: [u8; 8] = value.as_slice().try_into()?;
-            sum += i64::from_be_bytes(bytes);
-        }
+        self.for_each_value("rank", |value| {
+            sum += i64::from_be_bytes(value.try_into()?);
+            Ok(())
+        })?;
         Ok(sum)
     }
 
