@@ -457,7 +457,7 @@ fn bad_input_gives_clear_errors_and_changes_nothing() -> TestResult {
 /// Rewrites entries of the first tree whose name contains `name_part`,
 /// with sled directly (the database is closed).
 fn tamper(dir: &Path, name_part: &[u8], change: impl FnOnce(&sled::Tree)) -> TestResult {
-    let sled = sled::open(dir)?;
+    let sled = common::open_raw_sled(dir)?;
     let name = sled
         .tree_names()
         .into_iter()
@@ -529,7 +529,7 @@ fn a_directory_of_another_program_is_refused_and_left_alone() -> TestResult {
     assert_eq!(e.kind(), ErrorKind::Corruption, "{e}");
     assert!(e.to_string().contains("not a widesql database"), "{e}");
     assert_eq!(
-        sled::open(dir.path())?.get("theirs")?.as_deref(),
+        common::open_raw_sled(dir.path())?.get("theirs")?.as_deref(),
         Some(&b"data"[..]),
         "their data is untouched"
     );

@@ -1,6 +1,8 @@
 //! Catalog scenarios: create, look up, rename, drop at every level, names
 //! unique per parent, no prefix aliasing, persistence across reopen.
 
+mod common;
+
 use widesql::{Db, DbOptions, DropMode, ErrorKind, FamilySpec, Filter, RowMutation, TableSpec};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -258,7 +260,7 @@ fn dropping_the_last_family_of_a_locality_group_removes_its_keys() -> TestResult
     // A group left behind (as by a crash before the clearing), and keys of
     // no group, are emptied on open.
     {
-        let raw = sled::open(dir.path())?;
+        let raw = common::open_raw_sled(dir.path())?;
         let tree_name = raw
             .tree_names()
             .into_iter()
@@ -426,18 +428,7 @@ fn a_database_of_another_format_version_is_refused_by_name(
     // Format 2 had a tree per locality group; this build keeps a table's
     // groups in one tree (format 3).
     {
-        // sled's I/O threads may hold its file lock for a moment after the
-        // last handle is dropped.
-        let mut tries = 0;
-        let raw = loop {
-            match sled::open(dir.path()) {
-                Err(e) if e.to_string().contains("lock") && tries < 200 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                opened => break opened?,
-            }
-        };
+        let raw = common::open_raw_sled(dir.path())?;
         raw.insert(b"widesql/format", &2u32.to_be_bytes())?;
         raw.flush()?;
     }

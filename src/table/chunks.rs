@@ -160,12 +160,19 @@ impl<'c> ChunkReader<'c> {
     /// shares at most the first byte with the last one read.
     pub fn skip_family(&mut self) -> std::result::Result<(), KeyError> {
         let chunk = self.chunk;
+        // The length of the key suffix of the cell last passed over.
+        let mut suffix_len = self.suffix.len();
         while self.at < chunk.len() {
             let mut at = self.at;
-            if take_varint(chunk, &mut at)? < 2 {
+            let shared = take_varint(chunk, &mut at)?;
+            if shared < 2 {
                 return Ok(());
             }
+            if shared > suffix_len {
+                return Err(bad("a cell shares more bytes than the previous one has"));
+            }
             let unshared = take_varint(chunk, &mut at)?;
+            suffix_len = shared.saturating_add(unshared);
             let key_end = at
                 .checked_add(unshared)
                 .filter(|end| *end <= chunk.len())

@@ -73,3 +73,18 @@ pub fn text(
         .collect::<Vec<_>>()
         .join("\n"))
 }
+
+/// Opens the sled database in `dir` directly, waiting up to 2 s for the
+/// file lock: sled's I/O threads may hold it for a moment after the last
+/// handle of a database of this process was dropped.
+pub fn open_raw_sled(dir: &std::path::Path) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match sled::open(dir) {
+            Err(e) if e.to_string().contains("lock") && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
+    }
+}
