@@ -443,3 +443,20 @@ fn a_database_of_another_format_version_is_refused_by_name(
     assert!(text.contains("export"), "{text}");
     Ok(())
 }
+
+#[test]
+fn a_closed_database_opens_again_at_once_in_the_same_process() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    db.default_dataset()?
+        .create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?;
+    // sled's threads release the file lock a moment after the last handle
+    // goes; an open in between waits for it instead of calling the
+    // database in use by another process.
+    drop(db);
+    for _ in 0..5 {
+        let db = Db::open(dir.path())?;
+        assert!(db.default_dataset()?.open_table("t").is_ok());
+    }
+    Ok(())
+}

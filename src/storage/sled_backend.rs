@@ -23,6 +23,33 @@ struct SledTree {
     name: Vec<u8>,
 }
 
+/// How long an open waits for the database's file lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Opens `config`'s database, waiting up to [`LOCK_WAIT`] while its file is
+/// locked: sled's I/O threads release the lock a moment after the last
+/// handle of a database is dropped, so a program that closes a database and
+/// opens it again would otherwise be told it is in use. A database another
+/// process has open is still refused, after the wait.
+fn open_when_unlocked(config: &sled::Config) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(io))
+                if is_lock_error(&io) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            opened => return opened,
+        }
+    }
+}
+
+/// Whether sled could not open a database because its file is locked.
+fn is_lock_error(io: &std::io::Error) -> bool {
+    io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("lock")
+}
+
 impl SledBackend {
     /// Opens (creating if needed) the sled database in `path`.
     pub fn open(path: &Path, options: &StorageOptions) -> Result<SledBackend, StorageError> {
@@ -32,13 +59,8 @@ impl SledBackend {
             .cache_capacity(options.cache_capacity)
             .flush_every_ms(options.flush_every_ms)
             .temporary(options.temporary);
-        let db = config.open().map_err(|source| match source {
-            sled::Error::Io(ref io) if io.kind() == std::io::ErrorKind::WouldBlock => {
-                StorageError::Locked {
-                    path: display.clone(),
-                }
-            }
-            sled::Error::Io(ref io) if io.to_string().contains("lock") => StorageError::Locked {
+        let db = open_when_unlocked(&config).map_err(|source| match source {
+            sled::Error::Io(ref io) if is_lock_error(io) => StorageError::Locked {
                 path: display.clone(),
             },
             source => StorageError::Store {
