@@ -17,7 +17,9 @@ use crate::systems::datafusion_mem::DataFusionMem;
 use crate::systems::gluesql::GlueSql;
 use crate::systems::raw_sled::{cell_key, RawSled};
 use crate::systems::sqlite::{open_connection, Sqlite};
-use crate::systems::widesql::{open_db, Load, WidesqlEmbedded, WidesqlSql, STATEMENT_ROWS};
+use crate::systems::widesql::{
+    bulk_load, open_db, Load, WidesqlEmbedded, WidesqlSql, STATEMENT_ROWS,
+};
 use crate::systems::{evict_from_page_cache, System};
 use crate::Res;
 
@@ -581,19 +583,6 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
     );
     drop(one_group);
     w4_cold(config, pages, stores, &one_group_dir, ratios)
-}
-
-/// Stores `pages` in the table `pages` of `db` through the embedded API,
-/// durably.
-fn bulk_load(db: &widesql::Db, pages: &[Page]) -> Res<()> {
-    let table = db.open_table("default", "public", "pages")?;
-    table.bulk_mutate(
-        pages
-            .iter()
-            .map(|p| (p.key.as_bytes(), crate::systems::widesql::page_mutation(p))),
-    )?;
-    db.flush()?;
-    Ok(())
 }
 
 /// W4 with cold caches, what a locality group is for: each repetition

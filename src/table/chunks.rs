@@ -159,30 +159,15 @@ impl<'c> ChunkReader<'c> {
     /// lengths only. The key suffix of the next cell read is right: it
     /// shares at most the first byte with the last one read.
     pub fn skip_family(&mut self) -> std::result::Result<(), KeyError> {
-        let chunk = self.chunk;
         // The length of the key suffix of the cell last passed over.
         let mut suffix_len = self.suffix.len();
-        while self.at < chunk.len() {
-            let mut at = self.at;
-            let shared = take_varint(chunk, &mut at)?;
-            if shared < 2 {
+        while self.at < self.chunk.len() {
+            let cell = frame(self.chunk, self.at, suffix_len)?;
+            if cell.shared < 2 {
                 return Ok(());
             }
-            if shared > suffix_len {
-                return Err(bad("a cell shares more bytes than the previous one has"));
-            }
-            let unshared = take_varint(chunk, &mut at)?;
-            suffix_len = shared.saturating_add(unshared);
-            let key_end = at
-                .checked_add(unshared)
-                .filter(|end| *end <= chunk.len())
-                .ok_or(bad("it ends inside a cell key"))?;
-            at = key_end;
-            let value_len = take_varint(chunk, &mut at)?;
-            self.at = at
-                .checked_add(value_len)
-                .filter(|end| *end <= chunk.len())
-                .ok_or(bad("it ends inside a value"))?;
+            suffix_len = cell.shared + cell.key.len();
+            self.at = cell.value.end;
         }
         Ok(())
     }
@@ -190,32 +175,51 @@ impl<'c> ChunkReader<'c> {
     /// The next cell: its key suffix (the cell key after the row part) and
     /// where its value lies in the chunk; `None` after the last one.
     pub fn next_cell(&mut self) -> std::result::Result<Option<ChunkCell<'_>>, KeyError> {
-        let chunk = self.chunk;
-        if self.at >= chunk.len() {
+        if self.at >= self.chunk.len() {
             return Ok(None);
         }
-        let at = &mut self.at;
-        let shared = take_varint(chunk, at)?;
-        let unshared = take_varint(chunk, at)?;
-        if shared > self.suffix.len() {
-            return Err(bad("a cell shares more bytes than the previous one has"));
-        }
-        let end = at
-            .checked_add(unshared)
-            .filter(|end| *end <= chunk.len())
-            .ok_or(bad("it ends inside a cell key"))?;
-        self.suffix.truncate(shared);
-        self.suffix.extend_from_slice(&chunk[*at..end]);
-        *at = end;
-        let value_len = take_varint(chunk, at)?;
-        let value_end = at
-            .checked_add(value_len)
-            .filter(|end| *end <= chunk.len())
-            .ok_or(bad("it ends inside a value"))?;
-        let value = *at..value_end;
-        *at = value_end;
-        Ok(Some((&self.suffix, value)))
+        let cell = frame(self.chunk, self.at, self.suffix.len())?;
+        self.suffix.truncate(cell.shared);
+        self.suffix.extend_from_slice(&self.chunk[cell.key]);
+        self.at = cell.value.end;
+        Ok(Some((&self.suffix, cell.value)))
     }
+}
+
+/// Where the parts of one stored cell lie in its chunk.
+struct Frame {
+    /// Key bytes it shares with the cell before it.
+    shared: usize,
+    /// The rest of its key suffix.
+    key: std::ops::Range<usize>,
+    /// Its value; the next cell starts at its end.
+    value: std::ops::Range<usize>,
+}
+
+/// Reads the framing of the cell at `at` in `chunk`, whose predecessor's key
+/// suffix is `previous_len` bytes long, checking it stays inside the chunk.
+fn frame(chunk: &[u8], mut at: usize, previous_len: usize) -> std::result::Result<Frame, KeyError> {
+    let shared = take_varint(chunk, &mut at)?;
+    let unshared = take_varint(chunk, &mut at)?;
+    if shared > previous_len {
+        return Err(bad("a cell shares more bytes than the previous one has"));
+    }
+    let key_end = at
+        .checked_add(unshared)
+        .filter(|end| *end <= chunk.len())
+        .ok_or(bad("it ends inside a cell key"))?;
+    let key = at..key_end;
+    at = key_end;
+    let value_len = take_varint(chunk, &mut at)?;
+    let value_end = at
+        .checked_add(value_len)
+        .filter(|end| *end <= chunk.len())
+        .ok_or(bad("it ends inside a value"))?;
+    Ok(Frame {
+        shared,
+        key,
+        value: at..value_end,
+    })
 }
 
 /// The cells a read decodes: a cursor skips the others while it decodes a
@@ -713,6 +717,24 @@ pub fn write_changes(
 mod tests {
     use super::*;
 
+    /// `cells` (key suffix, value) sorted and deduplicated by suffix, and
+    /// the chunk encoding them as cells of one row.
+    fn chunk_of(cells: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Vec<u8> {
+        let row = b"row\x00\x01".to_vec();
+        cells.sort();
+        cells.dedup_by(|a, b| a.0 == b.0);
+        let keys: Vec<Vec<u8>> = cells
+            .iter()
+            .map(|(s, _)| [row.clone(), s.clone()].concat())
+            .collect();
+        encode_chunk(
+            row.len(),
+            keys.iter()
+                .zip(cells.iter())
+                .map(|(k, (_, v))| (k.as_slice(), v.as_slice())),
+        )
+    }
+
     #[test]
     fn varints_round_trip() {
         for n in [0, 1, 127, 128, 300, 16_383, 16_384, usize::MAX] {
@@ -745,11 +767,7 @@ mod tests {
             (proptest::collection::vec(0u8..4, 1..12), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
             0..30,
         )) {
-            let row = b"row\x00\x01".to_vec();
-            cells.sort();
-            cells.dedup_by(|a, b| a.0 == b.0);
-            let keys: Vec<Vec<u8>> = cells.iter().map(|(s, _)| [row.clone(), s.clone()].concat()).collect();
-            let chunk = encode_chunk(row.len(), keys.iter().zip(&cells).map(|(k, (_, v))| (k.as_slice(), v.as_slice())));
+            let chunk = chunk_of(&mut cells);
             let mut reader = ChunkReader::new(&chunk);
             let mut read = Vec::new();
             while let Some((suffix, value)) = reader.next_cell().map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))? {
@@ -766,11 +784,7 @@ mod tests {
             (proptest::collection::vec(0u8..3, 2..10), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20)),
             0..40,
         )) {
-            let row = b"row\x00\x01".to_vec();
-            cells.sort();
-            cells.dedup_by(|a, b| a.0 == b.0);
-            let keys: Vec<Vec<u8>> = cells.iter().map(|(s, _)| [row.clone(), s.clone()].concat()).collect();
-            let chunk = encode_chunk(row.len(), keys.iter().zip(&cells).map(|(k, (_, v))| (k.as_slice(), v.as_slice())));
+            let chunk = chunk_of(&mut cells);
             let mut expected = cells.clone();
             expected.dedup_by(|a, b| a.0[..2] == b.0[..2]);
             let mut reader = ChunkReader::new(&chunk);

@@ -629,8 +629,7 @@ impl Iterator for RowIter {
     type Item = Result<Row>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(error) = self.error.take() {
-            self.scanner.rows_left = Some(0);
+        if let Some(error) = self.take_error() {
             return Some(Err(error));
         }
         let raw = self.scanner.next_row().transpose()?;
@@ -663,8 +662,7 @@ impl RowIter {
     /// # Ok(()) }
     /// ```
     pub fn next_ref(&mut self) -> Option<Result<RowRef<'_>>> {
-        if let Some(error) = self.error.take() {
-            self.scanner.rows_left = Some(0);
+        if let Some(error) = self.take_error() {
             return Some(Err(error));
         }
         match self.scanner.next_raw() {
@@ -674,6 +672,13 @@ impl RowIter {
         }
         let scanner = &self.scanner;
         Some(Ok(RowRef::new(&scanner.store.layout, &scanner.row)))
+    }
+
+    /// The error found before the read began, once; the read then ends.
+    fn take_error(&mut self) -> Option<crate::Error> {
+        let error = self.error.take()?;
+        self.scanner.rows_left = Some(0);
+        Some(error)
     }
 }
 

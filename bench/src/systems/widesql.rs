@@ -5,13 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
-use widesql::{
-    Db, DbOptions, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, StorageError, Table,
-};
+use widesql::{Db, DbOptions, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, Table};
 
 use super::datafusion_mem::{language_counts, page_batches, row_count, single_i64};
 use super::System;
@@ -32,24 +29,23 @@ fn create_table(name: &str, own_group: bool) -> String {
 }
 
 /// Opens a database in `path` with background compaction off (it would
-/// run during some measurements and not others). Waits up to 5 s for the
-/// file lock of a database this process closed a moment ago: sled's
-/// threads release it after the handle is dropped.
+/// run during some measurements and not others).
 pub fn open_db(path: &Path, cache_bytes: u64) -> Res<Db> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let options = DbOptions::new()
+    Ok(Db::open_with(
+        path,
+        DbOptions::new()
             .with_cache_capacity(cache_bytes)
-            .with_compaction_interval(None);
-        match Db::open_with(path, options) {
-            Err(widesql::Error::Storage(StorageError::Locked { .. }))
-                if Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            opened => return Ok(opened?),
-        }
-    }
+            .with_compaction_interval(None),
+    )?)
+}
+
+/// Stores `pages` in the table `pages` of `db` through the embedded API,
+/// durably.
+pub fn bulk_load(db: &Db, pages: &[Page]) -> Res<()> {
+    let table = db.open_table("default", "public", "pages")?;
+    table.bulk_mutate(pages.iter().map(|p| (p.key.as_bytes(), page_mutation(p))))?;
+    db.flush()?;
+    Ok(())
 }
 
 /// The rows of each `INSERT … VALUES` statement of a load: the 1,000
@@ -340,10 +336,7 @@ impl System for WidesqlEmbedded {
     }
 
     fn load(&mut self, pages: &[Page]) -> Res<()> {
-        self.table
-            .bulk_mutate(pages.iter().map(|p| (p.key.as_bytes(), page_mutation(p))))?;
-        self.db.flush()?;
-        Ok(())
+        bulk_load(&self.db, pages)
     }
 
     fn point(&mut self, key: &str) -> Res<bool> {
