@@ -3,6 +3,9 @@
 //! - Writers apply multi-cell mutations across two locality groups (through
 //!   the embedded API and through SQL `UPDATE`) while readers read rows,
 //!   scan ranges and run SQL: no reader ever sees a torn row.
+//! - Full scans long enough to read ahead on a second thread, forward and
+//!   reverse, while a writer rewrites rows (some wide, in several chunks):
+//!   every row once, in order, never torn.
 //! - Concurrent `CREATE TABLE` of one name in SQL, without `IF NOT EXISTS`,
 //!   gives one table, one success and `already exists` for the others.
 //! - DDL (`ADD COLUMN … DEFAULT`, `DROP COLUMN`, new families, looser GC,
@@ -69,8 +72,9 @@ fn whole(values: &[Vec<u8>]) -> bool {
     values.len() == 3 && values.iter().all(|v| v == &values[0])
 }
 
-#[test]
-fn readers_never_see_a_torn_row() -> TestResult {
+/// A database in a new directory with the table `c` of the torn-row
+/// tests: `a` in the default group, `b` in `blobs`, a map `m`.
+fn torn_row_table() -> Result<(tempfile::TempDir, Db), BoxError> {
     let dir = tempfile::tempdir()?;
     let db = open(dir.path())?;
     run(
@@ -78,6 +82,12 @@ fn readers_never_see_a_torn_row() -> TestResult {
         "CREATE TABLE c (_key VARCHAR PRIMARY KEY, a BIGINT, b BIGINT, m MAP(VARCHAR, BIGINT)) \
          WITH ('page.columns' = 'b', 'page.locality_group' = 'blobs')",
     )?;
+    Ok((dir, db))
+}
+
+#[test]
+fn readers_never_see_a_torn_row() -> TestResult {
+    let (_dir, db) = torn_row_table()?;
     let rows: Vec<String> = (0..KEYS).map(|i| format!("k{i:02}")).collect();
     let values: Vec<String> = rows
         .iter()
@@ -440,5 +450,111 @@ fn ddl_and_compaction_during_writes_lose_nothing() -> TestResult {
         }
     }
     assert_eq!(db.default_dataset()?.tables()?.len(), 2);
+    Ok(())
+}
+
+/// Rows of the read-ahead test: enough that every full scan reads most of
+/// its chunks on a read-ahead thread (which starts after 1,024).
+const LONG_SCAN_ROWS: usize = 2_500;
+
+#[test]
+fn long_scans_reading_ahead_never_see_a_torn_row() -> TestResult {
+    let (_dir, db) = torn_row_table()?;
+    let t = db.default_dataset()?.open_table("c")?;
+    let keys: Vec<Vec<u8>> = (0..LONG_SCAN_ROWS)
+        .map(|i| row_key(&format!("k{i:05}")))
+        .collect();
+    let padding = vec![b'p'; 512];
+    let mutation = |v: i64, wide: bool| {
+        let mut m = RowMutation::new()
+            .set("cf", "a", v.to_be_bytes())
+            .set("page", "b", v.to_be_bytes())
+            .set("m", "x", v.to_be_bytes());
+        if wide {
+            // Every 100th row is wide: its map cells span several chunks.
+            for q in 0..200 {
+                m = m.set("m", format!("pad{q:03}"), &padding);
+            }
+        }
+        m
+    };
+    t.bulk_mutate(
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), mutation(0, i % 100 == 0))),
+    )?;
+    let latest = Filter::all().with_latest_versions(1);
+    // The three cells a writer sets together, and how many cells the row has.
+    let shape = |row: &widesql::Row| {
+        let values: Vec<Vec<u8>> = row
+            .cells
+            .iter()
+            .filter(|c| {
+                matches!(
+                    (c.family.as_str(), c.qualifier.as_slice()),
+                    ("cf", b"a") | ("page", b"b") | ("m", b"x")
+                )
+            })
+            .map(|c| c.value.clone())
+            .collect();
+        (values, row.cells.len())
+    };
+    let done = AtomicBool::new(false);
+    let torn = Mutex::new(Vec::<String>::new());
+    let scans = AtomicU64::new(0);
+    std::thread::scope(|s| -> TestResult {
+        let writer = s.spawn(|| -> TestResult {
+            for n in 1..=400 * scale() {
+                let i = (n as usize * 37) % LONG_SCAN_ROWS;
+                t.mutate_row(&keys[i], &mutation(n as i64, i % 100 == 0))?;
+            }
+            done.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        let mut readers = Vec::new();
+        for reverse in [false, true] {
+            let (t, torn, scans, done, latest) = (&t, &torn, &scans, &done, &latest);
+            readers.push(s.spawn(move || -> TestResult {
+                let mut n = 0;
+                while !done.load(Ordering::SeqCst) || n < 2 {
+                    n += 1;
+                    let options = ReadOptions::new()
+                        .with_filter(latest.clone())
+                        .with_reverse(reverse);
+                    let mut count = 0;
+                    let mut last: Option<Vec<u8>> = None;
+                    for row in t.read_rows(&RowSet::all(), options)? {
+                        let row = row?;
+                        count += 1;
+                        if let Some(last) = &last {
+                            assert!((last < &row.key) != reverse, "rows out of order");
+                        }
+                        let (values, cells) = shape(&row);
+                        let i: usize = String::from_utf8_lossy(&row.key[1..]).parse()?;
+                        let wide = i % 100 == 0;
+                        let expected_cells = if wide { 203 } else { 3 };
+                        if !whole(&values) || cells != expected_cells {
+                            torn.lock().expect("lock").push(format!(
+                                "{}: {values:?}, {cells} cells",
+                                String::from_utf8_lossy(&row.key)
+                            ));
+                        }
+                        last = Some(row.key);
+                    }
+                    assert_eq!(count, LONG_SCAN_ROWS, "every row once");
+                    scans.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            }));
+        }
+        writer.join().map_err(|_| "the writer panicked")??;
+        for r in readers {
+            r.join().map_err(|_| "a reader panicked")??;
+        }
+        Ok(())
+    })?;
+    let torn = torn.into_inner().expect("lock");
+    assert!(torn.is_empty(), "torn rows seen: {torn:?}");
+    assert!(scans.load(Ordering::Relaxed) >= 4);
     Ok(())
 }

@@ -426,3 +426,67 @@ fn a_lent_read_with_a_bad_filter_reports_it_once() -> TestResult {
     assert!(rows.next_ref().is_none(), "the read ends after its error");
     Ok(())
 }
+
+#[test]
+fn long_scans_read_the_same_with_and_without_read_ahead() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let t = table(dir.path())?;
+    // Rows enough that a full scan reads ahead for most of them (after
+    // 1,024 chunks), some wide enough to span several chunks, some deleted.
+    t.bulk_mutate((0..3_000).map(|i| {
+        let mut m = RowMutation::new()
+            .set_at("a", "x1", 10, format!("r{i}"))
+            .set_at("b", "z", 10, "blob".repeat(i % 7));
+        if i % 250 == 0 {
+            for q in 0..120 {
+                m = m.set_at("a", format!("wide{q:03}"), 10, vec![b'w'; 400]);
+            }
+        }
+        (format!("row{i:05}").into_bytes(), m)
+    }))?;
+    for i in (0..3_000).step_by(9) {
+        t.mutate_row(
+            format!("row{i:05}").as_bytes(),
+            &RowMutation::new().delete_row(),
+        )?;
+    }
+    let filters = [
+        Filter::all(),
+        Filter::all().with_families(["a"]),
+        Filter::all()
+            .with_families(["a"])
+            .with_qualifiers(QualifierFilter::Exact([b"x1".to_vec()].into())),
+        Filter::all().with_families(["b"]).with_latest_versions(1),
+    ];
+    let sets = [
+        RowSet::all(),
+        RowSet::range(RowRange::new(b"row00500".to_vec()..b"row02900".to_vec())),
+    ];
+    for filter in &filters {
+        for rows in &sets {
+            for reverse in [false, true] {
+                for limit in [None, Some(2_000)] {
+                    let mut options = ReadOptions::new()
+                        .with_filter(filter.clone())
+                        .with_reverse(reverse);
+                    options.row_limit = limit;
+                    let read = |read_ahead: bool| -> widesql::Result<(Vec<widesql::Row>, u64)> {
+                        let before: u64 = t.keys_read_per_group()?.iter().map(|(_, n)| n).sum();
+                        let rows: Vec<widesql::Row> = t
+                            .read_rows(rows, options.clone().with_read_ahead(read_ahead))?
+                            .collect::<widesql::Result<_>>()?;
+                        let after: u64 = t.keys_read_per_group()?.iter().map(|(_, n)| n).sum();
+                        Ok((rows, after - before))
+                    };
+                    let (direct, direct_keys) = read(false)?;
+                    let (ahead, ahead_keys) = read(true)?;
+                    let case = format!("{filter:?} {rows:?} reverse {reverse} limit {limit:?}");
+                    assert!(direct.len() > 1_500, "{case}: {} rows", direct.len());
+                    assert_eq!(ahead, direct, "{case}");
+                    assert_eq!(ahead_keys, direct_keys, "keys counted as taken: {case}");
+                }
+            }
+        }
+    }
+    Ok(())
+}

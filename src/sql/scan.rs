@@ -373,7 +373,11 @@ impl ExecutionPlan for WideScanExec {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
         let store = self.store.clone();
         let mut builder = (self.make_builder)()?;
-        let mut options = ReadOptions::new().with_filter(self.request.filter.clone());
+        // Partitions already keep every core busy; a second thread per
+        // partition only pays when there is one (benchmark W5).
+        let mut options = ReadOptions::new()
+            .with_filter(self.request.filter.clone())
+            .with_read_ahead(self.partitions.len() == 1);
         let keep = self.request.keep.clone();
         if self.request.row_per_row {
             options.row_limit = self.request.limit;

@@ -65,7 +65,21 @@ fn bad(reason: &'static str) -> KeyError {
     KeyError::BadChunk { reason }
 }
 
+/// Reads the varint at `at` and moves past it. Lengths under 128, one
+/// byte, are nearly all of them: they skip the loop.
+#[inline]
 fn take_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyError> {
+    match bytes.get(*at) {
+        Some(&byte) if byte < 0x80 => {
+            *at += 1;
+            Ok(usize::from(byte))
+        }
+        _ => take_long_varint(bytes, at),
+    }
+}
+
+#[cold]
+fn take_long_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyError> {
     let mut n: usize = 0;
     for shift in (0..64).step_by(7) {
         let byte = *bytes.get(*at).ok_or(bad("it ends inside a length"))?;
@@ -425,6 +439,9 @@ pub struct CellCursor {
     /// The keys of the chunks decoded but not yet asked about whose rows
     /// had cells pruned (see [`KeptCells::presence`]), in scan order.
     pruned: VecDeque<Bytes>,
+    /// Chunks still to read before the rest of the scan is read ahead on
+    /// a thread of its own (see [`CellCursor::read_ahead_after`]).
+    read_ahead_in: Option<usize>,
     /// The next cell.
     pub head: Option<StoredCell>,
 }
@@ -467,6 +484,7 @@ impl CellCursor {
             skip_below: None,
             keep,
             pruned: VecDeque::new(),
+            read_ahead_in: None,
             head: None,
         };
         cursor.advance()?;
@@ -488,6 +506,13 @@ impl CellCursor {
         Ok(cursor)
     }
 
+    /// Reads the chunks after the next `chunks` on a thread of its own: a
+    /// scan that has gone that far is long enough to pay for the thread,
+    /// and a short one never starts it.
+    pub fn read_ahead_after(&mut self, chunks: usize) {
+        self.read_ahead_in = Some(chunks);
+    }
+
     /// Moves to the next cell.
     pub fn advance(&mut self) -> Result<()> {
         loop {
@@ -500,6 +525,14 @@ impl CellCursor {
                 }
                 self.head = Some(cell);
                 return Ok(());
+            }
+            match &mut self.read_ahead_in {
+                Some(0) => {
+                    self.chunks.read_ahead();
+                    self.read_ahead_in = None;
+                }
+                Some(left) => *left -= 1,
+                None => {}
             }
             let Some(entry) = self.chunks.next() else {
                 self.head = None;

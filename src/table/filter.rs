@@ -267,7 +267,7 @@ impl Filter {
 }
 
 /// A read of several rows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Which cells of each row. Default: all visible.
     pub filter: Filter,
@@ -275,6 +275,22 @@ pub struct ReadOptions {
     pub row_limit: Option<usize>,
     /// Descending row-key order. Default: ascending.
     pub reverse: bool,
+    /// Whether a long scan reads storage on a second thread, ahead of the
+    /// rows it returns, so that reading and decoding overlap. It starts
+    /// after the first thousand or so stored chunks of a range, holds a
+    /// few hundred KiB at most, and ends with the scan. Default: `true`.
+    pub read_ahead: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self {
+            filter: Filter::default(),
+            row_limit: None,
+            reverse: false,
+            read_ahead: true,
+        }
+    }
 }
 
 impl ReadOptions {
@@ -298,6 +314,13 @@ impl ReadOptions {
     /// Descending row-key order.
     pub fn with_reverse(mut self, reverse: bool) -> Self {
         self.reverse = reverse;
+        self
+    }
+
+    /// Whether a long scan reads ahead on a second thread (see
+    /// [`ReadOptions::read_ahead`]).
+    pub fn with_read_ahead(mut self, read_ahead: bool) -> Self {
+        self.read_ahead = read_ahead;
         self
     }
 }
