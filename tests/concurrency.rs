@@ -507,6 +507,12 @@ fn long_scans_reading_ahead_never_see_a_torn_row() -> TestResult {
             for n in 1..=400 * scale() {
                 let i = (n as usize * 37) % LONG_SCAN_ROWS;
                 t.mutate_row(&keys[i], &mutation(n as i64, i % 100 == 0))?;
+                // Writes in bursts: a write makes a scan reopen its
+                // cursors, and between bursts the scans go far enough to
+                // read ahead, so that the next burst meets them doing so.
+                if n % 20 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(40));
+                }
             }
             done.store(true, Ordering::SeqCst);
             Ok(())

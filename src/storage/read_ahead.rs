@@ -4,21 +4,25 @@
 //! A full scan spends about a third of its time inside the store's
 //! iterator (walking leaves, rebuilding prefix-compressed keys) and the
 //! rest decoding what it returns; the two overlap on two cores when the
-//! iteration runs on another thread (benchmark W5). The thread ends when
-//! the scan does, or when the reader drops it; it holds at most
-//! [`QUEUED_BATCHES`] batches of [`BATCH_ENTRIES`] entries or
-//! [`BATCH_BYTES`] bytes besides the one the reader is taking entries
-//! from, so a scan of any size stays within a few MiB.
+//! iteration runs on another thread (benchmark W5). At most four batches
+//! exist at a time (one being read, [`QUEUED_BATCHES`] queued, one being
+//! filled), each of [`BATCH_ENTRIES`] entries and [`BATCH_BYTES`] bytes at
+//! most, or of one larger entry: about 1 MiB per scan of small values.
+//! The reader's drop ends the thread and waits for it, so nothing of the
+//! store stays in use after the scan; a panic on the thread reaches the
+//! reader as an error in place of the entries it did not read.
 
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use super::{BackendError, BackendIter, Bytes};
 
 /// Entries sent to the reader at a time: enough that a batch costs the
 /// channel once per few hundred entries.
 const BATCH_ENTRIES: usize = 256;
-/// Key and value bytes a batch stops at, whatever its entries.
+/// Key and value bytes a batch holds at most, unless one entry alone is
+/// larger (it then goes alone).
 const BATCH_BYTES: usize = 256 * 1024;
 /// Batches the thread may read before the reader takes them.
 const QUEUED_BATCHES: usize = 2;
@@ -40,50 +44,78 @@ pub fn read_ahead(scan: BackendIter) -> BackendIter {
             let Ok(Some(mut scan)) = taken else {
                 return;
             };
+            let mut carried = None;
             loop {
-                let (batch, last) = next_batch(&mut scan);
+                let (batch, last) = next_batch(&mut scan, &mut carried);
                 // An error from `send`: the reader dropped the scan.
                 if sender.send(batch).is_err() || last {
                     return;
                 }
             }
         });
-    if started.is_err() {
-        if let Some(scan) = slot.lock().ok().and_then(|mut s| s.take()) {
-            return scan;
-        }
+    match started {
+        Ok(thread) => Box::new(ReadAhead {
+            receiver: Some(receiver),
+            thread: Some(thread),
+            batch: Vec::new().into_iter(),
+        }),
+        Err(_) => match slot.lock().ok().and_then(|mut s| s.take()) {
+            Some(scan) => scan,
+            None => Box::new(std::iter::once(Err(
+                "cannot start a read-ahead thread".into()
+            ))),
+        },
     }
-    Box::new(ReadAhead {
-        receiver,
-        batch: Vec::new().into_iter(),
-    })
 }
 
 /// The next batch of `scan` and whether it is the last one: the scan
-/// ended or failed (an error is the batch's last entry).
-fn next_batch(scan: &mut BackendIter) -> (Vec<Entry>, bool) {
+/// ended or failed (an error is the batch's last entry). `carried` is an
+/// entry read but left for this batch because the last one was full.
+fn next_batch(scan: &mut BackendIter, carried: &mut Option<Entry>) -> (Vec<Entry>, bool) {
     let mut batch = Vec::with_capacity(BATCH_ENTRIES);
     let mut bytes = 0;
-    while batch.len() < BATCH_ENTRIES && bytes < BATCH_BYTES {
-        match scan.next() {
+    while batch.len() < BATCH_ENTRIES {
+        let entry = match carried.take().or_else(|| scan.next()) {
             None => return (batch, true),
             Some(Err(e)) => {
                 batch.push(Err(e));
                 return (batch, true);
             }
-            Some(Ok((key, value))) => {
-                bytes += key.len() + value.len();
-                batch.push(Ok((key, value)));
-            }
+            Some(Ok(entry)) => entry,
+        };
+        let size = entry.0.len() + entry.1.len();
+        if !batch.is_empty() && bytes + size > BATCH_BYTES {
+            *carried = Some(Ok(entry));
+            break;
         }
+        bytes += size;
+        batch.push(Ok(entry));
     }
     (batch, false)
 }
 
 /// The reader's end: entries in scan order, batch by batch.
 struct ReadAhead {
-    receiver: Receiver<Vec<Entry>>,
+    /// `None` once the thread ended.
+    receiver: Option<Receiver<Vec<Entry>>>,
+    thread: Option<JoinHandle<()>>,
     batch: std::vec::IntoIter<Entry>,
+}
+
+impl ReadAhead {
+    /// Waits for the thread to end: a panic becomes an error.
+    fn join(&mut self) -> Option<Entry> {
+        let panic = self.thread.take()?.join().err()?;
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Some(Err(format!(
+            "the scan's read-ahead thread panicked: {what}"
+        )
+        .into()))
+    }
 }
 
 impl Iterator for ReadAhead {
@@ -94,9 +126,23 @@ impl Iterator for ReadAhead {
             if let Some(entry) = self.batch.next() {
                 return Some(entry);
             }
-            // Disconnected: the thread sent the last batch and ended.
-            self.batch = self.receiver.recv().ok()?.into_iter();
+            match self.receiver.as_ref()?.recv() {
+                Ok(batch) => self.batch = batch.into_iter(),
+                // The thread ended: after its last batch, or in a panic.
+                Err(_) => {
+                    self.receiver = None;
+                    return self.join();
+                }
+            }
         }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // The thread finds the channel closed at its next batch and ends.
+        self.receiver = None;
+        let _ = self.join();
     }
 }
 
@@ -145,6 +191,44 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_keeps_within_its_bytes_unless_one_entry_is_larger() {
+        let sizes = [
+            BATCH_BYTES / 3,
+            BATCH_BYTES / 3,
+            BATCH_BYTES / 3,
+            2 * BATCH_BYTES,
+            10,
+        ];
+        let list: Vec<Entry> = sizes
+            .iter()
+            .map(|&n| Ok((Bytes::from(""), Bytes::from(vec![0u8; n]))))
+            .collect();
+        let mut scan: BackendIter = Box::new(list.into_iter());
+        let mut carried = None;
+        let mut lengths = Vec::new();
+        loop {
+            let (batch, last) = next_batch(&mut scan, &mut carried);
+            let bytes: usize = batch
+                .iter()
+                .map(|e| e.as_ref().map_or(0, |(_, v)| v.len()))
+                .sum();
+            assert!(
+                bytes <= BATCH_BYTES || batch.len() == 1,
+                "{bytes} bytes in {}",
+                batch.len()
+            );
+            lengths.push(batch.len());
+            if last {
+                break;
+            }
+        }
+        // Three thirds fill a batch, the big one goes alone (neither the
+        // thirds before it nor the small value after join it), nothing is
+        // dropped.
+        assert_eq!(lengths, [3, 1, 1]);
+    }
+
+    #[test]
     fn an_error_is_returned_in_place_and_ends_the_scan() {
         let mut list = entries(600);
         list[300] = Err("disk on fire".into());
@@ -152,6 +236,26 @@ mod tests {
         assert_eq!(read.len(), 301);
         assert!(read[..300].iter().all(Result::is_ok));
         assert_eq!(read[300].as_ref().unwrap_err().to_string(), "disk on fire");
+    }
+
+    #[test]
+    fn a_panic_on_the_thread_is_an_error_not_the_end_of_the_scan() {
+        let scan = entries(1_000).into_iter().enumerate().map(|(i, e)| {
+            if i == 700 {
+                panic!("lost leaf")
+            } else {
+                e
+            }
+        });
+        let read: Vec<Entry> = read_ahead(Box::new(scan)).collect();
+        assert!(read.len() <= 701, "{} entries", read.len());
+        assert!(read[..read.len() - 1].iter().all(Result::is_ok));
+        let last = read
+            .last()
+            .expect("entries")
+            .as_ref()
+            .expect_err("an error last");
+        assert!(last.to_string().contains("lost leaf"), "{last}");
     }
 
     #[test]
@@ -173,7 +277,7 @@ mod tests {
         let mut scan = read_ahead(Box::new(Endless(dropped)));
         assert!(scan.next().is_some());
         drop(scan);
-        seen.recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the thread dropped the scan");
+        // The drop waited for the thread, which had dropped the scan.
+        seen.try_recv().expect("the thread dropped the scan");
     }
 }

@@ -439,8 +439,10 @@ pub struct CellCursor {
     /// The keys of the chunks decoded but not yet asked about whose rows
     /// had cells pruned (see [`KeptCells::presence`]), in scan order.
     pruned: VecDeque<Bytes>,
-    /// Chunks still to read before the rest of the scan is read ahead on
-    /// a thread of its own (see [`CellCursor::read_ahead_after`]).
+    /// Chunks a range of this cursor reads before the rest of it is read
+    /// ahead on a thread of its own (see [`CellCursor::read_ahead_after`]).
+    read_ahead_after: Option<usize>,
+    /// Chunks still to read before that.
     read_ahead_in: Option<usize>,
     /// The next cell.
     pub head: Option<StoredCell>,
@@ -484,6 +486,7 @@ impl CellCursor {
             skip_below: None,
             keep,
             pruned: VecDeque::new(),
+            read_ahead_after: None,
             read_ahead_in: None,
             head: None,
         };
@@ -510,6 +513,7 @@ impl CellCursor {
     /// scan that has gone that far is long enough to pay for the thread,
     /// and a short one never starts it.
     pub fn read_ahead_after(&mut self, chunks: usize) {
+        self.read_ahead_after = Some(chunks);
         self.read_ahead_in = Some(chunks);
     }
 
@@ -598,6 +602,11 @@ impl CellCursor {
                 .tree
                 .range(Bound::Included(start), self.hi.clone(), false);
             self.cells.clear();
+            // The new range reads ahead as the old one did, after as many
+            // chunks of its own.
+            if self.read_ahead_after.is_some() {
+                self.read_ahead_in = self.read_ahead_after;
+            }
         }
         self.skip_below = Some(lo);
         self.advance()

@@ -275,10 +275,12 @@ pub struct ReadOptions {
     pub row_limit: Option<usize>,
     /// Descending row-key order. Default: ascending.
     pub reverse: bool,
-    /// Whether a long scan reads storage on a second thread, ahead of the
-    /// rows it returns, so that reading and decoding overlap. It starts
-    /// after the first thousand or so stored chunks of a range, holds a
-    /// few hundred KiB at most, and ends with the scan. Default: `true`.
+    /// Whether a long scan reads storage on a thread of its own per
+    /// locality group read, ahead of the rows it returns, so that reading
+    /// and decoding overlap. It starts after the first 1,024 stored chunks
+    /// of a range, holds about 1 MiB per group (or four values, when
+    /// values are larger than 256 KiB), and ends with the scan. Default:
+    /// `true`.
     pub read_ahead: bool,
 }
 
