@@ -1,7 +1,8 @@
 //! DDL racing with writes and compaction loses nothing and resurrects
 //! nothing: compaction never deletes under a layout older than the one in
 //! force, and a loosened GC policy never shows a version the old policy
-//! had hidden.
+//! had hidden. A table dropped in the middle of a compaction pass fails
+//! neither the drop nor the pass.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -297,5 +298,26 @@ fn not_null_holds_after_sql_deletes_and_for_delete_markers() -> TestResult {
     // ...and deleting the row is fine.
     run(&db, "DELETE FROM t")?;
     assert_eq!(count(&db, "t")?, 0);
+    Ok(())
+}
+
+#[test]
+fn dropping_a_table_during_a_compaction_pass_fails_neither() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = db(dir.path())?;
+    for round in 0..12u64 {
+        let t = keeping_one_version(&db)?;
+        fill_with_hidden_versions(&t, 3_000)?;
+        let compacted = std::thread::scope(|s| -> Result<_, Box<dyn std::error::Error>> {
+            let pass = s.spawn(|| db.compact());
+            // At different points of the pass, or before or after it.
+            std::thread::sleep(std::time::Duration::from_millis(round * 3));
+            t.drop()?;
+            Ok(pass.join().map_err(|_| "the compaction panicked")?)
+        })?;
+        // The dropped table has nothing left to compact: no error.
+        compacted.map_err(|e| format!("round {round}: {e}"))?;
+        assert!(db.default_dataset()?.table("t")?.is_none());
+    }
     Ok(())
 }
