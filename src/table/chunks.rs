@@ -78,7 +78,8 @@ fn take_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyEr
     }
 }
 
-#[cold]
+/// [`take_varint`] of a length of two bytes or more (a value of 128
+/// bytes or more, say), or of a length cut short.
 fn take_long_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyError> {
     let mut n: usize = 0;
     for shift in (0..64).step_by(7) {
@@ -604,9 +605,7 @@ impl CellCursor {
             self.cells.clear();
             // The new range reads ahead as the old one did, after as many
             // chunks of its own.
-            if self.read_ahead_after.is_some() {
-                self.read_ahead_in = self.read_ahead_after;
-            }
+            self.read_ahead_in = self.read_ahead_after;
         }
         self.skip_below = Some(lo);
         self.advance()
