@@ -2,7 +2,8 @@
 //! nothing: compaction never deletes under a layout older than the one in
 //! force, and a loosened GC policy never shows a version the old policy
 //! had hidden. A table dropped in the middle of a compaction pass fails
-//! neither the drop nor the pass.
+//! neither the drop nor the pass; a scan of a table dropped meanwhile
+//! reports the drop.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -319,5 +320,31 @@ fn dropping_a_table_during_a_compaction_pass_fails_neither() -> TestResult {
         compacted.map_err(|e| format!("round {round}: {e}"))?;
         assert!(db.default_dataset()?.table("t")?.is_none());
     }
+    Ok(())
+}
+
+#[test]
+fn a_scan_of_a_table_dropped_meanwhile_reports_the_drop() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = db(dir.path())?;
+    let t = keeping_one_version(&db)?;
+    fill_with_hidden_versions(&t, 3_000)?;
+    // Read ahead off: the rows after the drop come from sled, not from a
+    // buffer filled before it.
+    let options = widesql::ReadOptions::new().with_read_ahead(false);
+    let mut rows = t.read_rows(&widesql::RowSet::all(), options)?;
+    for _ in 0..10 {
+        rows.next().ok_or("the table has rows")??;
+    }
+    t.drop()?;
+    let error = match rows.find_map(Result::err) {
+        Some(error) => error,
+        None => return Err("a scan of a dropped table read on to the end".into()),
+    };
+    assert_eq!(error.kind(), widesql::ErrorKind::NotFound, "{error}");
+    assert_eq!(
+        error.to_string(),
+        "table 'default.public.t' was dropped while it was read"
+    );
     Ok(())
 }

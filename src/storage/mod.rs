@@ -280,6 +280,16 @@ impl Storage {
         self.backend.tree_names()
     }
 
+    /// Whether the backend tree that `tree` is (or is a key space of)
+    /// still exists: `false` once [`Storage::drop_tree`] removed it.
+    pub fn contains_tree(&self, tree: &Tree) -> bool {
+        let name = tree.inner.name();
+        self.backend
+            .tree_names()
+            .iter()
+            .any(|n| n.as_slice() == name)
+    }
+
     /// Reads a meta value of the default tree.
     pub fn meta_get(&self, key: &[u8]) -> Result<Option<Bytes>, StorageError> {
         self.backend.meta_get(key).map_err(|e| self.err(e))

@@ -94,6 +94,13 @@ pub enum TableError {
         /// one atomic batch).
         written: usize,
     },
+    /// The table was dropped while a read of it ran: its storage is gone,
+    /// so the read cannot go on.
+    #[error("table '{table}' was dropped while it was read")]
+    DroppedDuringRead {
+        /// The qualified table name.
+        table: String,
+    },
 }
 
 fn changed_outcome(written: &usize) -> String {
@@ -107,7 +114,9 @@ impl TableError {
     /// The category.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            TableError::UnknownFamily { .. } => ErrorKind::NotFound,
+            TableError::UnknownFamily { .. } | TableError::DroppedDuringRead { .. } => {
+                ErrorKind::NotFound
+            }
             TableError::FamilyExists { .. } => ErrorKind::AlreadyExists,
             TableError::ReadOnly { .. } | TableError::InvalidArgument { .. } => {
                 ErrorKind::InvalidArgument

@@ -24,7 +24,7 @@ use crate::table::chunks::{CellCursor, KeptCells, StoredCell};
 use crate::table::filter::{Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet};
 use crate::table::layout::{Hidden, Layout, Marks, MARK_FAMILY};
 use crate::table::spec::GcPolicy;
-use crate::table::{Cell, Row, RowRef, TableStore};
+use crate::table::{Cell, Row, RowRef, TableError, TableStore};
 
 /// A cell as the engine passes it around: family by id, value unconverted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -436,16 +436,25 @@ impl Scanner {
     /// call: a scan that reads each row once reuses one row's memory
     /// instead of allocating a key and a cell list per row.
     pub fn next_raw(&mut self) -> Result<Option<&RawRow>> {
+        match self.advance() {
+            Ok(true) => Ok(Some(&self.row)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(self.store.read_error(e)),
+        }
+    }
+
+    /// Reads the next row into `self.row`; `false` at the end.
+    fn advance(&mut self) -> Result<bool> {
         let store = self.store.clone();
         let prefix_len = store.layout.prefix.len();
         let reverse = self.options.reverse;
         loop {
             if self.rows_left == Some(0) {
-                return Ok(None);
+                return Ok(false);
             }
             if self.current.is_none() {
                 let Some(range) = self.ranges.pop_front() else {
-                    return Ok(None);
+                    return Ok(false);
                 };
                 // Read before the cursors open: a batch that completes in
                 // between moves it, and the row is read again.
@@ -508,7 +517,7 @@ impl Scanner {
             if self.row.cells.is_empty() {
                 self.row_enc = row_enc;
                 if self.stop.as_ref().is_some_and(|stop| stop()) {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 continue;
             }
@@ -519,7 +528,7 @@ impl Scanner {
             if let Some(left) = &mut self.rows_left {
                 *left -= 1;
             }
-            return Ok(Some(&self.row));
+            return Ok(true);
         }
     }
 }
@@ -693,6 +702,27 @@ impl RowIter {
 }
 
 impl TableStore {
+    /// A read's error as the reader can act on it: a read of a table that
+    /// another session dropped meanwhile fails in storage (the table's
+    /// tree is gone), which is reported as the drop.
+    fn read_error(&self, error: crate::Error) -> crate::Error {
+        let dropped = matches!(error, crate::Error::Storage(_))
+            && self.layout.is_superseded()
+            && self
+                .layout
+                .groups
+                .first()
+                .is_some_and(|g| !self.engine.storage.contains_tree(&g.tree));
+        if dropped {
+            TableError::DroppedDuringRead {
+                table: self.layout.name.clone(),
+            }
+            .into()
+        } else {
+            error
+        }
+    }
+
     /// Takes the stored entries of the row whose keys start with `row_enc`
     /// from the cursors, in scan order. Reading forward, once a column has
     /// [`SKIP_CHECK_VERSIONS`] versions buffered and the filter or the GC
