@@ -49,6 +49,27 @@ impl MdTable {
     }
 }
 
+/// A system that stopped answering; the run goes on without it, and its
+/// figures are NaN, printed as "hung".
+#[derive(Debug)]
+pub struct Hung(pub String);
+
+impl std::fmt::Display for Hung {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} stopped answering", self.0)
+    }
+}
+
+impl std::error::Error for Hung {}
+
+/// The seconds `result` measured, or NaN when its system hung.
+pub fn unless_hung(result: Res<f64>) -> Res<f64> {
+    match result {
+        Err(e) if e.is::<Hung>() => Ok(f64::NAN),
+        other => other,
+    }
+}
+
 /// What a ratio should be.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
@@ -72,6 +93,10 @@ impl Ratios {
     pub fn print(&self) {
         println!("\n### Ratios\n\n```");
         for (name, value, target) in &self.0 {
+            if value.is_nan() {
+                println!("ratio {name} not measured (a system hung)");
+                continue;
+            }
             let verdict = match target {
                 Some(Target::AtLeast(t)) => format!(
                     "  target >= {t}  {}",
@@ -150,7 +175,9 @@ pub fn reset_peak_rss() {
 
 /// A rate with a k/M suffix.
 pub fn rate(per_sec: f64) -> String {
-    if per_sec >= 1e6 {
+    if per_sec.is_nan() {
+        "hung".into()
+    } else if per_sec >= 1e6 {
         format!("{:.2}M", per_sec / 1e6)
     } else if per_sec >= 1e3 {
         format!("{:.1}k", per_sec / 1e3)
@@ -161,7 +188,9 @@ pub fn rate(per_sec: f64) -> String {
 
 /// A duration in the unit that reads best.
 pub fn duration(secs: f64) -> String {
-    if secs < 1e-3 {
+    if secs.is_nan() {
+        "hung".into()
+    } else if secs < 1e-3 {
         format!("{:.1} µs", secs * 1e6)
     } else if secs < 1.0 {
         format!("{:.2} ms", secs * 1e3)
@@ -172,5 +201,8 @@ pub fn duration(secs: f64) -> String {
 
 /// `x.xx×`.
 pub fn times(ratio: f64) -> String {
+    if ratio.is_nan() {
+        return "—".into();
+    }
     format!("{ratio:.2}×")
 }
