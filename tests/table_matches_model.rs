@@ -2,6 +2,7 @@
 //! families in two locality groups, compared after every step with a
 //! `BTreeMap` of cells that applies the same GC rules. Values run up to
 //! 18 KB, so rows pass the chunk size and are split, rewritten and merged.
+//! Some steps write several rows in one `bulk_mutate`.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -36,6 +37,9 @@ enum Op {
     DeleteRow {
         row: Vec<u8>,
     },
+    /// Sets of several rows in one `bulk_mutate`: rows new to the table
+    /// and rows it holds take different write paths.
+    Bulk(Vec<Op>),
     Scan {
         lo: Option<Vec<u8>>,
         hi: Option<Vec<u8>>,
@@ -54,10 +58,22 @@ fn qualifier() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(prop_oneof![Just(0u8), Just(b'x'), Just(0xFF)], 0..2)
 }
 
+fn set() -> impl Strategy<Value = Op> {
+    (key(), 0..3usize, qualifier(), 0..6i64, any::<u8>()).prop_map(
+        |(row, family, qualifier, ts, value)| Op::Set {
+            row,
+            family,
+            qualifier,
+            ts,
+            value,
+        },
+    )
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (key(), 0..3usize, qualifier(), 0..6i64, any::<u8>())
-            .prop_map(|(row, family, qualifier, ts, value)| Op::Set { row, family, qualifier, ts, value }),
+        6 => set(),
+        2 => prop::collection::vec(set(), 2..6).prop_map(Op::Bulk),
         1 => (key(), 0..3usize, qualifier(), prop::option::of((0..6i64, 0..7i64)))
             .prop_map(|(row, family, qualifier, range)| Op::DeleteColumn { row, family, qualifier, range }),
         1 => (key(), 0..3usize).prop_map(|(row, family)| Op::DeleteFamily { row, family }),
@@ -145,6 +161,7 @@ fn apply(model: &mut Model, op: &Op) {
             model.retain(|(r, f, _, _), _| !(r == row && f == family))
         }
         Op::DeleteRow { row } => model.retain(|(r, _, _, _), _| r != row),
+        Op::Bulk(ops) => ops.iter().for_each(|op| apply(model, op)),
         Op::Scan { .. } => {}
     }
 }
@@ -188,7 +205,7 @@ fn mutation(op: &Op) -> Option<(Vec<u8>, RowMutation)> {
             RowMutation::new().delete_family(FAMILIES[*family].0),
         ),
         Op::DeleteRow { row } => (row.clone(), RowMutation::new().delete_row()),
-        Op::Scan { .. } => return None,
+        Op::Bulk(_) | Op::Scan { .. } => return None,
     })
 }
 
@@ -225,6 +242,10 @@ proptest! {
             };
             if let Some((row, m)) = mutation(&op) {
                 table.mutate_row(&row, &m).unwrap();
+                apply(&mut model, &op);
+            }
+            if let Op::Bulk(ops) = &op {
+                table.bulk_mutate(ops.iter().filter_map(mutation)).unwrap();
                 apply(&mut model, &op);
             }
             if let Op::Scan { lo, hi, reverse } = &op {

@@ -645,12 +645,14 @@ pub type CellChanges<'v> = BTreeMap<&'v [u8], Option<&'v [u8]>>;
 /// row part is `row_part`. Only the chunks holding a changed cell are read
 /// and rewritten. The caller holds the row's lock, and a batch carries at
 /// most one call per row and group (two would each rewrite the chunk as
-/// they read it, and the second would undo the first).
+/// they read it, and the second would undo the first). `stored: false`
+/// says the row has nothing stored in `tree`, which is then not read.
 pub fn write_changes(
     layout: &Arc<Layout>,
     tree: &Tree,
     row_part: &[u8],
     changes: &CellChanges<'_>,
+    stored: bool,
     batch: &mut WriteBatch,
 ) -> Result<()> {
     let (Some(first), Some(last)) = (changes.keys().next(), changes.keys().next_back()) else {
@@ -661,12 +663,14 @@ pub fn write_changes(
     // scan from the last finds them all (a new row: one seek, nothing).
     let mut chunks: Vec<(Vec<u8>, Option<Bytes>)> = Vec::new();
     let row_start = Bound::Included(row_part.to_vec());
-    for entry in tree.range(row_start, Bound::Included(last.to_vec()), true) {
-        let (key, chunk) = entry?;
-        let holds_first = key.as_ref() <= *first;
-        chunks.push((key.to_vec(), Some(chunk)));
-        if holds_first {
-            break;
+    if stored {
+        for entry in tree.range(row_start, Bound::Included(last.to_vec()), true) {
+            let (key, chunk) = entry?;
+            let holds_first = key.as_ref() <= *first;
+            chunks.push((key.to_vec(), Some(chunk)));
+            if holds_first {
+                break;
+            }
         }
     }
     chunks.reverse();

@@ -227,7 +227,7 @@ impl TableStore {
                 let row = self.compaction_plan(group, row_part, &cells, judge)?;
                 removed += row.removed;
                 let key = crate::keys::KeyReader::new(&row_part[prefix_len..]).bytes()?;
-                self.add_to_batch(&key, &row.plan, &mut batch)?;
+                self.add_to_batch(&key, &row.plan, None, &mut batch)?;
             }
             Ok(self.engine.storage.apply(batch)?)
         })?;

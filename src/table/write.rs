@@ -8,10 +8,10 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Range;
+use std::ops::{Bound, Range};
 
 use crate::error::{Error, Result};
-use crate::keys::{CellKey, KeyReader};
+use crate::keys::{prefix_successor, CellKey, KeyReader};
 use crate::storage::{Durability, WriteBatch};
 use crate::table::chunks::{self, CellChanges};
 use crate::table::filter::Filter;
@@ -468,10 +468,14 @@ impl TableStore {
 
     /// Adds the chunk writes of row `key`'s plan to `batch`; a batch
     /// carries at most one plan per row (see [`chunks::write_changes`]).
+    ///
+    /// `stored`, when known, says per locality group whether the row may
+    /// have stored chunks there; `false` skips reading them.
     pub(crate) fn add_to_batch(
         &self,
         key: &[u8],
         plan: &RowPlan<'_>,
+        stored: Option<&[bool]>,
         batch: &mut WriteBatch,
     ) -> Result<()> {
         let mut changes: Vec<CellChanges<'_>> = vec![CellChanges::new(); self.layout.groups.len()];
@@ -487,7 +491,8 @@ impl TableStore {
         let row_part = CellKey::row_prefix(&self.layout.prefix, key);
         for (group, changes) in changes.iter().enumerate() {
             let tree = &self.layout.groups[group].tree;
-            chunks::write_changes(&self.layout, tree, &row_part, changes, batch)?;
+            let stored = stored.is_none_or(|stored| stored[group]);
+            chunks::write_changes(&self.layout, tree, &row_part, changes, stored, batch)?;
         }
         Ok(())
     }
@@ -527,7 +532,7 @@ impl TableStore {
         self.plan_row(key, mutation, ts, &mut plan)?;
         self.check_not_null(key, &plan)?;
         let mut batch = WriteBatch::with_durability(self.durability);
-        self.add_to_batch(key, &plan, &mut batch)?;
+        self.add_to_batch(key, &plan, None, &mut batch)?;
         Ok(self.engine.storage.apply(batch)?)
     }
 
@@ -585,13 +590,45 @@ impl TableStore {
             let plan = plans.entry(key.as_ref()).or_default();
             self.plan_row(key.as_ref(), mutation, ts, plan)?;
         }
+        let stored = self.groups_holding_rows(chunk)?;
         let mut batch = WriteBatch::with_durability(self.durability);
         for (key, plan) in plans {
             self.check_not_null(key, &plan)?;
-            self.add_to_batch(key, &plan, &mut batch)?;
+            self.add_to_batch(key, &plan, stored.as_deref(), &mut batch)?;
         }
         self.engine.storage.apply(batch)?;
         Ok(chunk.len())
+    }
+
+    /// Per locality group, whether anything is stored between the first and
+    /// the last row of `rows` (`None` for fewer than two rows). Rows loaded
+    /// in key order past the table's end (a bulk load, an import) find
+    /// nothing, and their writes skip reading each row's stored chunks: one
+    /// seek per group for the batch instead of one per row and group. The
+    /// caller holds the rows' locks, so none of them gains cells meanwhile.
+    fn groups_holding_rows<K: AsRef<[u8]>>(
+        &self,
+        rows: &[(K, RowMutation)],
+    ) -> Result<Option<Vec<bool>>> {
+        let keys = || rows.iter().map(|(key, _)| key.as_ref());
+        let (Some(first), Some(last)) = (keys().min(), keys().max()) else {
+            return Ok(None);
+        };
+        if rows.len() < 2 {
+            return Ok(None);
+        }
+        let prefix = &self.layout.prefix;
+        let lo = Bound::Included(CellKey::row_prefix(prefix, first));
+        let hi = match prefix_successor(&CellKey::row_prefix(prefix, last)) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+        let mut stored = Vec::with_capacity(self.layout.groups.len());
+        for group in &self.layout.groups {
+            let entry = group.tree.range(lo.clone(), hi.clone(), false).next();
+            stored.push(entry.transpose()?.is_some());
+        }
+        Ok(Some(stored))
     }
 
     /// Atomically appends to or increments cells of one row and returns the
@@ -709,7 +746,7 @@ impl TableStore {
         let plan = if matched { match_plan } else { miss_plan };
         self.check_not_null(key, &plan)?;
         let mut batch = WriteBatch::with_durability(self.durability);
-        self.add_to_batch(key, &plan, &mut batch)?;
+        self.add_to_batch(key, &plan, None, &mut batch)?;
         self.engine.storage.apply(batch)?;
         Ok(matched)
     }
@@ -742,7 +779,7 @@ pub(crate) fn mutate_rows_atomically(
     }
     let mut batch = WriteBatch::with_durability(Durability::Immediate);
     for (store, key, plan) in &plans {
-        store.add_to_batch(key, plan, &mut batch)?;
+        store.add_to_batch(key, plan, None, &mut batch)?;
     }
     Ok(engine.storage.apply(batch)?)
 }
