@@ -686,9 +686,9 @@ pub fn write_changes(
     let mut buffers = DecodeBuffers::default();
     for at in 0..chunks.len() {
         let next_key = chunks.get(at + 1).map(|(key, _)| key.clone());
-        let (key, stored) = &chunks[at];
+        let (key, stored_chunk) = &chunks[at];
         let mut cells: Vec<StoredCell> = Vec::new();
-        if let Some(chunk) = stored {
+        if let Some(chunk) = stored_chunk {
             decode(layout, key, chunk, None, &mut cells, &mut buffers)?;
         }
         // Merge this chunk's changes into its cells.
@@ -708,8 +708,8 @@ pub fn write_changes(
                     merged.push((k, v));
                     stored_cells.next();
                 }
-                (stored, Some((ck, cv))) => {
-                    if stored.is_some_and(|(k, _)| k.as_ref() == **ck) {
+                (stored_cell, Some((ck, cv))) => {
+                    if stored_cell.is_some_and(|(k, _)| k.as_ref() == **ck) {
                         stored_cells.next();
                     }
                     if let Some(value) = cv {
@@ -724,7 +724,7 @@ pub fn write_changes(
             .map(|(k, v)| encoded_len(k.len() - row_len, v.len()))
             .sum();
         if merged.is_empty() {
-            if stored.is_some() {
+            if stored_chunk.is_some() {
                 batch.delete(tree, key.clone());
             }
             continue;

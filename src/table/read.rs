@@ -986,81 +986,85 @@ impl TableStore {
         page_size: usize,
         resume: Option<&ResumeToken>,
     ) -> Result<(Vec<Cell>, Option<ResumeToken>)> {
-        self.check_filter(filter)?;
-        if page_size == 0 {
-            return Err(crate::table::TableError::InvalidArgument {
-                table: self.layout.name.clone(),
-                message: "a page holds at least one cell".into(),
+        // Storage errors of a table dropped meanwhile are reported as that.
+        let read = || -> Result<(Vec<Cell>, Option<ResumeToken>)> {
+            self.check_filter(filter)?;
+            if page_size == 0 {
+                return Err(crate::table::TableError::InvalidArgument {
+                    table: self.layout.name.clone(),
+                    message: "a page holds at least one cell".into(),
+                }
+                .into());
             }
-            .into());
-        }
-        let prefix = &self.layout.prefix;
-        let row_enc = CellKey::row_prefix(prefix, key);
-        let lo = match resume {
-            Some(token) => CellKey::column_prefix(prefix, key, token.family, &token.qualifier),
-            None => row_enc.clone(),
-        };
-        let hi = prefix_successor(&row_enc);
-        let stripe = self
-            .engine
-            .locks
-            .stripe(self.layout.lock_salt(), &row_enc[prefix.len()..]);
-        let _guard = self.engine.locks.read(stripe);
-        let keep = kept_cells(&self.layout, filter);
-        let mut cursors = groups_for(&self.layout, filter)
-            .into_iter()
-            .map(|g| {
-                let tree = &self.layout.groups[g].tree;
-                CellCursor::open_inside_row(&self.layout, tree, &lo, hi.clone(), keep.clone())
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let marks = self.row_marks(&row_enc, filter)?;
-        let mut selector = Selector::new(&self.layout, filter, crate::clock::wall_micros());
-        let mut page = Vec::new();
-        while let Some(at) = next_cursor(&cursors, false) {
-            let Some((k, value)) = cursors[at].head.take() else {
-                break;
+            let prefix = &self.layout.prefix;
+            let row_enc = CellKey::row_prefix(prefix, key);
+            let lo = match resume {
+                Some(token) => CellKey::column_prefix(prefix, key, token.family, &token.qualifier),
+                None => row_enc.clone(),
             };
-            cursors[at].advance()?;
-            let cell = self.layout.decode_column(&k, row_enc.len())?;
-            if cell.family == MARK_FAMILY {
-                continue;
-            }
-            let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
-            if !selector.offer(&cell, &value, deleted) {
-                continue;
-            }
-            let at_or_before_token = resume.is_some_and(|t| {
-                (cell.family, cell.qualifier.as_ref()) == (t.family, t.qualifier.as_slice())
-                    && cell.timestamp >= t.timestamp
-            });
-            if at_or_before_token {
-                continue;
-            }
-            if page.len() == page_size {
-                let last: &RawCell = &page[page_size - 1];
-                let token = ResumeToken {
-                    family: last.family,
-                    qualifier: last.qualifier.to_vec(),
-                    timestamp: last.timestamp,
+            let hi = prefix_successor(&row_enc);
+            let stripe = self
+                .engine
+                .locks
+                .stripe(self.layout.lock_salt(), &row_enc[prefix.len()..]);
+            let _guard = self.engine.locks.read(stripe);
+            let keep = kept_cells(&self.layout, filter);
+            let mut cursors = groups_for(&self.layout, filter)
+                .into_iter()
+                .map(|g| {
+                    let tree = &self.layout.groups[g].tree;
+                    CellCursor::open_inside_row(&self.layout, tree, &lo, hi.clone(), keep.clone())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let marks = self.row_marks(&row_enc, filter)?;
+            let mut selector = Selector::new(&self.layout, filter, crate::clock::wall_micros());
+            let mut page = Vec::new();
+            while let Some(at) = next_cursor(&cursors, false) {
+                let Some((k, value)) = cursors[at].head.take() else {
+                    break;
                 };
-                let row = self.to_row(RawRow {
-                    key: key.to_vec(),
-                    cells: page,
+                cursors[at].advance()?;
+                let cell = self.layout.decode_column(&k, row_enc.len())?;
+                if cell.family == MARK_FAMILY {
+                    continue;
+                }
+                let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
+                if !selector.offer(&cell, &value, deleted) {
+                    continue;
+                }
+                let at_or_before_token = resume.is_some_and(|t| {
+                    (cell.family, cell.qualifier.as_ref()) == (t.family, t.qualifier.as_slice())
+                        && cell.timestamp >= t.timestamp
                 });
-                return Ok((row.cells, Some(token)));
+                if at_or_before_token {
+                    continue;
+                }
+                if page.len() == page_size {
+                    let last: &RawCell = &page[page_size - 1];
+                    let token = ResumeToken {
+                        family: last.family,
+                        qualifier: last.qualifier.to_vec(),
+                        timestamp: last.timestamp,
+                    };
+                    let row = self.to_row(RawRow {
+                        key: key.to_vec(),
+                        cells: page,
+                    });
+                    return Ok((row.cells, Some(token)));
+                }
+                page.push(RawCell {
+                    family: cell.family,
+                    qualifier: shared_part(&k, cell.qualifier),
+                    timestamp: cell.timestamp,
+                    value,
+                });
             }
-            page.push(RawCell {
-                family: cell.family,
-                qualifier: shared_part(&k, cell.qualifier),
-                timestamp: cell.timestamp,
-                value,
+            let row = self.to_row(RawRow {
+                key: key.to_vec(),
+                cells: page,
             });
-        }
-        let row = self.to_row(RawRow {
-            key: key.to_vec(),
-            cells: page,
-        });
-        Ok((row.cells, None))
+            Ok((row.cells, None))
+        };
+        read().map_err(|e| self.read_error(e))
     }
 }

@@ -600,8 +600,8 @@ impl TableStore {
         Ok(chunk.len())
     }
 
-    /// Per locality group, whether anything is stored between the first and
-    /// the last row of `rows` (`None` for fewer than two rows). Rows loaded
+    /// Per locality group, whether anything is stored between the lowest and
+    /// the highest row key of `rows` (`None` for fewer than two rows). Rows loaded
     /// in key order past the table's end (a bulk load, an import) find
     /// nothing, and their writes skip reading each row's stored chunks: one
     /// seek per group for the batch instead of one per row and group. The
