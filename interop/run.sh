@@ -4,7 +4,8 @@
 # files with pyarrow, DuckDB, Polars and pandas installed from PyPI into a
 # throwaway virtualenv (interop/check.py); then imports a Parquet file with
 # nested columns that pyarrow wrote and checks that its export holds the same
-# values (interop/nested.py). Skips, saying why, only when python3 or the
+# values (interop/nested.py); then imports the JSON arrays pandas and Polars
+# write (interop/records.py). Skips, saying why, only when python3 or the
 # install is impossible.
 #
 # usage: interop/run.sh PATH-TO-WIDESQL-BINARY
@@ -56,3 +57,13 @@ done
 "$widesql" --db "$db" import --quiet --table nested --create "$out/nested.parquet"
 "$widesql" --db "$db" export --quiet --output "$out/nested-back.parquet" "SELECT * FROM nested ORDER BY _key"
 "$work/venv/bin/python" "$(dirname "$0")/nested.py" compare "$out/nested.parquet" "$out/nested-back.parquet"
+
+# JSON arrays as pandas and Polars write them, imported into new tables and
+# exported again as newline-delimited JSON.
+"$work/venv/bin/python" "$(dirname "$0")/records.py" make "$out"
+for tool in pandas polars; do
+  "$widesql" --db "$db" import --quiet --table "${tool}_rows" --create "$out/$tool.json"
+  "$widesql" --db "$db" export --quiet --output "$out/$tool-back.ndjson" \
+    "SELECT id, name, score FROM ${tool}_rows ORDER BY id"
+done
+"$work/venv/bin/python" "$(dirname "$0")/records.py" compare "$out"

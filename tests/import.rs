@@ -45,9 +45,6 @@ fn every_format_imports_back_into_an_existing_and_a_new_table() -> TestResult {
     source(&db)?;
     let expected = query(&db, "SELECT k, name, price, at, tags FROM src ORDER BY k")?;
     for format in FileFormat::ALL {
-        if format == FileFormat::Json {
-            continue; // a JSON array is refused: see below
-        }
         // CSV carries no maps: the text formats import the scalar columns.
         let columns = match format {
             FileFormat::Csv => "k, name, price, at",
@@ -221,13 +218,14 @@ fn wrong_files_and_tables_are_refused_by_name() -> TestResult {
         let message = err.to_string();
         assert!(message.contains(expected), "{expected}: {message}");
     }
-    let array = dir.path().join("rows.json");
-    std::fs::write(&array, "[{\"id\": 1, \"v\": \"a\"}]")?;
-    let message = import(&db, "t", &array, ImportOptions::default())
+    let unclosed = dir.path().join("unclosed.json");
+    std::fs::write(&unclosed, "[{\"id\": 1, \"v\": \"a\"},\n{\"id\": 2")?;
+    let message = import(&db, "t", &unclosed, ImportOptions::default())
         .err()
-        .ok_or("a JSON array was imported")?
+        .ok_or("an unclosed JSON array was imported")?
         .to_string();
-    assert!(message.contains("newline-delimited"), "{message}");
+    assert!(message.contains("unclosed.json"), "{message}");
+    assert!(message.contains("closing ']'"), "{message}");
     let parquet = dir.path().join("not.parquet");
     std::fs::write(&parquet, "id,v\n1,a\n")?;
     let err = import(&db, "t", &parquet, ImportOptions::default())
@@ -302,6 +300,45 @@ fn insert_select_reads_an_external_file() -> TestResult {
             vec!["2".to_string(), "BOB".to_string()],
             vec!["3".to_string(), "CY".to_string()]
         ]
+    );
+    Ok(())
+}
+
+/// A JSON array as pandas (`orient="records", indent=2`) and Polars
+/// (`write_json`) write it: objects over several lines, strings holding
+/// brackets, commas and escaped quotes.
+#[test]
+fn a_json_array_imports_as_its_objects() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    run(
+        &db,
+        "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR, n DOUBLE)",
+    )?;
+    let path = dir.path().join("records.json");
+    std::fs::write(
+        &path,
+        "[\n  {\n    \"id\": 1,\n    \"v\": \"a, [b] {c}\",\n    \"n\": 1.5\n  },\n  \
+         {\"id\": 2, \"v\": \"say \\\"hi\\\"\", \"n\": null},\n  {\"id\": 3}\n]\n",
+    )?;
+    assert_eq!(import(&db, "t", &path, ImportOptions::default())?, 3);
+    assert_eq!(
+        query(&db, "SELECT id, v, n FROM t ORDER BY id")?,
+        vec![
+            vec!["1".to_string(), "a, [b] {c}".to_string(), "1.5".to_string()],
+            vec!["2".to_string(), "say \"hi\"".to_string(), String::new()],
+            // NULL prints as nothing.
+            vec!["3".to_string(), String::new(), String::new()],
+        ]
+    );
+    let options = ImportOptions {
+        create: true,
+        ..ImportOptions::default()
+    };
+    assert_eq!(import(&db, "created", &path, options)?, 3);
+    assert_eq!(
+        query(&db, "SELECT count(*), count(v), sum(id) FROM created")?,
+        vec![vec!["3".to_string(), "2".to_string(), "6".to_string()]]
     );
     Ok(())
 }

@@ -86,8 +86,8 @@ enum Command {
         /// The query.
         query: String,
     },
-    /// Imports Parquet, Arrow IPC, CSV or newline-delimited JSON files
-    /// into a table, columns matched by name. Each file is written in
+    /// Imports Parquet, Arrow IPC, CSV or JSON (newline-delimited, or one
+    /// array of objects) files into a table, columns matched by name. Each file is written in
     /// atomic batches; a new table (--create) appears only when its file is
     /// in.
     Import {

@@ -1,5 +1,5 @@
-//! Files into tables: Parquet, Arrow IPC (file and stream), CSV and
-//! newline-delimited JSON, read batch by batch and written through SQL's
+//! Files into tables: Parquet, Arrow IPC (file and stream), CSV, and JSON
+//! (newline-delimited, or one array of objects), read batch by batch and written through SQL's
 //! one write path (`INSERT … SELECT`, or `CREATE TABLE … AS SELECT` for a
 //! new table), so an import holds a few batches in memory, not the file.
 //!
@@ -18,6 +18,8 @@
 //!   a file of up to one batch is written whole or not at all, and an error
 //!   in a larger one says how many of its rows were written. Errors name
 //!   the file and the row (CSV: the line).
+
+mod json_array;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -42,6 +44,7 @@ use crate::file_format::FileFormat;
 use crate::sql::names::name_parts_of_text;
 use crate::sql::scan::off_runtime;
 use crate::sql::{from_df, Session};
+use json_array::ArrayAsLines;
 
 /// Rows read to infer the column types of a CSV or JSON file.
 const INFER_ROWS: usize = 1000;
@@ -375,18 +378,25 @@ fn open_file(
         }
         FileFormat::Json | FileFormat::NdJson => {
             let mut text = counted()?;
-            if starts_with_array(&mut text).map_err(file_error)? {
-                return Err(Error::Sql(
-                    "it is one JSON array: widesql imports newline-delimited JSON, one object per line (jq -c '.[]' converts it)"
-                        .into(),
-                ));
-            }
-            let mut sample = BufReader::new(open()?);
+            // One JSON array (what `.json` exports hold) reads as lines.
+            let array = starts_with_array(&mut text).map_err(file_error)?;
+            let as_lines = |text: Box<dyn BufRead + Send>| -> Box<dyn BufRead + Send> {
+                match array {
+                    true => Box::new(BufReader::new(ArrayAsLines::new(text))),
+                    false => text,
+                }
+            };
+            let mut sample = as_lines(Box::new(BufReader::new(open()?)));
             let (inferred, _) =
                 datafusion::arrow::json::reader::infer_json_schema(&mut sample, Some(INFER_ROWS))
-                    .map_err(|e| Error::Sql(format!("not newline-delimited JSON: {e}")))?;
+                    .map_err(|e| {
+                    Error::Sql(format!("not newline-delimited JSON or a JSON array: {e}"))
+                })?;
             let schema = parse_schema(&inferred, columns, |_| true);
-            Box::new(datafusion::arrow::json::ReaderBuilder::new(schema).build(text)?)
+            Box::new(
+                datafusion::arrow::json::ReaderBuilder::new(schema)
+                    .build(as_lines(Box::new(text)))?,
+            )
         }
     };
     let schema = inner.schema();
