@@ -8,7 +8,8 @@
 //!   its DEFAULT (or NULL). Values are cast to the column types as INSERT
 //!   casts them: a value that does not fit is an error, never a NULL.
 //! - CSV and JSON text is parsed with the table's column types (so a code
-//!   like `007` stays text in a VARCHAR column); a new table (`create`)
+//!   like `007` stays text in a VARCHAR column; a CSV field of a MAP, list,
+//!   struct or binary column is the JSON text an export writes); a new table (`create`)
 //!   takes the types Arrow infers from the first 1,000 rows. Parquet and
 //!   Arrow files bring their own types, nested ones included.
 //! - Atomicity: a new table appears only when the whole file is in (an
@@ -20,6 +21,7 @@
 //!   the file and the row (CSV: the line).
 
 mod json_array;
+mod json_text;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -29,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::RecordBatchReader;
 use datafusion::arrow::csv::reader::Format as CsvFormat;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::{FileReader, StreamReader};
 use datafusion::catalog::streaming::StreamingTable;
@@ -45,6 +47,7 @@ use crate::sql::names::name_parts_of_text;
 use crate::sql::scan::off_runtime;
 use crate::sql::{from_df, Session};
 use json_array::ArrayAsLines;
+use json_text::JsonTextColumns;
 
 /// Rows read to infer the column types of a CSV or JSON file.
 const INFER_ROWS: usize = 1000;
@@ -370,11 +373,25 @@ fn open_file(
                 .infer_schema(open()?, Some(INFER_ROWS))
                 .map_err(|e| Error::Sql(format!("not a CSV file with a header row: {e}")))?;
             let schema = parse_schema(&inferred, columns, csv_parses);
-            Box::new(
-                datafusion::arrow::csv::ReaderBuilder::new(schema)
-                    .with_format(csv)
-                    .build(counted()?)?,
-            )
+            // Columns of the table's MAP, list, struct and binary types.
+            let decoded: Vec<(usize, FieldRef)> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter_map(|(at, f)| {
+                    let wanted = columns?.field_with_name(f.name()).ok()?;
+                    let wanted = crate::export::plain(wanted.data_type());
+                    json_text::decodes(&wanted)
+                        .then(|| (at, Arc::new(Field::new(f.name(), wanted, true))))
+                })
+                .collect();
+            let text = datafusion::arrow::csv::ReaderBuilder::new(schema)
+                .with_format(csv)
+                .build(counted()?)?;
+            match decoded.is_empty() {
+                true => Box::new(text),
+                false => Box::new(JsonTextColumns::new(Box::new(text), decoded)),
+            }
         }
         FileFormat::Json | FileFormat::NdJson => {
             let mut text = counted()?;
