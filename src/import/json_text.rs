@@ -1,6 +1,8 @@
 //! CSV columns of MAP, list, struct and binary types, read from the text
 //! an export writes for them: each value's JSON, binary as a JSON string
-//! of hex (see [`crate::export`]); bare hex is read too. Arrow's CSV reader parses neither, so such a
+//! of hex (see [`crate::export`]); bare hex is read too. Each text must be
+//! exactly one value of the column's type: several values, a struct field
+//! the type lacks or odd-length hex are errors naming the column and row. Arrow's CSV reader parses neither, so such a
 //! column is read as text and each value decoded with Arrow's JSON decoder
 //! into the table column's type: a CSV export imports back whole.
 
@@ -70,8 +72,8 @@ impl JsonTextColumns {
 }
 
 /// Each text of `texts` decoded as a value of `field`'s type; NULL stays
-/// NULL. `first_row`: the file row of the first text (1-based rows in
-/// errors).
+/// NULL. `first_row`: the file row of the first text (rows in errors
+/// count from 1).
 fn decode(texts: &ArrayRef, field: &Field, first_row: usize) -> Result<ArrayRef, String> {
     let texts = texts
         .as_string_opt::<i32>()
@@ -80,35 +82,62 @@ fn decode(texts: &ArrayRef, field: &Field, first_row: usize) -> Result<ArrayRef,
         field.data_type(),
         DataType::Binary | DataType::LargeBinary | DataType::FixedSizeBinary(_)
     );
-    let value = Field::new("v", field.data_type().clone(), true);
-    let mut decoder = ReaderBuilder::new(Arc::new(Schema::new(vec![value])))
-        // One more than the rows: a full batch would stop reading before
-        // the last line's end.
-        .with_batch_size(texts.len() + 1)
-        .build_decoder()
-        .map_err(|e| e.to_string())?;
-    let mut line = String::new();
+    let mut values: Vec<Option<String>> = Vec::with_capacity(texts.len());
     for (i, text) in texts.iter().enumerate() {
         let row = first_row + i + 1;
-        line.clear();
-        line.push_str("{\"v\":");
-        match text {
-            None => line.push_str("null"),
-            // Hex: an export writes it as a JSON string, other tools
-            // bare.
-            Some(text) if binary && !text.starts_with('"') => {
-                line.push_str(&serde_json::to_string(text).map_err(|e| format!("row {row}: {e}"))?)
-            }
-            Some(text) => line.push_str(text),
-        }
-        line.push_str("}\n");
-        let decoded = decoder
-            .decode(line.as_bytes())
-            .map_err(|e| format!("row {row}: {e}"))?;
-        if decoded != line.len() || decoder.has_partial_record() || decoder.len() != i + 1 {
+        values.push(match text {
+            Some(text) if binary => Some(hex_json(text).map_err(|e| format!("row {row}: {e}"))?),
+            text => text.map(str::to_string),
+        });
+    }
+    decode_values(&values, field).map_err(|e| {
+        // Type errors surface only when the batch is built: find the row.
+        let at = (0..values.len())
+            .find(|&i| decode_values(&values[i..=i], field).is_err())
+            .map_or(String::new(), |i| format!("row {}: ", first_row + i + 1));
+        format!("{at}{e}")
+    })
+}
+
+/// A binary value's text as a JSON string of hex: an export writes it
+/// quoted, other tools bare. Odd-length hex is refused (Arrow's decoder
+/// would read the last digit as a byte of its own).
+fn hex_json(text: &str) -> Result<String, String> {
+    let (quoted, hex) = match text.starts_with('"') {
+        true => (
+            text.to_string(),
+            serde_json::from_str::<String>(text).map_err(|e| e.to_string())?,
+        ),
+        false => (
+            serde_json::to_string(text).map_err(|e| e.to_string())?,
+            text.to_string(),
+        ),
+    };
+    if hex.len() % 2 == 1 {
+        return Err(format!("{hex:?} has an odd number of hex digits"));
+    }
+    Ok(quoted)
+}
+
+/// `values` (JSON texts, `None` for NULL) decoded as one array of
+/// `field`'s type; each must be exactly one JSON value of that type, with
+/// no field a struct does not have.
+fn decode_values(values: &[Option<String>], field: &Field) -> Result<ArrayRef, String> {
+    let value = Field::new("v", field.data_type().clone(), true);
+    let mut decoder = ReaderBuilder::new_with_field(value)
+        .with_strict_mode(true)
+        // One more than the rows: a full batch would stop reading before
+        // the last line's end.
+        .with_batch_size(values.len() + 1)
+        .build_decoder()
+        .map_err(|e| e.to_string())?;
+    for (i, value) in values.iter().enumerate() {
+        let line = format!("{}\n", value.as_deref().unwrap_or("null"));
+        let used = decoder.decode(line.as_bytes()).map_err(|e| e.to_string())?;
+        if used != line.len() || decoder.has_partial_record() || decoder.len() != i + 1 {
             return Err(format!(
-                "row {row}: {:?} is not one JSON value of type {}",
-                text.unwrap_or_default(),
+                "{:?} is not one JSON value of type {}",
+                value.as_deref().unwrap_or_default(),
                 field.data_type()
             ));
         }

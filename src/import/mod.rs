@@ -242,10 +242,27 @@ impl PartitionStream for FileSource {
             Some(reader) => std::thread::Builder::new()
                 .name("widesql-import".into())
                 .spawn(move || {
-                    for batch in reader {
-                        let batch =
-                            batch.map_err(|e| DataFusionError::ArrowError(Box::new(e), None));
-                        if sender.blocking_send(batch).is_err() {
+                    let mut reader = reader;
+                    loop {
+                        // A panic in a reader (Arrow's decoders have a few
+                        // for input they do not expect) must not end the
+                        // stream as the file's end would: the import would
+                        // report success without the rest of the file.
+                        let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            reader.next()
+                        }));
+                        let batch = match next {
+                            Ok(None) => break,
+                            Ok(Some(batch)) => {
+                                batch.map_err(|e| DataFusionError::ArrowError(Box::new(e), None))
+                            }
+                            Err(panic) => Err(DataFusionError::Execution(format!(
+                                "reading the file failed: {}",
+                                crate::error::panic_message(panic.as_ref())
+                            ))),
+                        };
+                        let failed = batch.is_err();
+                        if sender.blocking_send(batch).is_err() || failed {
                             break;
                         }
                     }

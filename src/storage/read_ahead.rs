@@ -106,11 +106,7 @@ impl ReadAhead {
     /// Waits for the thread to end: a panic becomes an error.
     fn join(&mut self) -> Option<Entry> {
         let panic = self.thread.take()?.join().err()?;
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into());
+        let what = crate::error::panic_message(panic.as_ref());
         Some(Err(format!(
             "the scan's read-ahead thread panicked: {what}"
         )
