@@ -442,3 +442,34 @@ fn a_reader_that_panics_fails_the_import() -> TestResult {
     );
     Ok(())
 }
+
+/// A UTF-8 byte-order mark before the text (Excel's "CSV UTF-8" writes
+/// one) is not part of the first column's name.
+#[test]
+fn a_byte_order_mark_is_skipped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    run(&db, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR)")?;
+    for (name, text) in [
+        ("excel.csv", "\u{feff}id,v\n1,a\n"),
+        ("lines.ndjson", "\u{feff}{\"id\": 2, \"v\": \"b\"}\n"),
+        ("array.json", "\u{feff}[{\"id\": 3, \"v\": \"c\"}]"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text)?;
+        assert_eq!(
+            import(&db, "t", &path, ImportOptions::default())?,
+            1,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        query(&db, "SELECT id, v FROM t ORDER BY id")?,
+        vec![
+            vec!["1".to_string(), "a".to_string()],
+            vec!["2".to_string(), "b".to_string()],
+            vec!["3".to_string(), "c".to_string()],
+        ]
+    );
+    Ok(())
+}

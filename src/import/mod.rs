@@ -387,7 +387,10 @@ fn open_file(
         FileFormat::Csv => {
             let csv = CsvFormat::default().with_header(true);
             let (inferred, _) = csv
-                .infer_schema(open()?, Some(INFER_ROWS))
+                .infer_schema(
+                    skip_bom(BufReader::new(open()?)).map_err(file_error)?,
+                    Some(INFER_ROWS),
+                )
                 .map_err(|e| Error::Sql(format!("not a CSV file with a header row: {e}")))?;
             let schema = parse_schema(&inferred, columns, csv_parses);
             // Columns of the table's MAP, list, struct and binary types.
@@ -404,14 +407,14 @@ fn open_file(
                 .collect();
             let text = datafusion::arrow::csv::ReaderBuilder::new(schema)
                 .with_format(csv)
-                .build(counted()?)?;
+                .build(skip_bom(counted()?).map_err(file_error)?)?;
             match decoded.is_empty() {
                 true => Box::new(text),
                 false => Box::new(JsonTextColumns::new(Box::new(text), decoded)),
             }
         }
         FileFormat::Json | FileFormat::NdJson => {
-            let mut text = counted()?;
+            let mut text = skip_bom(counted()?).map_err(file_error)?;
             // One JSON array (what `.json` exports hold) reads as lines.
             let array = starts_with_array(&mut text).map_err(file_error)?;
             let as_lines = |text: Box<dyn BufRead + Send>| -> Box<dyn BufRead + Send> {
@@ -420,7 +423,8 @@ fn open_file(
                     false => text,
                 }
             };
-            let mut sample = as_lines(Box::new(BufReader::new(open()?)));
+            let sample = skip_bom(BufReader::new(open()?)).map_err(file_error)?;
+            let mut sample = as_lines(Box::new(sample));
             let (inferred, _) =
                 datafusion::arrow::json::reader::infer_json_schema(&mut sample, Some(INFER_ROWS))
                     .map_err(|e| {
@@ -448,6 +452,16 @@ fn open_file(
         reader: Mutex::new(Some(Box::new(reporting))),
         rows,
     })
+}
+
+/// The text after its UTF-8 byte-order mark, if it has one (Excel's
+/// "CSV UTF-8" and some Windows tools write one): otherwise it would be
+/// read as part of the first column's name or value.
+fn skip_bom<R: BufRead>(mut text: R) -> std::io::Result<R> {
+    if text.fill_buf()?.starts_with(b"\xEF\xBB\xBF") {
+        text.consume(3);
+    }
+    Ok(text)
 }
 
 /// Whether the text starts, after white space, with `[`. Reads nothing
