@@ -617,26 +617,21 @@ fn w4_cold(
     let expected = stores.sql.per_language()?;
     // W1's widesql store stays open for the workloads after this one: the
     // same table again, in a database this workload may close.
-    let groups_dir = config.fresh("w4-groups")?;
-    let groups = WidesqlSql::open(
-        &groups_dir,
-        config.cache_bytes,
-        config.runtime.clone(),
-        "pages",
-        true,
-        Load::InsertValues(STATEMENT_ROWS),
-    )?;
-    bulk_load(groups.db(), pages)?;
-    drop(groups);
-    let small_dir = config.fresh("w4-without-contents")?;
-    let small = WidesqlSql::open(
-        &small_dir,
-        config.cache_bytes,
-        config.runtime.clone(),
-        "pages",
-        true,
-        Load::InsertValues(STATEMENT_ROWS),
-    )?;
+    // A new database of `pages` with `contents` in its own group, closed.
+    let load_closed = |name: &str, pages: &[Page]| -> Res<PathBuf> {
+        let dir = config.fresh(name)?;
+        let db = WidesqlSql::open(
+            &dir,
+            config.cache_bytes,
+            config.runtime.clone(),
+            "pages",
+            true,
+            Load::InsertValues(STATEMENT_ROWS),
+        )?;
+        bulk_load(db.db(), pages)?;
+        Ok(dir)
+    };
+    let groups_dir = load_closed("w4-groups", pages)?;
     let without_contents: Vec<Page> = pages
         .iter()
         .map(|p| Page {
@@ -644,8 +639,8 @@ fn w4_cold(
             ..p.clone()
         })
         .collect();
-    bulk_load(small.db(), &without_contents)?;
-    drop((small, without_contents));
+    let small_dir = load_closed("w4-without-contents", &without_contents)?;
+    drop(without_contents);
     // The seconds of one cold query and the bytes it had read from disk.
     let cold_answer = |system: &mut dyn System, read: &mut Vec<u64>| -> Res<f64> {
         let (start, bytes_before) = (Instant::now(), disk_read_bytes());

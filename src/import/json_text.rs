@@ -1,10 +1,11 @@
 //! CSV columns of MAP, list, struct and binary types, read from the text
 //! an export writes for them: each value's JSON, binary as a JSON string
-//! of hex (see [`crate::export`]); bare hex is read too. Each text must be
-//! exactly one value of the column's type: several values, a struct field
-//! the type lacks or odd-length hex are errors naming the column and row. Arrow's CSV reader parses neither, so such a
-//! column is read as text and each value decoded with Arrow's JSON decoder
-//! into the table column's type: a CSV export imports back whole.
+//! of hex (see [`crate::export`]); bare hex is read too. Arrow's CSV
+//! reader parses none of these, so such a column is read as text and each
+//! value decoded with Arrow's JSON decoder into the table column's type: a
+//! CSV export imports back whole. Each text must be exactly one value of
+//! the column's type: several values, a struct field the type lacks or
+//! odd-length hex are errors naming the column and row.
 
 use std::sync::Arc;
 
@@ -40,16 +41,12 @@ pub struct JsonTextColumns {
 }
 
 impl JsonTextColumns {
-    /// Decodes the text columns at `columns` (index, and the field to
-    /// decode into) of the batches of `inner`.
+    /// Decodes the text columns at `columns` (index, and the field, of the
+    /// column's name, to decode into) of the batches of `inner`.
     pub fn new(inner: Box<dyn RecordBatchReader + Send>, columns: Vec<(usize, FieldRef)>) -> Self {
         let mut fields: Vec<FieldRef> = inner.schema().fields().iter().cloned().collect();
         for (at, field) in &columns {
-            fields[*at] = Arc::new(Field::new(
-                fields[*at].name(),
-                field.data_type().clone(),
-                true,
-            ));
+            fields[*at] = Arc::clone(field);
         }
         JsonTextColumns {
             inner,

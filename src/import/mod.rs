@@ -1,7 +1,8 @@
 //! Files into tables: Parquet, Arrow IPC (file and stream), CSV, and JSON
-//! (newline-delimited, or one array of objects), read batch by batch and written through SQL's
-//! one write path (`INSERT … SELECT`, or `CREATE TABLE … AS SELECT` for a
-//! new table), so an import holds a few batches in memory, not the file.
+//! (newline-delimited, or one array of objects), read batch by batch and
+//! written through SQL's one write path (`INSERT … SELECT`, or `CREATE
+//! TABLE … AS SELECT` for a new table), so an import holds a few batches
+//! in memory, not the file.
 //!
 //! - Columns are matched by name. A column of the file the table does not
 //!   have is an error; a column of the table the file does not have gets
@@ -9,9 +10,10 @@
 //!   casts them: a value that does not fit is an error, never a NULL.
 //! - CSV and JSON text is parsed with the table's column types (so a code
 //!   like `007` stays text in a VARCHAR column; a CSV field of a MAP, list,
-//!   struct or binary column is the JSON text an export writes); a new table (`create`)
-//!   takes the types Arrow infers from the first 1,000 rows. Parquet and
-//!   Arrow files bring their own types, nested ones included.
+//!   struct or binary column is the JSON text an export writes); a new
+//!   table (`create`) takes the types Arrow infers from the first 1,000
+//!   rows. Parquet and Arrow files bring their own types, nested ones
+//!   included.
 //! - Atomicity: a new table appears only when the whole file is in (an
 //!   error leaves no table). Into an existing table, a file is written in
 //!   atomic batches of the statement batch size
@@ -464,8 +466,8 @@ fn skip_bom<R: BufRead>(mut text: R) -> std::io::Result<R> {
     Ok(text)
 }
 
-/// Whether the text starts, after white space, with `[`. Reads nothing
-/// away: the bytes stay in the reader's buffer.
+/// Whether the text starts, after white space, with `[`. Consumes only
+/// white space: the first other byte stays in the reader's buffer.
 fn starts_with_array<R: Read>(text: &mut BufReader<R>) -> std::io::Result<bool> {
     loop {
         let buffer = text.fill_buf()?;

@@ -610,13 +610,13 @@ impl TableStore {
         &self,
         rows: &[(K, RowMutation)],
     ) -> Result<Option<Vec<bool>>> {
+        if rows.len() < 2 {
+            return Ok(None);
+        }
         let keys = || rows.iter().map(|(key, _)| key.as_ref());
         let (Some(first), Some(last)) = (keys().min(), keys().max()) else {
             return Ok(None);
         };
-        if rows.len() < 2 {
-            return Ok(None);
-        }
         let prefix = &self.layout.prefix;
         let lo = Bound::Included(CellKey::row_prefix(prefix, first));
         let hi = match prefix_successor(&CellKey::row_prefix(prefix, last)) {
