@@ -36,6 +36,10 @@ use crate::file_format::FileFormat;
 use crate::sql::scan::{off_runtime, to_df};
 use crate::sql::Session;
 
+/// About the most bytes of a Parquet row group an export writes (and so
+/// holds in memory before it writes it).
+const ROW_GROUP_BYTES: usize = 64 << 20;
+
 /// How to write an export.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExportOptions {
@@ -123,7 +127,15 @@ impl<W: Write + Send> BatchWriter<W> {
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let batch = conform(batch, &self.schema)?;
         match &mut self.sink {
-            Sink::Parquet(w) => w.write(&batch).map_err(parquet_error)?,
+            Sink::Parquet(w) => {
+                w.write(&batch).map_err(parquet_error)?;
+                // The writer holds a row group until it ends: end one at
+                // about ROW_GROUP_BYTES rather than at its default million
+                // rows, which for large values was the whole file.
+                if w.in_progress_size() >= ROW_GROUP_BYTES {
+                    w.flush().map_err(parquet_error)?;
+                }
+            }
             Sink::Arrow(w) => w.write(&batch)?,
             Sink::ArrowStream(w) => w.write(&batch)?,
             Sink::Csv(w) => w.write(&batch)?,

@@ -90,7 +90,8 @@ pub use table::spec::{
 pub use table::{
     Cell, CellRef, DeleteScope, Filter, Mutation, QualifierFilter, ReadModifyWriteRule,
     ReadOptions, ResumeToken, Row, RowIter, RowMutation, RowRange, RowRef, RowSet, TableError,
-    ValueFilter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
+    ValueFilter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_BYTES,
+    STATEMENT_ATOMIC_ROWS,
 };
 
 /// Internals for widesql's own tests, fuzz targets and benchmarks: the key

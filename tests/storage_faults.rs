@@ -180,3 +180,106 @@ async fn a_torn_batch_never_makes_the_database_unreadable() -> TestResult {
     }
     Ok(())
 }
+
+/// A database whose storage batches hold about 16 KiB.
+fn open_with_small_batches(backend: &MemoryBackend) -> widesql::Result<Db> {
+    Db::open_on_backend(
+        "memory:faults",
+        Arc::new(backend.clone()),
+        DbOptions::new()
+            .with_compaction_interval(None)
+            .with_statement_batch_bytes(16 * 1024),
+    )
+}
+
+/// The rows an error says were written before it stopped the statement.
+fn written_before(error: &widesql::Error) -> Option<usize> {
+    match error {
+        widesql::Error::PartlyApplied { written, .. } => Some(*written),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn statements_past_the_batch_bytes_are_written_in_several_batches() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open_with_small_batches(&backend)?;
+    let session = db.session();
+    session
+        .run("CREATE TABLE t (id BIGINT PRIMARY KEY, a BIGINT, blob VARCHAR)")
+        .await?;
+    // 100 rows of 1 KB: the statement's rows fill a batch every 16 or so.
+    let before = backend.batches();
+    session
+        .run("INSERT INTO t SELECT value, 0, repeat('x', 1000) FROM generate_series(1, 100)")
+        .await?;
+    // (A batch of rows may also end in a storage batch of its last row.)
+    let inserted = backend.batches() - before;
+    assert!((6..=16).contains(&inserted), "{inserted} batches");
+    assert_eq!(count(&session, "t").await?, 100);
+
+    // An UPDATE of a small column carries little, but rewrites each row's
+    // 1 KB chunk: its writes are split as well.
+    let before = backend.batches();
+    session.run("UPDATE t SET a = a + 1").await?;
+    let updated = backend.batches() - before;
+    assert!((6..=8).contains(&updated), "{updated} batches");
+    let sum = int(
+        &session,
+        "SELECT CAST(sum(a) + sum(length(blob)) AS BIGINT) FROM t",
+    )
+    .await?;
+    assert_eq!(sum, 100 + 100 * 1000);
+
+    // A batch that fails after the first: the error says how many rows
+    // were written, and exactly that many changed.
+    backend.inject(Fault::FailBatch(backend.batches() + 3));
+    let error = session
+        .run("UPDATE t SET a = a + 1")
+        .await
+        .err()
+        .ok_or("the UPDATE succeeded")?;
+    let written = written_before(&error).ok_or_else(|| format!("not partly applied: {error}"))?;
+    assert!((20..=60).contains(&written), "{written}: {error}");
+    assert_eq!(
+        int(&session, "SELECT count(*) FROM t WHERE a = 2").await?,
+        written as i64
+    );
+    assert_eq!(
+        int(&session, "SELECT count(*) FROM t WHERE a = 1").await?,
+        100 - written as i64
+    );
+
+    // A small statement is still one batch.
+    let before = backend.batches();
+    session.run("UPDATE t SET a = 0 WHERE id <= 5").await?;
+    assert_eq!(backend.batches() - before, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn bulk_writes_of_large_values_are_split_by_bytes() -> TestResult {
+    use widesql::{FamilySpec, RowMutation, TableSpec};
+    let backend = MemoryBackend::new();
+    let db = open_with_small_batches(&backend)?;
+    let table = db
+        .default_dataset()?
+        .create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?;
+    let value = vec![b'v'; 1000];
+    let before = backend.batches();
+    let rows = (0..100).map(|i| {
+        (
+            format!("row{i:03}"),
+            RowMutation::new().set("f", "q", &value),
+        )
+    });
+    assert_eq!(table.bulk_mutate(rows)?, 100);
+    let batches = backend.batches() - before;
+    assert!((6..=16).contains(&batches), "{batches} batches");
+    let read = table
+        .read_rows(&widesql::RowSet::all(), widesql::ReadOptions::new())?
+        .map(|row| row.map(|r| r.cells.len()))
+        .collect::<widesql::Result<Vec<_>>>()?;
+    assert_eq!(read, vec![1; 100]);
+    Ok(())
+}

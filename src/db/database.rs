@@ -82,6 +82,7 @@ impl Db {
     ) -> Result<Arc<DbInner>> {
         let mut engine = Engine::new(storage, options.durability)?;
         engine.statement_batch_rows = options.statement_batch_rows;
+        engine.statement_batch_bytes = options.statement_batch_bytes;
         let engine = Arc::new(engine);
         let catalog = Catalog::open(Arc::clone(&engine))?;
         let (stop, stopped) = mpsc::channel::<()>();

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::storage::{Durability, StorageOptions};
-use crate::table::STATEMENT_ATOMIC_ROWS;
+use crate::table::{STATEMENT_ATOMIC_BYTES, STATEMENT_ATOMIC_ROWS};
 
 /// How to open a database.
 #[derive(Debug, Clone)]
@@ -12,6 +12,7 @@ pub struct DbOptions {
     pub(super) compaction_interval: Option<Duration>,
     pub(super) durability: Durability,
     pub(super) statement_batch_rows: usize,
+    pub(super) statement_batch_bytes: usize,
 }
 
 impl Default for DbOptions {
@@ -21,6 +22,7 @@ impl Default for DbOptions {
             compaction_interval: Some(Duration::from_secs(60)),
             durability: Durability::Immediate,
             statement_batch_rows: STATEMENT_ATOMIC_ROWS,
+            statement_batch_bytes: STATEMENT_ATOMIC_BYTES,
         }
     }
 }
@@ -68,6 +70,17 @@ impl DbOptions {
     /// [`STATEMENT_ATOMIC_ROWS`]; at least 1.
     pub fn with_statement_batch_rows(mut self, rows: usize) -> Self {
         self.statement_batch_rows = rows.max(1);
+        self
+    }
+
+    /// About the most bytes (keys and values written) a SQL statement or a
+    /// [`bulk_mutate`](super::Table::bulk_mutate) applies as one atomic
+    /// batch: a statement of large values, or one that rewrites large rows,
+    /// is applied in atomic batches of about this size, so its memory stays
+    /// bounded. One row's writes are never split. Default:
+    /// [`STATEMENT_ATOMIC_BYTES`]; at least 1.
+    pub fn with_statement_batch_bytes(mut self, bytes: usize) -> Self {
+        self.statement_batch_bytes = bytes.max(1);
         self
     }
 

@@ -155,7 +155,10 @@ impl Table {
         retrying(|| op(&self.store()?))
     }
 
-    /// Applies many row mutations, each row atomic, 1000 rows per batch.
+    /// Applies many row mutations, each row atomic, in batches of 1000 rows
+    /// or about [`STATEMENT_ATOMIC_BYTES`](crate::STATEMENT_ATOMIC_BYTES)
+    /// (see [`DbOptions::with_statement_batch_bytes`](crate::DbOptions::with_statement_batch_bytes)),
+    /// whichever is smaller.
     ///
     /// ```
     /// # use widesql::{Db, FamilySpec, RowMutation, RowSet, ReadOptions, TableSpec};
@@ -173,10 +176,19 @@ impl Table {
         K: AsRef<[u8]>,
         I: IntoIterator<Item = (K, RowMutation)>,
     {
+        let max_bytes = self.store()?.engine.statement_batch_bytes;
         let mut written = 0;
         let mut rows = rows.into_iter().peekable();
         while rows.peek().is_some() {
-            let chunk: Vec<(K, RowMutation)> = rows.by_ref().take(BULK_CHUNK_ROWS).collect();
+            let mut chunk: Vec<(K, RowMutation)> = Vec::new();
+            let mut bytes = 0;
+            while chunk.len() < BULK_CHUNK_ROWS && bytes < max_bytes {
+                let Some((key, mutation)) = rows.next() else {
+                    break;
+                };
+                bytes += key.as_ref().len() + mutation.payload_bytes();
+                chunk.push((key, mutation));
+            }
             written += self.write(|store| store.apply_bulk_chunk(&chunk))?;
         }
         Ok(written)

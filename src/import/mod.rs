@@ -46,13 +46,23 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
 use crate::sql::names::name_parts_of_text;
-use crate::sql::scan::off_runtime;
+use crate::sql::scan::{off_runtime, RECORD_BATCH_BYTES};
 use crate::sql::{from_df, Session};
 use json_array::ArrayAsLines;
 use json_text::JsonTextColumns;
 
 /// Rows read to infer the column types of a CSV or JSON file.
 const INFER_ROWS: usize = 1000;
+/// The most rows of a batch read from a file (Arrow's readers' default).
+const BATCH_ROWS: usize = 1024;
+
+/// Rows per batch read from a file whose rows take about `row_bytes`:
+/// [`BATCH_ROWS`], fewer for large rows so a batch stays near
+/// [`RECORD_BATCH_BYTES`] (1,024 rows of 200 KB were a 200 MB batch).
+fn batch_rows(row_bytes: u64) -> usize {
+    let rows = RECORD_BATCH_BYTES as u64 / row_bytes.max(1);
+    rows.clamp(1, BATCH_ROWS as u64) as usize
+}
 
 /// How to import a file.
 #[derive(Debug, Clone, Copy, Default)]
@@ -360,20 +370,33 @@ fn open_file(
     let open = || File::open(path).map_err(file_error);
     let total_bytes = open()?.metadata().map_err(file_error)?.len();
     let bytes = Arc::new(AtomicU64::new(0));
-    let counted = || -> Result<BufReader<Counting<File>>> {
+    let counted_into = |bytes: &Arc<AtomicU64>| -> Result<BufReader<Counting<File>>> {
         Ok(BufReader::new(Counting {
             inner: open()?,
-            bytes: Arc::clone(&bytes),
+            bytes: Arc::clone(bytes),
         }))
     };
+    let counted = || counted_into(&bytes);
+    // The bytes the type inference read, for the average row's size.
+    let sampled = Arc::new(AtomicU64::new(0));
+    let sample_row_bytes = |rows: usize| sampled.load(Ordering::Relaxed) / (rows as u64).max(1);
     let mut total_rows = None;
     let inner: Box<dyn RecordBatchReader + Send> = match format {
         FileFormat::Parquet => {
             let builder = ParquetRecordBatchReaderBuilder::try_new(open()?)
                 .map_err(|e| Error::Sql(format!("not a Parquet file: {e}")))?;
             total_rows = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
+            let row_bytes = builder
+                .metadata()
+                .row_groups()
+                .iter()
+                .filter(|g| g.num_rows() > 0)
+                .map(|g| g.total_byte_size().max(0) as u64 / g.num_rows() as u64)
+                .max()
+                .unwrap_or(0);
             Box::new(
                 builder
+                    .with_batch_size(batch_rows(row_bytes))
                     .build()
                     .map_err(|e| Error::Sql(format!("not a Parquet file: {e}")))?,
             )
@@ -388,9 +411,9 @@ fn open_file(
         ),
         FileFormat::Csv => {
             let csv = CsvFormat::default().with_header(true);
-            let (inferred, _) = csv
+            let (inferred, sample_rows) = csv
                 .infer_schema(
-                    skip_bom(BufReader::new(open()?)).map_err(file_error)?,
+                    skip_bom(counted_into(&sampled)?).map_err(file_error)?,
                     Some(INFER_ROWS),
                 )
                 .map_err(|e| Error::Sql(format!("not a CSV file with a header row: {e}")))?;
@@ -409,6 +432,7 @@ fn open_file(
                 .collect();
             let text = datafusion::arrow::csv::ReaderBuilder::new(schema)
                 .with_format(csv)
+                .with_batch_size(batch_rows(sample_row_bytes(sample_rows)))
                 .build(skip_bom(counted()?).map_err(file_error)?)?;
             match decoded.is_empty() {
                 true => Box::new(text),
@@ -425,9 +449,9 @@ fn open_file(
                     false => text,
                 }
             };
-            let sample = skip_bom(BufReader::new(open()?)).map_err(file_error)?;
+            let sample = skip_bom(counted_into(&sampled)?).map_err(file_error)?;
             let mut sample = as_lines(Box::new(sample));
-            let (inferred, _) =
+            let (inferred, sample_rows) =
                 datafusion::arrow::json::reader::infer_json_schema(&mut sample, Some(INFER_ROWS))
                     .map_err(|e| {
                     Error::Sql(format!("not newline-delimited JSON or a JSON array: {e}"))
@@ -435,6 +459,7 @@ fn open_file(
             let schema = parse_schema(&inferred, columns, |_| true);
             Box::new(
                 datafusion::arrow::json::ReaderBuilder::new(schema)
+                    .with_batch_size(batch_rows(sample_row_bytes(sample_rows)))
                     .build(as_lines(Box::new(text)))?,
             )
         }

@@ -28,15 +28,17 @@ use crate::error::{Error, Result};
 use crate::keys::{encode_tuple, Element};
 use crate::sql::from_df;
 use crate::sql::pushdown::{self, KeySet};
+use crate::sql::scan::RECORD_BATCH_BYTES;
 use crate::sql::shape::{BatchBuilder, Source};
 use crate::sql::table::WideTable;
 use crate::sql::values;
 use crate::table::chunks::KeptCells;
 use crate::table::{Filter, ReadOptions, RowSet};
 
-/// The most rows a lookup returns as one batch. A range holding more is
-/// left to DataFusion, which streams it in batches (what was read here is
-/// read again then, at most this many rows).
+/// The most rows a lookup returns as one batch. A range holding more, or
+/// more than [`RECORD_BATCH_BYTES`] of values, is left to DataFusion, which
+/// streams it in batches (what was read here is read again then, at most
+/// this many rows or bytes).
 const MAX_ROWS: usize = 4096;
 
 /// One key column's value: written in the statement or a parameter.
@@ -223,7 +225,7 @@ impl KeyLookup {
     /// Reads the rows. `None` when a value does not convert to its key
     /// column's type exactly (DataFusion then decides what the comparison
     /// means), a parameter is missing, or the range holds more than
-    /// [`MAX_ROWS`] rows.
+    /// [`MAX_ROWS`] rows or [`RECORD_BATCH_BYTES`] of values.
     pub(crate) fn run(&self, params: Option<&ParamValues>) -> Result<Option<RecordBatch>> {
         if self.is_outdated() {
             return Ok(None);
@@ -243,10 +245,11 @@ impl KeyLookup {
         if let Some(keep) = self.keep.clone() {
             scanner = scanner.keeping(keep);
         }
-        let mut read = 0;
+        let (mut read, mut bytes) = (0, 0);
         while let Some(row) = scanner.next_raw()? {
             read += 1;
-            if read > MAX_ROWS {
+            bytes += row.bytes();
+            if read > MAX_ROWS || bytes > RECORD_BATCH_BYTES {
                 return Ok(None);
             }
             builder.push(row)?;

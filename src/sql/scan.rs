@@ -85,6 +85,11 @@ macro_rules! leaf_plan_methods {
 }
 pub(crate) use leaf_plan_methods;
 
+/// About the most bytes of values one record batch that widesql makes (a
+/// scan's, an import's) holds: the session's batch size counts rows, and
+/// 8,192 rows of 200 KB values made batches of 1.6 GB.
+pub const RECORD_BATCH_BYTES: usize = 16 << 20;
+
 /// Scans a widesql table.
 pub struct WideScanExec {
     store: TableStore,
@@ -370,6 +375,7 @@ impl ExecutionPlan for WideScanExec {
             DataFusionError::Internal(format!("WideScanExec has no partition {partition}"))
         })?;
         let batch_size = context.session_config().batch_size().max(1);
+        let mut batch_bytes = 0;
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
         let store = self.store.clone();
         let mut builder = (self.make_builder)()?;
@@ -407,8 +413,14 @@ impl ExecutionPlan for WideScanExec {
                                 return;
                             }
                         }
-                        if builder.len() >= batch_size && !send(builder.finish()) {
-                            return; // the consumer went away (LIMIT satisfied)
+                        batch_bytes += row.bytes();
+                        let full = builder.len() >= batch_size
+                            || (batch_bytes >= RECORD_BATCH_BYTES && !builder.is_empty());
+                        if full {
+                            batch_bytes = 0;
+                            if !send(builder.finish()) {
+                                return; // the consumer went away (LIMIT satisfied)
+                            }
                         }
                     }
                     Ok(None) => break,

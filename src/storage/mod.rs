@@ -472,6 +472,9 @@ pub struct WriteBatch {
     /// The write epochs of the trees and key spaces written.
     epochs: Vec<Arc<AtomicU64>>,
     durability: Durability,
+    /// Bytes of the keys and values written, which the store holds in
+    /// memory, several times over, until the batch is applied.
+    bytes: usize,
 }
 
 impl WriteBatch {
@@ -510,13 +513,21 @@ impl WriteBatch {
     /// Sets `key` to `value` in `tree`.
     pub fn put(&mut self, tree: &Tree, key: impl Into<Bytes>, value: impl Into<Bytes>) {
         let key = stored(tree, key.into());
-        self.writes_for(tree).push(Write::Put(key, value.into()));
+        let value = value.into();
+        self.bytes += key.len() + value.len();
+        self.writes_for(tree).push(Write::Put(key, value));
     }
 
     /// Removes `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
         let key = stored(tree, key.into());
+        self.bytes += key.len();
         self.writes_for(tree).push(Write::Delete(key));
+    }
+
+    /// Bytes of the keys and values written so far.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 

@@ -28,7 +28,8 @@ pub use read::RowIter;
 pub(crate) use read::Scanner;
 pub(crate) use write::{mutate_rows_atomically, BULK_CHUNK_ROWS};
 pub use write::{
-    StatementWriter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_ROWS,
+    StatementWriter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_BYTES,
+    STATEMENT_ATOMIC_ROWS,
 };
 
 use crate::clock::Clock;
@@ -141,6 +142,9 @@ pub struct Engine {
     pub durability: Durability,
     /// The most rows one statement applies as one atomic batch.
     pub statement_batch_rows: usize,
+    /// About the most bytes one storage batch of a statement or a bulk
+    /// write holds (one row's writes are never split).
+    pub statement_batch_bytes: usize,
 }
 
 impl Engine {
@@ -153,6 +157,7 @@ impl Engine {
             clock,
             durability,
             statement_batch_rows: STATEMENT_ATOMIC_ROWS,
+            statement_batch_bytes: STATEMENT_ATOMIC_BYTES,
         })
     }
 }

@@ -71,6 +71,39 @@ impl RowMutation {
         Self::default()
     }
 
+    /// Bytes of the names, qualifiers and values it carries: about what it
+    /// holds in memory.
+    pub fn payload_bytes(&self) -> usize {
+        self.mutations
+            .iter()
+            .map(|m| match m {
+                Mutation::SetCell {
+                    family,
+                    qualifier,
+                    value,
+                    ..
+                } => family.len() + qualifier.len() + value.len(),
+                Mutation::DeleteColumn {
+                    family, qualifier, ..
+                }
+                | Mutation::MarkDeleted {
+                    scope: DeleteScope::Column(family, qualifier),
+                    ..
+                } => family.len() + qualifier.len(),
+                Mutation::DeleteFamily { family }
+                | Mutation::MarkDeleted {
+                    scope: DeleteScope::Family(family),
+                    ..
+                } => family.len(),
+                Mutation::DeleteRow
+                | Mutation::MarkDeleted {
+                    scope: DeleteScope::Row,
+                    ..
+                } => 0,
+            })
+            .sum()
+    }
+
     /// Writes a cell at a timestamp the database assigns.
     pub fn set(
         mut self,

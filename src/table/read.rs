@@ -49,6 +49,18 @@ pub struct RawRow {
     pub cells: Vec<RawCell>,
 }
 
+impl RawRow {
+    /// Bytes of its key, qualifiers and values.
+    pub fn bytes(&self) -> usize {
+        self.key.len()
+            + self
+                .cells
+                .iter()
+                .map(|c| c.qualifier.len() + c.value.len())
+                .sum::<usize>()
+    }
+}
+
 /// Whether the version at 1-based position `index` (newest first) with
 /// timestamp `ts` survives `gc` at time `now`.
 pub fn gc_visible(gc: &GcPolicy, index: usize, ts: i64, now: i64) -> bool {

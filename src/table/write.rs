@@ -38,6 +38,12 @@ pub(crate) const BULK_CHUNK_ROWS: usize = 1000;
 /// 10,000 (benchmark W9), and one of 160,000 rows in 100,000-row batches
 /// passed 8 GiB.
 pub const STATEMENT_ATOMIC_ROWS: usize = 10_000;
+/// About the most bytes (keys and values written) one SQL statement or bulk
+/// write applies as one atomic storage batch, unless
+/// [`crate::DbOptions::with_statement_batch_bytes`] says otherwise. The row
+/// count alone bounded nothing for large values: 2,000 rows of 200 KB, one
+/// batch, took 1 GiB of memory to insert (benchmark W9, large values).
+pub const STATEMENT_ATOMIC_BYTES: usize = 32 << 20;
 
 /// The planned effect of one row's mutations: cell keys to write and to
 /// delete, each with its group index. Values written are borrowed from the
@@ -56,15 +62,17 @@ pub(crate) struct RowPlan<'m> {
 
 /// Applies the rows of one statement as they are produced, in bounded
 /// memory, with the atomicity of [`TableStore::apply_statement`]: a
-/// statement of up to [`STATEMENT_ATOMIC_ROWS`] rows is checked whole and
-/// applied as one atomic batch when it finishes; a larger one is applied
-/// in atomic batches of that many rows as they fill, and an error after
-/// the first batch says how many rows were written
-/// ([`Error::PartlyApplied`]).
+/// statement of up to [`STATEMENT_ATOMIC_ROWS`] rows and
+/// [`STATEMENT_ATOMIC_BYTES`] is checked whole and applied as one atomic
+/// batch when it finishes; a larger one is applied in atomic batches of
+/// that size as they fill, and an error after the first batch says how
+/// many rows were written ([`Error::PartlyApplied`]).
 #[derive(Debug)]
 pub struct StatementWriter {
     store: TableStore,
     pending: Vec<(Vec<u8>, RowMutation)>,
+    /// Bytes of the pending rows' keys and mutations.
+    pending_bytes: usize,
     written: usize,
 }
 
@@ -75,15 +83,20 @@ impl StatementWriter {
         Ok(Self {
             store,
             pending: Vec::new(),
+            pending_bytes: 0,
             written: 0,
         })
     }
 
     /// Adds a row; writes a full batch first when this row is one more.
     pub fn push(&mut self, key: Vec<u8>, mutation: RowMutation) -> Result<()> {
-        if self.pending.len() >= self.store.engine.statement_batch_rows {
+        let engine = &self.store.engine;
+        if self.pending.len() >= engine.statement_batch_rows
+            || self.pending_bytes >= engine.statement_batch_bytes
+        {
             self.write_pending()?;
         }
+        self.pending_bytes += key.len() + mutation.payload_bytes();
         self.pending.push((key, mutation));
         Ok(())
     }
@@ -102,6 +115,7 @@ impl StatementWriter {
 
     fn write_pending(&mut self) -> Result<()> {
         let rows = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
         let store = &self.store;
         let applied = rows
             .iter()
@@ -537,7 +551,8 @@ impl TableStore {
     }
 
     /// Applies up to [`BULK_CHUNK_ROWS`] row mutations, each row atomic, as
-    /// one batch: an invalid row refuses the whole batch.
+    /// one batch (or several, past the batch bytes): an invalid row refuses
+    /// the whole batch.
     pub fn apply_bulk_chunk<K: AsRef<[u8]>>(&self, chunk: &[(K, RowMutation)]) -> Result<usize> {
         self.check_writable()?;
         self.apply_atomically(chunk, 0)
@@ -569,6 +584,14 @@ impl TableStore {
     /// Applies the mutations of several rows as one storage batch, under
     /// their row locks, with one server timestamp. `written`: rows applied
     /// before, by earlier batches.
+    ///
+    /// Every row is planned and checked before the first write. Writes past
+    /// the database's batch bytes ([`STATEMENT_ATOMIC_BYTES`] by default:
+    /// large values, or small changes to large rows, whose chunks are
+    /// rewritten whole) are applied in several storage batches, rows in
+    /// their input order and never split: sled holds a batch in memory
+    /// several times over. An error after the first of them says how many
+    /// rows were written.
     fn apply_atomically<K: AsRef<[u8]>>(
         &self,
         chunk: &[(K, RowMutation)],
@@ -585,19 +608,46 @@ impl TableStore {
         } else {
             0
         };
-        let mut plans: HashMap<&[u8], RowPlan> = HashMap::with_capacity(chunk.len());
+        // Each key's plan and how many of the chunk's rows it merges, in the
+        // order the keys first appear.
+        let mut plans: Vec<(&[u8], RowPlan, usize)> = Vec::with_capacity(chunk.len());
+        let mut position: HashMap<&[u8], usize> = HashMap::with_capacity(chunk.len());
         for (key, mutation) in chunk {
-            let plan = plans.entry(key.as_ref()).or_default();
-            self.plan_row(key.as_ref(), mutation, ts, plan)?;
+            let key = key.as_ref();
+            let at = *position.entry(key).or_insert_with(|| {
+                plans.push((key, RowPlan::default(), 0));
+                plans.len() - 1
+            });
+            let (_, plan, rows) = &mut plans[at];
+            self.plan_row(key, mutation, ts, plan)?;
+            *rows += 1;
+        }
+        for (key, plan, _) in &plans {
+            self.check_not_null(key, plan)?;
         }
         let stored = self.groups_holding_rows(chunk)?;
+        let mut applied = 0;
         let mut batch = WriteBatch::with_durability(self.durability);
-        for (key, plan) in plans {
-            self.check_not_null(key, &plan)?;
-            self.add_to_batch(key, &plan, stored.as_deref(), &mut batch)?;
+        let mut batch_rows = 0;
+        for (key, plan, rows) in &plans {
+            if batch_rows > 0 && batch.bytes() >= self.engine.statement_batch_bytes {
+                let full =
+                    std::mem::replace(&mut batch, WriteBatch::with_durability(self.durability));
+                self.engine
+                    .storage
+                    .apply(full)
+                    .map_err(|e| partly_applied(e.into(), written + applied))?;
+                applied += std::mem::take(&mut batch_rows);
+            }
+            self.add_to_batch(key, plan, stored.as_deref(), &mut batch)
+                .map_err(|e| partly_applied(e, written + applied))?;
+            batch_rows += rows;
         }
-        self.engine.storage.apply(batch)?;
-        Ok(chunk.len())
+        self.engine
+            .storage
+            .apply(batch)
+            .map_err(|e| partly_applied(e.into(), written + applied))?;
+        Ok(applied + batch_rows)
     }
 
     /// Per locality group, whether anything is stored between the lowest and
