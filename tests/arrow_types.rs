@@ -274,3 +274,45 @@ fn nested_types_work_from_sql() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn struct_fields_with_any_name_are_stored_and_the_catalog_stays_readable() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Db::open(dir.path().join("db"))?;
+        run(
+            &db,
+            "CREATE TABLE keep (_key VARCHAR PRIMARY KEY, v INT);
+             INSERT INTO keep VALUES ('precious', 42);
+             CREATE TABLE odd (_key VARCHAR PRIMARY KEY, e STRUCT<\"\" VARCHAR>,
+                 s STRUCT<\"a\\b\" INT, \"line\nbreak\" INT>);
+             INSERT INTO odd (_key, s) VALUES ('k', named_struct('a\\b', 1, 'line\nbreak', 2))",
+        )?;
+        // A JSON object with an empty key, as an export of MAP {'': 'x'}
+        // writes it, becomes a struct field named "".
+        let path = dir.path().join("empty_key.ndjson");
+        std::fs::write(&path, "{\"_key\":\"a\",\"m\":{\"\":\"x\"}}\n")?;
+        let options = ImportOptions {
+            create: true,
+            ..Default::default()
+        };
+        runtime().block_on(db.session().import("imported", &path, options, |_| {}))?;
+    }
+    // Reopened: every table reads, the odd names included.
+    let db = Db::open(dir.path().join("db"))?;
+    assert_eq!(
+        query(&db, "SELECT v FROM keep")?,
+        vec![vec!["42".to_string()]]
+    );
+    let odd = query(
+        &db,
+        "SELECT e IS NULL, s['a\\b'], s['line\nbreak'] FROM odd",
+    )?;
+    assert_eq!(odd, vec![vec!["true".to_string(), "1".into(), "2".into()]]);
+    // (DataFusion's field access refuses the name "", so the value is read
+    // whole.)
+    let imported = query(&db, "SELECT m FROM imported")?;
+    assert_eq!(imported, vec![vec!["{: x}".to_string()]]);
+    run(&db, "DROP TABLE odd")?;
+    Ok(())
+}

@@ -280,6 +280,25 @@ impl Catalog {
         let json = serde_json::to_string(spec).map_err(|e| {
             CatalogError::Corrupt(format!("cannot serialise the spec of {name}: {e}"))
         })?;
+        // A spec that does not read back as itself would make the catalog
+        // unreadable, and with it every table: refuse it before it lands.
+        match serde_json::from_str::<TableSpec>(&json) {
+            Ok(read) if read == *spec => {}
+            Ok(_) => {
+                return Err(CatalogError::InvalidSpec {
+                    table: name.to_string(),
+                    reason: "its definition does not read back as written".into(),
+                }
+                .into())
+            }
+            Err(e) => {
+                return Err(CatalogError::InvalidSpec {
+                    table: name.to_string(),
+                    reason: format!("its definition cannot be read back: {e}"),
+                }
+                .into())
+            }
+        }
         Ok(SystemWrite {
             table: system::TABLES,
             key: text_key(&[&dataset.to_string(), name])?,

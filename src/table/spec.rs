@@ -74,22 +74,68 @@ pub enum ValueType {
 
 /// An Arrow type in a [`ValueType::Arrow`], stored in the catalog by its
 /// Arrow name (`List(Int64)`, `Timestamp(ns, "UTC")`), which Arrow parses
-/// back.
+/// back. A type whose name Arrow does not parse back as the same type (a
+/// struct field named `""`, or with a backslash or a line break in its
+/// name) is stored as [`IPC_TYPE_TAG`] and the hex of an Arrow IPC schema
+/// holding it, which keeps every name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ArrowType(pub DataType);
 
+/// The first bytes of an Arrow type stored as an IPC schema; no Arrow type
+/// name starts with them.
+const IPC_TYPE_TAG: &str = "ipc:";
+
 impl Serialize for ArrowType {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0.to_string())
+        let name = self.0.to_string();
+        if name.parse::<DataType>().ok().as_ref() == Some(&self.0) {
+            return serializer.serialize_str(&name);
+        }
+        use datafusion::arrow::datatypes::{Field, Schema};
+        let schema = Schema::new(vec![Field::new("t", self.0.clone(), true)]);
+        let fb = datafusion::arrow::ipc::convert::IpcSchemaEncoder::new().schema_to_fb(&schema);
+        let hex: String = fb
+            .finished_data()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        serializer.serialize_str(&format!("{IPC_TYPE_TAG}{hex}"))
     }
 }
 
 impl<'de> Deserialize<'de> for ArrowType {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let name = String::deserialize(deserializer)?;
-        name.parse::<DataType>()
+        let parsed = match name.strip_prefix(IPC_TYPE_TAG) {
+            None => name.parse::<DataType>().map_err(|e| e.to_string()),
+            Some(hex) => type_of_ipc_schema(hex),
+        };
+        parsed
             .map(ArrowType)
             .map_err(|e| serde::de::Error::custom(format!("Arrow type '{name}': {e}")))
+    }
+}
+
+/// The type of the one field of the Arrow IPC schema whose bytes are `hex`.
+fn type_of_ipc_schema(hex: &str) -> Result<DataType, String> {
+    let digits = hex.as_bytes();
+    if digits.len() % 2 != 0 {
+        return Err("odd number of hex digits".into());
+    }
+    let bytes = digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| "not hex".to_string())
+        })
+        .collect::<Result<Vec<u8>, String>>()?;
+    let fb = datafusion::arrow::ipc::root_as_schema(&bytes).map_err(|e| e.to_string())?;
+    let schema = datafusion::arrow::ipc::convert::fb_to_schema(fb);
+    match schema.fields().first() {
+        Some(field) if schema.fields().len() == 1 => Ok(field.data_type().clone()),
+        _ => Err("not a schema of one field".into()),
     }
 }
 
