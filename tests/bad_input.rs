@@ -176,6 +176,11 @@ fn sql_cases() -> Vec<(String, Expect)> {
         (format!("INSERT INTO ok_key VALUES ('{}')", "k".repeat(MAX_ROW_KEY_LEN - 1)), err(&["ok_key", &MAX_ROW_KEY_LEN.to_string()])),
         (format!("CREATE TABLE raw_key (_key VARCHAR PRIMARY KEY); INSERT INTO raw_key VALUES ('{}'); DROP TABLE raw_key", "k".repeat(MAX_ROW_KEY_LEN)), Expect::Ok),
         ("DELETE FROM t WHERE id >= 100".into(), Expect::Ok),
+        // A MAP column is a family of its own, never shared with declared
+        // columns, whose cells its entries would overwrite and delete.
+        ("CREATE TABLE x (_key VARCHAR PRIMARY KEY, a INT, cf MAP(VARCHAR, VARCHAR))".into(), err(&["map column 'cf'", "default column family"])),
+        ("CREATE TABLE x (_key VARCHAR PRIMARY KEY, p VARCHAR, page MAP(VARCHAR, VARCHAR)) WITH ('page.columns' = 'p')".into(), err(&["map column 'page'", "page.columns"])),
+        ("CREATE TABLE x AS SELECT 'k' AS _key, 1 AS a, MAP {'q': 'v'} AS cf".into(), err(&["map column 'cf'"])),
     ];
     // Every statement above that writes must leave `t` as it was; the
     // successful ones that write clean up after themselves. Each CREATE of
@@ -539,5 +544,47 @@ fn a_directory_of_another_program_is_refused_and_left_alone() -> TestResult {
     let e = Db::open(&file).expect_err("a file is not a database");
     assert_eq!(e.kind(), ErrorKind::Storage, "{e}");
     assert_eq!(std::fs::read_to_string(&file)?, "hello");
+    Ok(())
+}
+
+#[test]
+fn a_map_sharing_its_family_with_declared_columns_never_overwrites_them() -> TestResult {
+    use widesql::{ColumnSpec, ValueType};
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    // Made through the embedded API: family `f` has the declared column
+    // `a` and takes free-form qualifiers, which SQL shows as the map `f`.
+    db.default_dataset()?.create_table(
+        "mixed",
+        TableSpec::new().with_family(
+            FamilySpec::new("f")
+                .with_column(ColumnSpec::new("a", ValueType::Utf8))
+                .with_qualifier_type(Some(ValueType::Utf8)),
+        ),
+    )?;
+    let session = db.session();
+    run_in(
+        &session,
+        "INSERT INTO mixed (_key, a, f) VALUES ('k', 'kept', MAP {'x': '1'})",
+    )?;
+    let refused = [
+        (
+            "INSERT INTO mixed (_key, f) VALUES ('k', MAP {'a': 'lost'})",
+            "map key 'a'",
+        ),
+        (
+            "UPDATE mixed SET f = MAP {'y': '2'}",
+            "cannot be replaced as a whole",
+        ),
+        ("UPDATE mixed SET f = NULL", "cannot be replaced as a whole"),
+    ];
+    for (sql, expected) in refused {
+        let error = run_in(&session, sql).expect_err(sql).to_string();
+        assert!(error.contains(expected), "{sql}: {error}");
+    }
+    assert_eq!(
+        query(&db, "SELECT _key, a, f['x'] FROM mixed")?,
+        vec![vec!["k".to_string(), "kept".into(), "1".into()]]
+    );
     Ok(())
 }

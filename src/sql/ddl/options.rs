@@ -231,6 +231,19 @@ pub(super) fn spec_from_schema(
                     field.name()
                 ))
             })?;
+            // A MAP column is a family of its own: sharing one with declared
+            // columns would let its entries overwrite and delete them.
+            if field.name() == DEFAULT_FAMILY {
+                return Err(sql_error(format!(
+                    "map column '{DEFAULT_FAMILY}' would share the default column family '{DEFAULT_FAMILY}' with the declared columns: give the map another name"
+                )));
+            }
+            if placement.values().any(|f| f == field.name()) {
+                return Err(sql_error(format!(
+                    "map column '{0}' is a column family of its own, but option '{0}.columns' puts declared columns into it: give the map another name",
+                    field.name()
+                )));
+            }
             let at = family_at(field.name(), &mut families);
             families[at].qualifier_type = Some(value);
             continue;

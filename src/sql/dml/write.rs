@@ -210,9 +210,30 @@ impl RowWriter {
                 }
                 None => Ok(m),
             },
-            Source::Map { family, .. } => {
-                let family = self.family_name(*family)?;
+            Source::Map {
+                family: family_id, ..
+            } => {
+                let family = self.family_name(*family_id)?;
+                // A family made outside SQL may hold declared columns next to
+                // its free-form qualifiers (the map): the map's entries must
+                // neither replace nor delete them.
+                let declared: Vec<&[u8]> = self
+                    .shape
+                    .sources
+                    .iter()
+                    .filter_map(|s| match s {
+                        Source::Column {
+                            family, qualifier, ..
+                        } if family == family_id => Some(qualifier.as_slice()),
+                        _ => None,
+                    })
+                    .collect();
                 if null_deletes {
+                    if !declared.is_empty() {
+                        return exec_err!(
+                            "map column '{name}' shares family '{family}' with declared columns: its entries cannot be replaced as a whole, which would delete them; set entries, or delete the family's cells through the embedded API"
+                        );
+                    }
                     m = self.delete_scope(m, DeleteScope::Family(family.clone()));
                 }
                 if array.is_null(row) {
@@ -226,6 +247,13 @@ impl RowWriter {
                     let Some(qualifier) = values::encode_cell(keys, i).map_err(bad)? else {
                         return exec_err!("column '{name}': a map key must not be NULL");
                     };
+                    if declared.contains(&qualifier.as_slice()) {
+                        return exec_err!(
+                            "column '{name}': map key '{}' is the declared column '{}' of the same family; set that column instead",
+                            String::from_utf8_lossy(&qualifier),
+                            String::from_utf8_lossy(&qualifier)
+                        );
+                    }
                     if let Some(value) = values::encode_cell(vals, i).map_err(bad)? {
                         m = self.set(m, family.clone(), qualifier, value);
                     }
