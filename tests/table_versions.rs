@@ -255,3 +255,33 @@ fn versions_a_physical_row_delete_removes_its_delete_markers_in_every_group() ->
     );
     Ok(())
 }
+
+#[test]
+fn server_timestamps_stay_at_the_wall_clock_across_reopens() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let wall = || -> Result<i64, Box<dyn std::error::Error>> {
+        Ok(i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_micros(),
+        )?)
+    };
+    let mut written = Vec::new();
+    for i in 0..5 {
+        let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
+        let dataset = db.default_dataset()?;
+        let table = match i {
+            0 => dataset.create_table("t", TableSpec::new().with_family(FamilySpec::new("f")))?,
+            _ => dataset.table("t")?.ok_or("no table t")?,
+        };
+        let key = format!("k{i}");
+        table.mutate_row(key.as_bytes(), &RowMutation::new().set("f", "q", "v"))?;
+        written.push(timestamps(&table, key.as_bytes())?[0].1);
+    }
+    // Each process starts after the last timestamp of the one before, not a
+    // lease (10 s) ahead of it: five of them stay at the wall clock.
+    assert!(written.windows(2).all(|w| w[0] < w[1]), "{written:?}");
+    let ahead = written[4] - wall()?;
+    assert!(ahead < 2_000_000, "{ahead} µs in the future: {written:?}");
+    Ok(())
+}

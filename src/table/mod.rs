@@ -162,6 +162,14 @@ impl Engine {
     }
 }
 
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Best effort: a store that fails now leaves the lease as it was,
+        // which is still above every timestamp handed out.
+        let _ = self.clock.close(&self.storage);
+    }
+}
+
 /// A table's layout bound to its engine: what the data operations run on.
 #[derive(Debug, Clone)]
 pub struct TableStore {
