@@ -76,7 +76,7 @@ pub enum ValueType {
 /// Arrow name (`List(Int64)`, `Timestamp(ns, "UTC")`), which Arrow parses
 /// back. A type whose name Arrow does not parse back as the same type (a
 /// struct field named `""`, or with a backslash or a line break in its
-/// name) is stored as [`IPC_TYPE_TAG`] and the hex of an Arrow IPC schema
+/// name) is stored as `ipc:` and the hex of an Arrow IPC schema
 /// holding it, which keeps every name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ArrowType(pub DataType);
