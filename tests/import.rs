@@ -473,3 +473,30 @@ fn a_byte_order_mark_is_skipped() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn an_empty_file_is_an_error_naming_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    run(&db, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR)")?;
+    for name in ["empty.csv", "empty.ndjson"] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "")?;
+        for create in [false, true] {
+            let table = if create { "fresh" } else { "t" };
+            let options = ImportOptions {
+                create,
+                ..Default::default()
+            };
+            let error = import(&db, table, &path, options)
+                .expect_err("an empty file")
+                .to_string();
+            assert!(
+                error.contains(name) && error.contains("has no columns"),
+                "{name} into {table}: {error}"
+            );
+        }
+    }
+    assert!(query(&db, "SELECT * FROM fresh").is_err(), "no table");
+    Ok(())
+}

@@ -23,4 +23,7 @@ pub enum CliError {
     /// A path given on the command line does not exist.
     #[error("'{}' does not exist", .0.display())]
     NoSuchPath(PathBuf),
+    /// A result could not be written to standard output.
+    #[error("cannot write the result: {0}")]
+    Output(#[source] std::io::Error),
 }

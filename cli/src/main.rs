@@ -202,15 +202,19 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 
 /// Runs the statements in order and prints each result that has columns.
 fn run_sql(db: &Db, statements: &str, format: Format) -> Result<(), CliError> {
+    use std::io::Write;
     let session = db.session();
     runtime()?.block_on(async {
+        let mut out = std::io::stdout().lock();
         for output in session.run(statements).await? {
             if !output.schema.fields().is_empty() {
                 let text = render(&output.batches, format)?;
-                if text.ends_with('\n') {
-                    print!("{text}");
-                } else {
-                    println!("{text}");
+                let newline = if text.ends_with('\n') { "" } else { "\n" };
+                match write!(out, "{text}{newline}").and_then(|()| out.flush()) {
+                    // The reader went away (`| head`): what it did not read
+                    // is not wanted, as for psql.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    other => other.map_err(CliError::Output)?,
                 }
             }
         }

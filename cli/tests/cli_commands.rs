@@ -269,3 +269,27 @@ fn cli_export_writes_files_and_streams_to_stdout() {
     let out = widesql(&db, &["export", "--format", "xlsx", "SELECT 1"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown file format 'xlsx'"));
 }
+
+#[test]
+fn cli_sql_stops_quietly_when_its_reader_goes_away() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
+        .arg("--db")
+        .arg(dir.path())
+        .args(["sql", "SELECT * FROM generate_series(1, 200000)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    // Like `| head -1`: one line read, then the pipe closed.
+    let mut first = String::new();
+    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
+    reader.read_line(&mut first).expect("a line");
+    drop(reader);
+    let out = child.wait_with_output().expect("the command ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(first.starts_with('+'), "{first}");
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -176,6 +176,11 @@ impl Session {
             .iter()
             .map(|f| f.name().clone())
             .collect();
+        if file_columns.is_empty() {
+            return Err(Error::Sql(
+                "the file has no columns: it is empty, or has no header row or fields".into(),
+            ));
+        }
         if let Some(columns) = &columns {
             let unknown: Vec<&str> = file_columns
                 .iter()
