@@ -181,6 +181,9 @@ fn sql_cases() -> Vec<(String, Expect)> {
         ("CREATE TABLE x (_key VARCHAR PRIMARY KEY, a INT, cf MAP(VARCHAR, VARCHAR))".into(), err(&["map column 'cf'", "default column family"])),
         ("CREATE TABLE x (_key VARCHAR PRIMARY KEY, p VARCHAR, page MAP(VARCHAR, VARCHAR)) WITH ('page.columns' = 'p')".into(), err(&["map column 'page'", "page.columns"])),
         ("CREATE TABLE x AS SELECT 'k' AS _key, 1 AS a, MAP {'q': 'v'} AS cf".into(), err(&["map column 'cf'"])),
+        // UPDATE and DELETE name the row key `_rowid`.
+        ("CREATE TABLE x (id INT PRIMARY KEY, _rowid INT)".into(), err(&["'_rowid' is reserved"])),
+        ("ALTER TABLE t ADD COLUMN _rowid INT".into(), err(&["'_rowid' is reserved"])),
     ];
     // Every statement above that writes must leave `t` as it was; the
     // successful ones that write clean up after themselves. Each CREATE of

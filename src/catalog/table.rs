@@ -90,6 +90,13 @@ impl Catalog {
         if let Some(dup) = sorted.windows(2).find(|w| w[0] == w[1]) {
             return Err(invalid(format!("column '{}' is defined twice", dup[0])).into());
         }
+        let rowid = crate::sql::shape::ROWID_COLUMN;
+        if column_names.contains(&rowid) {
+            return Err(invalid(format!(
+                "column '{rowid}' is reserved: UPDATE and DELETE name the row key so; name the column otherwise"
+            ))
+            .into());
+        }
         for family in &mut spec.families {
             match existing.and_then(|e| e.family(&family.name)) {
                 // A family's cells stay in its group's key range: moving it
