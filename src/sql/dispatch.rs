@@ -2,6 +2,7 @@
 //! widesql.*`, `COPY … TO` a file) and which go to DataFusion.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use datafusion::common::DataFusionError;
 use datafusion::dataframe::DataFrame;
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
 use crate::sql::dml::constant_insert::ConstantInsert;
 use crate::sql::key_lookup::KeyLookup;
+use crate::sql::table::WideTable;
 use crate::sql::{from_df, Session};
 
 impl Session {
@@ -221,8 +223,9 @@ impl Session {
         }
     }
 
-    /// DataFusion's logical plan of `statement`, before optimization; a
-    /// missing table is widesql's error naming what is missing.
+    /// DataFusion's logical plan of `statement`, before optimization (an
+    /// INSERT's target marked with the columns it leaves to their DEFAULT);
+    /// a missing table is widesql's error naming what is missing.
     pub(super) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         // The statement's table references, as DataFusion resolves them
@@ -239,8 +242,58 @@ impl Session {
             }
             Err(e) => return Err(from_df(e)),
         };
-        Ok(plan)
+        Ok(with_defaults_marked(plan))
     }
+}
+
+/// An INSERT's plan whose target knows the columns the statement left to
+/// their DEFAULT: those whose value in the planner's projection onto the
+/// table reads no column of the input (named columns do). A DEFAULT then
+/// fills only rows the INSERT creates (see
+/// [`RowWriter::with_defaulted`](crate::sql::dml::write::RowWriter::with_defaulted)).
+fn with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
+    use datafusion::catalog::TableProvider;
+    use datafusion::datasource::{provider_as_source, source_as_provider};
+    use datafusion::logical_expr::DmlStatement;
+    let LogicalPlan::Dml(dml) = &plan else {
+        return plan;
+    };
+    let LogicalPlan::Projection(projection) = dml.input.as_ref() else {
+        return plan;
+    };
+    if !matches!(dml.op, WriteOp::Insert(_)) {
+        return plan;
+    }
+    let Some(table) = source_as_provider(&dml.target)
+        .ok()
+        .and_then(|p| p.downcast_ref::<WideTable>().cloned())
+    else {
+        return plan;
+    };
+    let schema = table.schema();
+    let defaulted: Vec<usize> = projection
+        .expr
+        .iter()
+        .enumerate()
+        .filter(|(at, expr)| {
+            expr.column_refs().is_empty()
+                && schema
+                    .fields()
+                    .get(*at)
+                    .is_some_and(|f| table.get_column_default(f.name()).is_some())
+        })
+        .map(|(at, _)| at)
+        .collect();
+    if defaulted.is_empty() || projection.expr.len() != schema.fields().len() {
+        return plan;
+    }
+    let target = provider_as_source(Arc::new(table.with_defaulted(defaulted)));
+    LogicalPlan::Dml(DmlStatement::new(
+        dml.table_name.clone(),
+        target,
+        dml.op.clone(),
+        Arc::clone(&dml.input),
+    ))
 }
 
 /// Whether `plan` is an `INSERT … VALUES`: rows of expressions, with

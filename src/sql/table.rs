@@ -50,6 +50,9 @@ pub struct WideTable {
     /// view of DELETE and UPDATE), so that a statement finds exactly the
     /// rows `SELECT *` lists.
     all_groups: bool,
+    /// The columns an INSERT into this table left to their DEFAULT (see
+    /// [`RowWriter::with_defaulted`]).
+    defaulted: Arc<[usize]>,
 }
 
 /// A session state used only to parse DEFAULT expressions.
@@ -84,6 +87,7 @@ impl WideTable {
             history: None,
             defaults: OnceLock::new(),
             all_groups: with_rowid,
+            defaulted: Arc::from(Vec::new()),
         }))
     }
 
@@ -128,11 +132,17 @@ impl WideTable {
                 self.store.layout.name
             );
         }
-        Ok(RowWriter::new(
-            self.store.clone(),
-            Arc::clone(&self.shape),
-            settings,
-        ))
+        Ok(
+            RowWriter::new(self.store.clone(), Arc::clone(&self.shape), settings)
+                .with_defaulted(Arc::clone(&self.defaulted)),
+        )
+    }
+
+    /// The table as the target of an INSERT that left the columns
+    /// `defaulted` (shape positions) to their DEFAULT.
+    pub(crate) fn with_defaulted(mut self, defaulted: Vec<usize>) -> Self {
+        self.defaulted = defaulted.into();
+        self
     }
 
     /// The table's store.

@@ -40,7 +40,7 @@ use crate::sql::scan::{off_runtime, to_df};
 use crate::sql::shape::{Shape, Source};
 use crate::sql::values;
 use crate::storage::Durability;
-use crate::table::{DeleteScope, Mutation, RowMutation, StatementWriter, TableStore};
+use crate::table::{DeleteScope, Filter, Mutation, RowMutation, StatementWriter, TableStore};
 
 /// Per-session write settings, kept as a DataFusion config extension.
 #[derive(Debug, Clone, Default)]
@@ -96,6 +96,9 @@ pub struct RowWriter {
     shape: Arc<Shape>,
     settings: WriteSettings,
     marker: Option<String>,
+    /// Columns (shape positions) the INSERT did not name, filled with
+    /// their DEFAULT: written only into rows the INSERT creates.
+    defaulted: Arc<[usize]>,
 }
 
 impl RowWriter {
@@ -107,7 +110,20 @@ impl RowWriter {
             shape,
             settings,
             marker,
+            defaulted: Arc::from(Vec::new()),
         }
+    }
+
+    /// The same writer for an INSERT that left the columns `defaulted`
+    /// (shape positions) to their DEFAULT. A DEFAULT fills a row the INSERT
+    /// creates; a row already stored keeps the values it has there, as an
+    /// INSERT of an existing key writes only the columns it gives. Whether
+    /// the row is stored is read before its write, outside the row's lock:
+    /// a row another statement creates in between can still get the
+    /// DEFAULTs.
+    pub fn with_defaulted(mut self, defaulted: Arc<[usize]>) -> Self {
+        self.defaulted = defaulted;
+        self
     }
 
     /// The table's store.
@@ -303,11 +319,15 @@ impl RowWriter {
         let mut key: Option<Vec<u8>> = None;
         let mut parts: Vec<(usize, Element)> = Vec::new();
         let mut mutation = RowMutation::new();
+        let mut defaults = Vec::new();
         for (c, source) in self.shape.sources.iter().enumerate() {
             let array = &columns[c];
             let name = self.shape.schema.field(c).name();
             let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
             match source {
+                Source::Column { .. } | Source::Map { .. } if self.defaulted.contains(&c) => {
+                    defaults.push(c);
+                }
                 Source::RowKey { .. } => match values::encode_cell(array, row).map_err(bad)? {
                     Some(bytes) => key = Some(bytes),
                     None => return exec_err!("column '{name}': the row key must not be NULL"),
@@ -332,10 +352,24 @@ impl RowWriter {
             }
             None => uuid::Uuid::now_v7().as_bytes().to_vec(),
         };
+        if !defaults.is_empty() && !self.is_stored(&key)? {
+            for c in defaults {
+                mutation = self.write_value(mutation, c, &columns[c], row, false)?;
+            }
+        }
         if mutation.is_empty() {
             mutation = self.with_marker(mutation);
         }
         Ok((key, mutation))
+    }
+
+    /// Whether the row `key` has a visible cell.
+    fn is_stored(&self, key: &[u8]) -> Result<bool> {
+        let any_cell = Filter::all().with_cells_per_row_limit(1);
+        self.store
+            .read_row(key, &any_cell)
+            .map(|row| row.is_some())
+            .map_err(to_df)
     }
 
     /// UPDATE: `batch` holds the raw row key (`_rowid`) and then the new
