@@ -589,5 +589,15 @@ fn a_map_sharing_its_family_with_declared_columns_never_overwrites_them() -> Tes
         query(&db, "SELECT _key, a, f['x'] FROM mixed")?,
         vec![vec!["k".to_string(), "kept".into(), "1".into()]]
     );
+    // A declared column does not join a family that is a map.
+    db.default_dataset()?.create_table(
+        "map_cf",
+        TableSpec::new()
+            .with_family(FamilySpec::new("cf").with_qualifier_type(Some(ValueType::Utf8))),
+    )?;
+    let error = run_in(&session, "ALTER TABLE map_cf ADD COLUMN a INT")
+        .expect_err("a column into the map's family")
+        .to_string();
+    assert!(error.contains("map column 'cf'"), "{error}");
     Ok(())
 }

@@ -215,6 +215,12 @@ impl Session {
             |spec| {
                 let mut spec = spec.clone();
                 match spec.families.iter_mut().find(|f| f.name == family) {
+                    // A map's entries would overwrite the column's cells.
+                    Some(existing) if !is_map && existing.qualifier_type.is_some() => {
+                        return Err(sql_error(format!(
+                            "column '{name}' would go into family '{family}', which is the map column '{family}' of table '{qualified}'; its entries would overwrite the column"
+                        )))
+                    }
                     Some(existing) if !is_map => {
                         existing.columns.extend(new_family.columns.clone());
                     }
