@@ -67,6 +67,10 @@ pub(crate) enum Cell<'a> {
     Text(Cow<'a, str>),
     /// Another literal of the statement.
     Value(ScalarValue),
+    /// A number of the statement: its value as the planner reads it, and
+    /// its text, which a DECIMAL column takes exactly (the planner's value
+    /// of `12345678901234567.1234567891` is a DOUBLE, with other digits).
+    Number(ScalarValue, String),
     /// A `MAP {k: v, …}` literal.
     Map(Vec<(Cell<'a>, Cell<'a>)>),
 }
@@ -78,6 +82,14 @@ impl Cell<'_> {
             Cell::Expr(expr) => constant(expr, data_type, params),
             Cell::Text(text) => ScalarValue::Utf8(Some(text.to_string())).cast_to(data_type),
             Cell::Value(value) => value.cast_to(data_type),
+            Cell::Number(value, text) => match data_type {
+                DataType::Decimal128(..) | DataType::Decimal256(..)
+                    if !text.contains(['e', 'E']) =>
+                {
+                    ScalarValue::Utf8(Some(text.clone())).cast_to(data_type)
+                }
+                _ => value.cast_to(data_type),
+            },
             Cell::Map(_) => exec_err!("a MAP literal where a value of type {data_type} belongs"),
         }
     }
@@ -667,6 +679,11 @@ fn literal_cell(literal: Literal<'_>, numbers: Numbers) -> Option<Cell<'_>> {
                 && of_one_type(pairs.iter().map(|(_, v)| v));
             uniform.then_some(Cell::Map(pairs))
         }
+        Literal::Number { digits, negative } => {
+            let value = Literal::Number { digits, negative }.scalar(numbers)?;
+            let sign = if negative { "-" } else { "" };
+            Some(Cell::Number(value, format!("{sign}{digits}")))
+        }
         other => other.scalar(numbers).map(Cell::Value),
     }
 }
@@ -675,7 +692,7 @@ fn literal_cell(literal: Literal<'_>, numbers: Numbers) -> Option<Cell<'_>> {
 fn of_one_type<'c, 'a: 'c>(cells: impl Iterator<Item = &'c Cell<'a>>) -> bool {
     let mut types = cells.filter_map(|cell| match cell {
         Cell::Text(_) => Some(DataType::Utf8),
-        Cell::Value(value) if !value.is_null() => Some(value.data_type()),
+        Cell::Value(value) | Cell::Number(value, _) if !value.is_null() => Some(value.data_type()),
         _ => None,
     });
     let first = types.next();
