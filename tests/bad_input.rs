@@ -181,6 +181,10 @@ fn sql_cases() -> Vec<(String, Expect)> {
         ("CREATE TABLE x (_key VARCHAR PRIMARY KEY, a INT, cf MAP(VARCHAR, VARCHAR))".into(), err(&["map column 'cf'", "default column family"])),
         ("CREATE TABLE x (_key VARCHAR PRIMARY KEY, p VARCHAR, page MAP(VARCHAR, VARCHAR)) WITH ('page.columns' = 'p')".into(), err(&["map column 'page'", "page.columns"])),
         ("CREATE TABLE x AS SELECT 'k' AS _key, 1 AS a, MAP {'q': 'v'} AS cf".into(), err(&["map column 'cf'"])),
+        // A literal that does not fit its column: the error names both.
+        ("INSERT INTO t (id, n) VALUES (200, 'abc')".into(), err(&["row 1", "column 'n'", "abc"])),
+        ("INSERT INTO t (id, n) VALUES (200, 1), (201, 2147483648)".into(), err(&["row 2", "column 'n'"])),
+        ("ALTER TABLE t DROP COLUMN id".into(), err(&["column 'id'", "row key", "cannot be dropped"])),
         // UPDATE and DELETE name the row key `_rowid`.
         ("CREATE TABLE x (id INT PRIMARY KEY, _rowid INT)".into(), err(&["'_rowid' is reserved"])),
         ("ALTER TABLE t ADD COLUMN _rowid INT".into(), err(&["'_rowid' is reserved"])),

@@ -200,24 +200,44 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(CliError::Runtime)
 }
 
-/// Runs the statements in order and prints each result that has columns.
+/// Runs the statements in order and prints each result that has columns
+/// as soon as its statement has run: a statement that fails later does not
+/// hide what the earlier ones did (and committed).
 fn run_sql(db: &Db, statements: &str, format: Format) -> Result<(), CliError> {
     use std::io::Write;
     let session = db.session();
     runtime()?.block_on(async {
         let mut out = std::io::stdout().lock();
-        for output in session.run(statements).await? {
-            if !output.schema.fields().is_empty() {
-                let text = render(&output.batches, format)?;
-                let newline = if text.ends_with('\n') { "" } else { "\n" };
-                match write!(out, "{text}{newline}").and_then(|()| out.flush()) {
-                    // The reader went away (`| head`): what it did not read
-                    // is not wanted, as for psql.
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-                    other => other.map_err(CliError::Output)?,
+        let mut failed: Option<CliError> = None;
+        // The reader went away (`| head`): what it did not read is not
+        // wanted, as for psql.
+        let mut closed = false;
+        let ran = session
+            .run_each(statements, |output| {
+                if closed || failed.is_some() || output.schema.fields().is_empty() {
+                    return;
                 }
-            }
+                let written = render(&output.batches, format)
+                    .map_err(CliError::from)
+                    .and_then(|text| {
+                        let newline = if text.ends_with('\n') { "" } else { "\n" };
+                        write!(out, "{text}{newline}")
+                            .and_then(|()| out.flush())
+                            .map_err(CliError::Output)
+                    });
+                match written {
+                    Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        closed = true
+                    }
+                    Err(e) => failed = Some(e),
+                    Ok(()) => {}
+                }
+            })
+            .await;
+        if let Some(e) = failed {
+            return Err(e);
         }
+        ran?;
         Ok(())
     })
 }

@@ -46,18 +46,20 @@ pub async fn run(session: &Session, format: Format) -> Result<(), CliError> {
         }
         let _ = editor.add_history_entry(pending.trim_end());
         let started = Instant::now();
-        match session.run(&pending).await {
-            Ok(outputs) => {
-                for output in outputs {
-                    if !output.schema.fields().is_empty() {
-                        match render(&output.batches, format) {
-                            Ok(text) => println!("{text}"),
-                            Err(e) => eprintln!("error: {e}"),
-                        }
+        // Each result is shown as its statement ends, so a later error
+        // does not hide what the earlier statements did.
+        let ran = session
+            .run_each(&pending, |output| {
+                if !output.schema.fields().is_empty() {
+                    match render(&output.batches, format) {
+                        Ok(text) => println!("{text}"),
+                        Err(e) => eprintln!("error: {e}"),
                     }
                 }
-                println!("({:.3} s)", started.elapsed().as_secs_f64());
-            }
+            })
+            .await;
+        match ran {
+            Ok(_) => println!("({:.3} s)", started.elapsed().as_secs_f64()),
             Err(e) => eprintln!("error: {e}"),
         }
         pending.clear();

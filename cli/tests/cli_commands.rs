@@ -293,3 +293,22 @@ fn cli_sql_stops_quietly_when_its_reader_goes_away() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn cli_sql_shows_what_ran_before_a_failing_statement() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = widesql(
+        dir.path(),
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, a INT); INSERT INTO t VALUES ('a', 1); \
+             SELECT * FROM t; SELECT 1/0; INSERT INTO t VALUES ('b', 2)",
+        ],
+    );
+    assert!(!out.status.success());
+    // The INSERT's count and the SELECT's row, committed before the error.
+    assert_eq!(stdout(&out), "count\n1\n_key,a\na,1\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Divide by zero"));
+}

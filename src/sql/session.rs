@@ -320,7 +320,8 @@ impl Session {
         state.config().options().sql_parser.dialect == Dialect::Generic
     }
 
-    /// Runs one statement and returns its result as a DataFrame.
+    /// Runs one statement and returns its result as a DataFrame; a text of
+    /// several is an error ([`Session::run`] runs scripts).
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
         if let Some(rows) = self.insert_text(sql).await? {
             return self.count(rows);
@@ -336,7 +337,7 @@ impl Session {
             },
             (None, _) => Err(Error::Sql("no statement to run".into())),
             (Some(_), false) => Err(Error::Sql(
-                "Session::sql runs one statement; use Session::run for scripts".into(),
+                "the text holds several statements where one is expected".into(),
             )),
         }
     }
@@ -344,24 +345,39 @@ impl Session {
     /// Runs every statement of a script in order and collects each result;
     /// stops at the first error.
     pub async fn run(&self, script: &str) -> Result<Vec<StatementOutput>> {
+        let mut outputs = Vec::new();
+        self.run_each(script, |output| outputs.push(output)).await?;
+        Ok(outputs)
+    }
+
+    /// Runs every statement of a script in order and hands each result to
+    /// `done` as soon as its statement has run, so that a script that
+    /// fails later still shows what its earlier statements did (and
+    /// committed). Stops at the first error; returns the statements run.
+    pub async fn run_each(
+        &self,
+        script: &str,
+        mut done: impl FnMut(StatementOutput),
+    ) -> Result<usize> {
         // One INSERT of literals, or one key lookup: read off the text.
         let read_off_text = match self.insert_text(script).await? {
             Some(rows) => Some(dml::count_batch(rows)?),
             None => self.key_lookup_text(script).await?,
         };
         if let Some(batch) = read_off_text {
-            return Ok(vec![StatementOutput {
+            done(StatementOutput {
                 sql: script.trim().trim_end_matches(';').trim_end().to_string(),
                 schema: batch.schema(),
                 batches: vec![batch],
-            }]);
+            });
+            return Ok(1);
         }
         let statements = self.parse(script)?;
-        let mut outputs = Vec::with_capacity(statements.len());
+        let count = statements.len();
         for statement in statements {
-            outputs.push(self.run_statement(statement).await?);
+            done(self.run_statement(statement).await?);
         }
-        Ok(outputs)
+        Ok(count)
     }
 
     /// Plans and runs one statement; plans and runs it again when DDL

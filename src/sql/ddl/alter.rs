@@ -258,6 +258,19 @@ impl Session {
             .family(column)
             .is_some_and(|f| f.qualifier_type.is_some() && f.columns.is_empty());
         let declared = spec.families.iter().any(|f| f.column(column).is_some());
+        let is_key = match &spec.key {
+            crate::table::spec::RowKeySpec::Key { .. } => column == KEY_COLUMN,
+            crate::table::spec::RowKeySpec::Columns(columns) => {
+                columns.iter().any(|c| c.name == column)
+            }
+            crate::table::spec::RowKeySpec::Generated => false,
+        };
+        if is_key {
+            return Err(sql_error(format!(
+                "column '{column}' of table '{}' is part of the row key, which cannot be dropped",
+                table.qualified_name()?
+            )));
+        }
         if !is_map && !declared {
             if if_exists {
                 return Ok(());

@@ -208,10 +208,18 @@ impl<'a> ConstantInsert<'a> {
         for (at, output) in self.columns.iter().enumerate() {
             let field = table_schema.field(at);
             let column = match output {
-                Output::Values(n) => self.values_column(*n, &value_fields[*n], params)?,
-                Output::Constant(expr) => {
-                    constant(expr, field.data_type(), params)?.to_array_of_size(rows)?
+                Output::Values(n) => {
+                    self.values_column(*n, &value_fields[*n], field.name(), params)?
                 }
+                Output::Constant(expr) => constant(expr, field.data_type(), params)
+                    .map_err(|e| {
+                        DataFusionError::Execution(format!(
+                            "column '{}': {}",
+                            field.name(),
+                            e.message()
+                        ))
+                    })?
+                    .to_array_of_size(rows)?,
             };
             fields.push(Field::new(field.name(), column.data_type().clone(), true));
             columns.push(column);
@@ -220,11 +228,13 @@ impl<'a> ConstantInsert<'a> {
         Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
     }
 
-    /// Column `n` of the VALUES rows, of the type the planner gave it.
+    /// Column `n` of the VALUES rows, of the type the planner gave it; an
+    /// error names the row and the table's column `name`.
     fn values_column(
         &self,
         n: usize,
         field: &FieldRef,
+        name: &str,
         params: Option<&ParamValues>,
     ) -> Result<ArrayRef> {
         let cells: Vec<&Cell<'_>> = self.rows.iter().map(|row| &row[n]).collect();
@@ -239,7 +249,16 @@ impl<'a> ConstantInsert<'a> {
         }
         let scalars = cells
             .iter()
-            .map(|cell| cell.value(field.data_type(), params))
+            .enumerate()
+            .map(|(row, cell)| {
+                cell.value(field.data_type(), params).map_err(|e| {
+                    DataFusionError::Execution(format!(
+                        "row {}: column '{name}': {}",
+                        row + 1,
+                        e.message()
+                    ))
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         ScalarValue::iter_to_array(scalars)
     }
