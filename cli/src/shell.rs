@@ -33,11 +33,26 @@ pub async fn run(session: &Session, format: Format) -> Result<(), CliError> {
                 pending.clear();
                 continue;
             }
-            Err(ReadlineError::Eof) => break,
+            // A last statement without its ';' still runs.
+            Err(ReadlineError::Eof) => {
+                if !pending.trim().is_empty() {
+                    run_statements(session, &pending, format).await;
+                }
+                break;
+            }
             Err(e) => return Err(CliError::Terminal(e)),
         };
         if pending.is_empty() && matches!(line.trim(), ".quit" | ".exit" | "\\q") {
             break;
+        }
+        // Not SQL: a command the shell does not have would otherwise
+        // swallow the lines after it until a ';'.
+        if pending.is_empty() && line.trim_start().starts_with('.') {
+            eprintln!(
+                "error: unknown command '{}': the shell has '.quit' (and '.exit', '\\q'); end SQL statements with ';'",
+                line.trim()
+            );
+            continue;
         }
         pending.push_str(&line);
         pending.push('\n');
@@ -45,25 +60,30 @@ pub async fn run(session: &Session, format: Format) -> Result<(), CliError> {
             continue;
         }
         let _ = editor.add_history_entry(pending.trim_end());
-        let started = Instant::now();
-        // Each result is shown as its statement ends, so a later error
-        // does not hide what the earlier statements did.
-        let ran = session
-            .run_each(&pending, |output| {
-                if !output.schema.fields().is_empty() {
-                    match render(&output.batches, format) {
-                        Ok(text) => println!("{text}"),
-                        Err(e) => eprintln!("error: {e}"),
-                    }
-                }
-            })
-            .await;
-        match ran {
-            Ok(_) => println!("({:.3} s)", started.elapsed().as_secs_f64()),
-            Err(e) => eprintln!("error: {e}"),
-        }
+        run_statements(session, &pending, format).await;
         pending.clear();
     }
     let _ = editor.save_history(&history);
     Ok(())
+}
+
+/// Runs `statements`, showing each result as its statement ends (so a
+/// later error does not hide what the earlier statements did), then the
+/// time they took or the error.
+async fn run_statements(session: &Session, statements: &str, format: Format) {
+    let started = Instant::now();
+    let ran = session
+        .run_each(statements, |output| {
+            if !output.schema.fields().is_empty() {
+                match render(&output.batches, format) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+        })
+        .await;
+    match ran {
+        Ok(_) => println!("({:.3} s)", started.elapsed().as_secs_f64()),
+        Err(e) => eprintln!("error: {e}"),
+    }
 }

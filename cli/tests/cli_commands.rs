@@ -312,3 +312,34 @@ fn cli_sql_shows_what_ran_before_a_failing_statement() {
     assert_eq!(stdout(&out), "count\n1\n_key,a\na,1\n");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Divide by zero"));
 }
+
+#[test]
+fn cli_shell_runs_a_last_statement_without_semicolon_and_refuses_unknown_commands() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
+        .arg("--db")
+        .arg(dir.path())
+        .arg("shell")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the shell starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b".tables\nSELECT 6 * 7 AS answer;\nSELECT 'last' AS word\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("the shell ends");
+    let text = stdout(&out);
+    assert!(
+        text.contains("| 42     |"),
+        "the line after .tables ran: {text}"
+    );
+    assert!(
+        text.contains("| last |"),
+        "the statement at the end ran: {text}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command '.tables'"));
+}

@@ -489,8 +489,21 @@ impl BatchBuilder {
                     let value = value.or(missing.as_deref());
                     values::append_cell(b.as_mut(), value_type, value)
                 }
-                (Source::Column { value_type, .. }, ColumnBuilder::List(b)) => {
-                    let versions: Vec<&[u8]> = plain[out].iter().map(|&i| value_of(i)).collect();
+                (
+                    Source::Column {
+                        value_type,
+                        missing,
+                        ..
+                    },
+                    ColumnBuilder::List(b),
+                ) => {
+                    let mut versions: Vec<&[u8]> =
+                        plain[out].iter().map(|&i| value_of(i)).collect();
+                    // A row without a cell reads as the column's missing
+                    // value here too, as in the latest view.
+                    if versions.is_empty() {
+                        versions.extend(missing.as_deref());
+                    }
                     append_versions(b, value_type, &versions)
                         .map(|()| b.append(!versions.is_empty()))
                 }
