@@ -314,5 +314,23 @@ fn struct_fields_with_any_name_are_stored_and_the_catalog_stays_readable() -> Te
     let imported = query(&db, "SELECT m FROM imported")?;
     assert_eq!(imported, vec![vec!["{: x}".to_string()]]);
     run(&db, "DROP TABLE odd")?;
+
+    // A dictionary inside such a type (the embedded API takes any Arrow
+    // type) is stored too.
+    use widesql::{ArrowType, ColumnSpec, FamilySpec, TableSpec, ValueType};
+    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let odd_dictionary =
+        ValueType::Arrow(ArrowType(DataType::Struct(Fields::from(vec![Field::new(
+            "", dictionary, true,
+        )]))));
+    let spec = TableSpec::new().with_family(
+        FamilySpec::new("f").with_column(ColumnSpec::new("s", odd_dictionary.clone())),
+    );
+    db.default_dataset()?.create_table("dictionary", spec)?;
+    drop(db);
+    let db = Db::open(dir.path().join("db"))?;
+    let stored = db.default_dataset()?.open_table("dictionary")?.spec()?;
+    let column = stored.families[0].column("s").ok_or("no column s")?;
+    assert_eq!(column.value_type, odd_dictionary);
     Ok(())
 }

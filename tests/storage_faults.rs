@@ -281,5 +281,25 @@ async fn bulk_writes_of_large_values_are_split_by_bytes() -> TestResult {
         .map(|row| row.map(|r| r.cells.len()))
         .collect::<widesql::Result<Vec<_>>>()?;
     assert_eq!(read, vec![1; 100]);
+
+    // A batch that fails in a later chunk: the error counts every row
+    // written before it, in earlier chunks too.
+    backend.inject(Fault::FailBatch(backend.batches() + 9));
+    let more = (0..100).map(|i| {
+        (
+            format!("second{i:03}"),
+            RowMutation::new().set("f", "q", &value),
+        )
+    });
+    let error = table.bulk_mutate(more).expect_err("batch 9 fails");
+    let written = written_before(&error).ok_or_else(|| format!("not partly applied: {error}"))?;
+    let stored = table
+        .read_rows(
+            &widesql::RowSet::prefix("second"),
+            widesql::ReadOptions::new(),
+        )?
+        .count();
+    assert!(written > 17, "{written}: {error}");
+    assert_eq!(stored, written, "{error}");
     Ok(())
 }

@@ -234,11 +234,17 @@ fn run_sql(db: &Db, statements: &str, format: Format) -> Result<(), CliError> {
                 }
             })
             .await;
-        if let Some(e) = failed {
-            return Err(e);
+        // A statement's error comes first; a result that could not be
+        // shown is said as well, not hidden behind it.
+        match (ran, failed) {
+            (Err(e), Some(shown)) => {
+                eprintln!("error: {shown}");
+                Err(e.into())
+            }
+            (Err(e), None) => Err(e.into()),
+            (Ok(_), Some(shown)) => Err(shown),
+            (Ok(_), None) => Ok(()),
         }
-        ran?;
-        Ok(())
     })
 }
 

@@ -90,8 +90,15 @@ impl Catalog {
         if let Some(dup) = sorted.windows(2).find(|w| w[0] == w[1]) {
             return Err(invalid(format!("column '{}' is defined twice", dup[0])).into());
         }
+        // Refused when new: a table that has one from before stays
+        // alterable (its UPDATE and DELETE need it renamed).
         let rowid = crate::sql::shape::ROWID_COLUMN;
-        if column_names.contains(&rowid) {
+        let had_rowid = existing.is_some_and(|e| {
+            e.family(rowid).is_some()
+                || e.families.iter().any(|f| f.column(rowid).is_some())
+                || matches!(&e.key, RowKeySpec::Columns(c) if c.iter().any(|c| c.name == rowid))
+        });
+        if column_names.contains(&rowid) && !had_rowid {
             return Err(invalid(format!(
                 "column '{rowid}' is reserved: UPDATE and DELETE name the row key so; name the column otherwise"
             ))

@@ -189,7 +189,9 @@ impl Table {
                 bytes += key.as_ref().len() + mutation.payload_bytes();
                 chunk.push((key, mutation));
             }
-            written += self.write(|store| store.apply_bulk_chunk(&chunk))?;
+            written += self
+                .write(|store| store.apply_bulk_chunk(&chunk))
+                .map_err(|e| crate::table::partly_applied(e, written))?;
         }
         Ok(written)
     }

@@ -246,12 +246,27 @@ impl Session {
     }
 }
 
+/// `plan` with the target of each INSERT in it (a `PREPARE`'s or an
+/// `EXPLAIN ANALYZE`'s too) marked with the columns the statement left to
+/// their DEFAULT (see [`insert_with_defaults_marked`]).
+fn with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
+    use datafusion::common::tree_node::Transformed;
+    let marked = plan.clone().transform_up(|node| {
+        Ok(match node {
+            LogicalPlan::Dml(_) => Transformed::yes(insert_with_defaults_marked(node)),
+            other => Transformed::no(other),
+        })
+    });
+    // The walk never fails; if it did, the plan stays as it was.
+    marked.map_or(plan, |t| t.data)
+}
+
 /// An INSERT's plan whose target knows the columns the statement left to
 /// their DEFAULT: those whose value in the planner's projection onto the
 /// table reads no column of the input (named columns do). A DEFAULT then
 /// fills only rows the INSERT creates (see
 /// [`RowWriter::with_defaulted`](crate::sql::dml::write::RowWriter::with_defaulted)).
-fn with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
+fn insert_with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
     use datafusion::catalog::TableProvider;
     use datafusion::datasource::{provider_as_source, source_as_provider};
     use datafusion::logical_expr::DmlStatement;

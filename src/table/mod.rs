@@ -26,7 +26,7 @@ pub(crate) use gc::unchecked;
 pub use mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 pub use read::RowIter;
 pub(crate) use read::Scanner;
-pub(crate) use write::{mutate_rows_atomically, BULK_CHUNK_ROWS};
+pub(crate) use write::{mutate_rows_atomically, partly_applied, BULK_CHUNK_ROWS};
 pub use write::{
     StatementWriter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_BYTES,
     STATEMENT_ATOMIC_ROWS,

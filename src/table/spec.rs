@@ -93,7 +93,10 @@ impl Serialize for ArrowType {
         }
         use datafusion::arrow::datatypes::{Field, Schema};
         let schema = Schema::new(vec![Field::new("t", self.0.clone(), true)]);
-        let fb = datafusion::arrow::ipc::convert::IpcSchemaEncoder::new().schema_to_fb(&schema);
+        let mut dictionaries = datafusion::arrow::ipc::writer::DictionaryTracker::new(false);
+        let fb = datafusion::arrow::ipc::convert::IpcSchemaEncoder::new()
+            .with_dictionary_tracker(&mut dictionaries)
+            .schema_to_fb(&schema);
         let hex: String = fb
             .finished_data()
             .iter()

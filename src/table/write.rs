@@ -128,7 +128,7 @@ impl StatementWriter {
 
 /// `e`, for a statement that had written `written` rows before it: those
 /// stay written (a [`TableError::Changed`] says so itself).
-fn partly_applied(e: Error, written: usize) -> Error {
+pub(crate) fn partly_applied(e: Error, written: usize) -> Error {
     match e {
         e if written == 0 => e,
         e @ Error::Table(TableError::Changed { .. }) => e,
@@ -667,6 +667,16 @@ impl TableStore {
         let (Some(first), Some(last)) = (keys().min(), keys().max()) else {
             return Ok(None);
         };
+        self.groups_holding_keys_between(first, last).map(Some)
+    }
+
+    /// Per locality group, whether anything is stored from row `first` to
+    /// row `last` (both included): one seek per group.
+    pub(crate) fn groups_holding_keys_between(
+        &self,
+        first: &[u8],
+        last: &[u8],
+    ) -> Result<Vec<bool>> {
         let prefix = &self.layout.prefix;
         let lo = Bound::Included(CellKey::row_prefix(prefix, first));
         let hi = match prefix_successor(&CellKey::row_prefix(prefix, last)) {
@@ -678,7 +688,7 @@ impl TableStore {
             let entry = group.tree.range(lo.clone(), hi.clone(), false).next();
             stored.push(entry.transpose()?.is_some());
         }
-        Ok(Some(stored))
+        Ok(stored)
     }
 
     /// Atomically appends to or increments cells of one row and returns the

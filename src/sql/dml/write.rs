@@ -300,22 +300,59 @@ impl RowWriter {
         let columns = (0..self.shape.sources.len())
             .map(|c| self.column_as(batch, c, c))
             .collect::<Result<Vec<_>>>()?;
-        let mut rows = Vec::with_capacity(batch.num_rows());
-        for row in 0..batch.num_rows() {
-            let at_row = |e: DataFusionError| {
+        let at_row = |row: usize| {
+            move |e: DataFusionError| {
                 DataFusionError::Execution(format!(
                     "row {}: {}",
                     first_row + row as u64 + 1,
                     e.message()
                 ))
-            };
-            rows.push(self.insert_row(&columns, row).map_err(at_row)?);
+            }
+        };
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        let mut defaulted = Vec::new();
+        for row in 0..batch.num_rows() {
+            let (key, mutation, defaults) = self.insert_row(&columns, row).map_err(at_row(row))?;
+            if !defaults.is_empty() {
+                defaulted.push((rows.len(), row, defaults));
+            }
+            rows.push((key, mutation));
+        }
+        // DEFAULTs go into the rows that are not stored: all of them when
+        // nothing is stored between the batch's lowest and highest key (a
+        // load), else as each row's read says.
+        let keys = || defaulted.iter().map(|(at, ..)| rows[*at].0.as_slice());
+        let all_new = match (keys().min(), keys().max()) {
+            (Some(first), Some(last)) => !self
+                .store
+                .groups_holding_keys_between(first, last)
+                .map_err(to_df)?
+                .contains(&true),
+            _ => true,
+        };
+        for (at, row, defaults) in defaulted {
+            let (key, mutation) = &mut rows[at];
+            let mut m = std::mem::take(mutation);
+            if all_new || !self.is_stored(key)? {
+                for c in defaults {
+                    m = self
+                        .write_value(m, c, &columns[c], row, false)
+                        .map_err(at_row(row))?;
+                }
+            }
+            *mutation = if m.is_empty() { self.with_marker(m) } else { m };
         }
         Ok(rows)
     }
 
-    /// The key and mutation of row `row` of the insert's `columns`.
-    fn insert_row(&self, columns: &[ArrayRef], row: usize) -> Result<(Vec<u8>, RowMutation)> {
+    /// The key and mutation of row `row` of the insert's `columns`, and
+    /// the columns left to their DEFAULT, not yet written (see
+    /// [`RowWriter::with_defaulted`]).
+    fn insert_row(
+        &self,
+        columns: &[ArrayRef],
+        row: usize,
+    ) -> Result<(Vec<u8>, RowMutation, Vec<usize>)> {
         let mut key: Option<Vec<u8>> = None;
         let mut parts: Vec<(usize, Element)> = Vec::new();
         let mut mutation = RowMutation::new();
@@ -352,15 +389,12 @@ impl RowWriter {
             }
             None => uuid::Uuid::now_v7().as_bytes().to_vec(),
         };
-        if !defaults.is_empty() && !self.is_stored(&key)? {
-            for c in defaults {
-                mutation = self.write_value(mutation, c, &columns[c], row, false)?;
-            }
-        }
-        if mutation.is_empty() {
+        // (A row with columns left to their DEFAULT gets its marker, if it
+        // needs one, once they are decided.)
+        if mutation.is_empty() && defaults.is_empty() {
             mutation = self.with_marker(mutation);
         }
-        Ok((key, mutation))
+        Ok((key, mutation, defaults))
     }
 
     /// Whether the row `key` has a visible cell.
