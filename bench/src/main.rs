@@ -50,10 +50,26 @@ struct Args {
     /// Where the databases go (a temporary folder by default).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Rows of 2 KiB in W9's first table (default 160,000; 20,000 with
+    /// `--quick`); its table of 256 KiB values has 1/80 as many.
+    #[arg(long)]
+    scan_rows: Option<usize>,
+    /// Internal: runs one W9 step on `--w9-db` in this process.
+    #[arg(long, hide = true)]
+    w9_step: Option<String>,
+    /// Internal: the database of `--w9-step`.
+    #[arg(long, hide = true)]
+    w9_db: Option<PathBuf>,
+    /// Internal: the rows of the table of `--w9-step`.
+    #[arg(long, hide = true)]
+    w9_rows: Option<usize>,
 }
 
 fn main() -> Res<()> {
     let args = Args::parse();
+    if let (Some(step), Some(db), Some(rows)) = (&args.w9_step, &args.w9_db, args.w9_rows) {
+        return workloads::w9_step(step, db, rows);
+    }
     let root = match &args.dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)?;
@@ -72,7 +88,9 @@ fn main() -> Res<()> {
         versions: 10_000,
         concurrent_secs: if args.quick { 1.0 } else { 5.0 },
         durable_statements: if args.quick { 50 } else { 300 },
-        scan_memory_rows: if args.quick { 20_000 } else { 160_000 },
+        scan_memory_rows: args
+            .scan_rows
+            .unwrap_or(if args.quick { 20_000 } else { 160_000 }),
         cache_bytes: 256 << 20,
         root: root.path().to_path_buf(),
         runtime: Arc::new(tokio::runtime::Runtime::new()?),

@@ -1184,145 +1184,178 @@ fn w8_durability(config: &Config) -> Res<()> {
 }
 
 /// W9: memory of full scans, an export and an import, and an UPDATE and a
-/// DELETE of every row, of a table about ten times the cache. The table is written, the database
-/// closed and opened again (a cold cache), and each step's peak resident
-/// memory is measured from its own start.
+/// DELETE of every row, of tables about ten times the cache: one of 2 KiB
+/// values and one of 256 KiB values. Each table is written and closed, and
+/// each step runs in a process of its own (this program, `--w9-step`), whose
+/// peak resident memory is the figure: in one process the allocator keeps
+/// what earlier steps freed, and a later step's growth hides in it.
 fn w9_scan_memory(config: &Config) -> Res<()> {
-    const CACHE: u64 = 16 << 20;
     let rows = config.scan_memory_rows;
-    let path = config.fresh("w9-widesql")?;
+    for (rows, value_bytes) in [(rows, 2048), ((rows / 80).max(10), 256 << 10)] {
+        w9_table(config, rows, value_bytes)?;
+    }
+    Ok(())
+}
+
+/// The page cache every W9 step opens its database with.
+const W9_CACHE: u64 = 16 << 20;
+
+/// The W9 steps, each run by [`w9_step`] in a process of its own.
+const W9_STEPS: [(&str, &str); 7] = [
+    (
+        "open",
+        "widesql: open the database, nothing else (the floor)",
+    ),
+    ("sql_scan", "widesql SQL: SELECT sum(n), sum(length(blob))"),
+    (
+        "embedded_scan",
+        "widesql embedded: read_rows over every row",
+    ),
+    ("export", "widesql export to Parquet"),
+    ("import", "widesql import of that file into a new table"),
+    ("update", "widesql SQL: UPDATE big SET n = n + 1"),
+    ("delete", "widesql SQL: DELETE FROM big"),
+];
+
+fn w9_table(config: &Config, rows: usize, value_bytes: usize) -> Res<()> {
+    let path = config.fresh(&format!("w9-widesql-{value_bytes}"))?;
     let rt = &config.runtime;
-    {
-        let db = crate::systems::widesql::open_db(&path, CACHE)?;
+    let on_disk = {
+        let db = crate::systems::widesql::open_db(&path, W9_CACHE)?;
         let sql = WidesqlSql::on(db.clone(), rt.clone(), "big");
         sql.query("CREATE TABLE big (_key VARCHAR PRIMARY KEY, n BIGINT, blob VARCHAR)")?;
         sql.query("SET widesql.durability = 'eventual'")?;
-        for start in (0..rows).step_by(10_000) {
-            let end = (start + 10_000).min(rows);
+        let step = (20 << 20) / value_bytes.max(1);
+        for start in (0..rows).step_by(step.max(1)) {
+            let end = (start + step).min(rows);
             sql.query(&format!(
                 "INSERT INTO big SELECT concat('k', lpad(CAST(value AS VARCHAR), 9, '0')), value, \
-                 repeat('x', 2048) FROM generate_series({start}, {}) AS s(value)",
+                 repeat('x', {value_bytes}) FROM generate_series({start}, {}) AS s(value)",
                 end - 1
             ))?;
         }
         db.flush()?;
+        db.size_on_disk()?
+    };
+    let mut table = MdTable::new(
+        format!(
+            "W9 full scans, export, import, UPDATE and DELETE of {rows} rows of {} KiB values ({} MiB on disk) with a {} MiB cache, each in a process of its own",
+            value_bytes >> 10,
+            on_disk >> 20,
+            W9_CACHE >> 20
+        ),
+        &["step", "time", "rows/s", "peak RSS of the process"],
+    );
+    for (step, label) in W9_STEPS {
+        let exe = std::env::current_exe()?;
+        let out = std::process::Command::new(exe)
+            .args(["--w9-step", step, "--w9-rows", &rows.to_string(), "--w9-db"])
+            .arg(&path)
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find_map(|l| l.strip_prefix("w9-step "));
+        let parsed = line.and_then(|l| {
+            let mut parts = l.split_whitespace().map(str::parse::<f64>);
+            Some((parts.next()?.ok()?, parts.next()?.ok()?))
+        });
+        let Some((secs, peak_kib)) = parsed.filter(|_| out.status.success()) else {
+            return Err(format!(
+                "W9 step {step} failed: {}{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        };
+        let (time, per_second) = match step {
+            "open" => ("—".to_string(), "—".to_string()),
+            _ => (duration(secs), rate(rows as f64 / secs)),
+        };
+        table.row(vec![
+            label.into(),
+            time,
+            per_second,
+            format!("{} MiB", peak_kib as u64 / 1024),
+        ]);
     }
-    // The writer's background tasks let go of the directory shortly after.
-    let mut reopened = crate::systems::widesql::open_db(&path, CACHE);
+    table.print();
+    Ok(())
+}
+
+/// One W9 step on the database in `dir` holding `rows` rows (run in a
+/// process of its own by [`w9_table`]): prints `w9-step SECONDS PEAK_KIB`.
+pub fn w9_step(step: &str, dir: &std::path::Path, rows: usize) -> Res<()> {
+    let runtime = Arc::new(tokio::runtime::Runtime::new()?);
+    // The process before lets go of the directory shortly after it ends.
+    let mut opened = crate::systems::widesql::open_db(dir, W9_CACHE);
     for _ in 0..100 {
-        if reopened.is_ok() {
+        if opened.is_ok() {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-        reopened = crate::systems::widesql::open_db(&path, CACHE);
+        opened = crate::systems::widesql::open_db(dir, W9_CACHE);
     }
-    let db = reopened?;
-    let on_disk = db.size_on_disk()?;
-    let sql = WidesqlSql::on(db.clone(), rt.clone(), "big");
-    let mut table = MdTable::new(
-        format!(
-            "W9 full scans, export, import, UPDATE and DELETE of {rows} rows ({} MiB on disk) with a {} MiB cache",
-            on_disk >> 20,
-            CACHE >> 20
-        ),
-        &["scan", "time", "rows/s", "peak RSS above its start"],
-    );
-    let peak_above = |run: &mut dyn FnMut() -> Res<()>| -> Res<(f64, u64)> {
-        reset_peak_rss();
-        let before = rss_kib("VmRSS:").unwrap_or(0);
-        let start = Instant::now();
-        run()?;
-        let secs = start.elapsed().as_secs_f64();
-        Ok((secs, rss_kib("VmHWM:").unwrap_or(0).saturating_sub(before)))
-    };
-    let expected = rows as i64 * (rows as i64 - 1) / 2;
-    let (secs, peak) = peak_above(&mut || {
-        let batches = sql.query("SELECT sum(n) AS s, sum(length(blob)) AS b FROM big")?;
-        let sum = batches
-            .first()
-            .and_then(|b| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<datafusion::arrow::array::Int64Array>()
-            })
-            .map(|a| a.value(0));
-        if sum != Some(expected) {
-            return Err(format!("W9: sum {sum:?}, not {expected}").into());
-        }
-        Ok(())
-    })?;
-    table.row(vec![
-        "widesql SQL: SELECT sum(n), sum(length(blob))".into(),
-        duration(secs),
-        rate(rows as f64 / secs),
-        format!("{} MiB", peak / 1024),
-    ]);
-    let big = db.open_table("default", "public", "big")?;
-    let (secs, peak) = peak_above(&mut || {
-        let mut count = 0;
-        for row in big.read_rows(&widesql::RowSet::all(), widesql::ReadOptions::new())? {
-            row?;
-            count += 1;
-        }
-        if count != rows {
-            return Err(format!("W9: {count} rows, not {rows}").into());
-        }
-        Ok(())
-    })?;
-    table.row(vec![
-        "widesql embedded: read_rows over every row".into(),
-        duration(secs),
-        rate(rows as f64 / secs),
-        format!("{} MiB", peak / 1024),
-    ]);
-    // Out to Parquet and in again into a new table: both stream, batch by
-    // batch, so their memory is a few batches, not the table.
-    let parquet = config.root.join("w9-big.parquet");
+    let db = opened?;
+    let sql = WidesqlSql::on(db.clone(), runtime.clone(), "big");
     let session = db.session();
-    let (secs, peak) = peak_above(&mut || {
-        let done = rt.block_on(session.export(
-            "SELECT * FROM big",
-            &parquet,
-            widesql::FileFormat::Parquet,
-            widesql::export::ExportOptions::default(),
-            |_| {},
-        ))?;
-        if done.rows != rows as u64 {
-            return Err(format!("W9: exported {} rows, not {rows}", done.rows).into());
+    let parquet = dir.with_extension("parquet");
+    let start = Instant::now();
+    match step {
+        "open" => {}
+        "sql_scan" => {
+            let expected = rows as i64 * (rows as i64 - 1) / 2;
+            let batches = sql.query("SELECT sum(n) AS s, sum(length(blob)) AS b FROM big")?;
+            let sum = batches
+                .first()
+                .and_then(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                })
+                .map(|a| a.value(0));
+            if sum != Some(expected) {
+                return Err(format!("W9: sum {sum:?}, not {expected}").into());
+            }
         }
-        Ok(())
-    })?;
-    table.row(vec![
-        format!(
-            "widesql export to Parquet ({} MiB)",
-            std::fs::metadata(&parquet)?.len() >> 20
-        ),
-        duration(secs),
-        rate(rows as f64 / secs),
-        format!("{} MiB", peak / 1024),
-    ]);
-    let (secs, peak) = peak_above(&mut || {
-        let options = widesql::import::ImportOptions {
-            create: true,
-            ..Default::default()
-        };
-        let imported = rt.block_on(session.import("big_copy", &parquet, options, |_| {}))?;
-        if imported != rows as u64 {
-            return Err(format!("W9: imported {imported} rows, not {rows}").into());
+        "embedded_scan" => {
+            let big = db.open_table("default", "public", "big")?;
+            let mut count = 0;
+            for row in big.read_rows(&widesql::RowSet::all(), widesql::ReadOptions::new())? {
+                row?;
+                count += 1;
+            }
+            if count != rows {
+                return Err(format!("W9: {count} rows, not {rows}").into());
+            }
         }
-        Ok(())
-    })?;
-    table.row(vec![
-        "widesql import of that file into a new table".into(),
-        duration(secs),
-        rate(rows as f64 / secs),
-        format!("{} MiB", peak / 1024),
-    ]);
-    std::fs::remove_file(&parquet)?;
-    // Statements over every row: applied in atomic batches as they read,
-    // so their memory is one batch, not the table.
-    for statement in ["UPDATE big SET n = n + 1", "DELETE FROM big"] {
-        let (secs, peak) = peak_above(&mut || {
+        "export" => {
+            let done = runtime.block_on(session.export(
+                "SELECT * FROM big",
+                &parquet,
+                widesql::FileFormat::Parquet,
+                widesql::export::ExportOptions::default(),
+                |_| {},
+            ))?;
+            if done.rows != rows as u64 {
+                return Err(format!("W9: exported {} rows, not {rows}", done.rows).into());
+            }
+        }
+        "import" => {
+            let options = widesql::import::ImportOptions {
+                create: true,
+                ..Default::default()
+            };
+            let imported =
+                runtime.block_on(session.import("big_copy", &parquet, options, |_| {}))?;
+            std::fs::remove_file(&parquet)?;
+            if imported != rows as u64 {
+                return Err(format!("W9: imported {imported} rows, not {rows}").into());
+            }
+        }
+        "update" | "delete" => {
+            let statement = match step {
+                "update" => "UPDATE big SET n = n + 1",
+                _ => "DELETE FROM big",
+            };
             let batches = sql.query(statement)?;
             let changed = batches
                 .first()
@@ -1335,15 +1368,10 @@ fn w9_scan_memory(config: &Config) -> Res<()> {
             if changed != Some(rows as u64) {
                 return Err(format!("W9: {statement} changed {changed:?} rows, not {rows}").into());
             }
-            Ok(())
-        })?;
-        table.row(vec![
-            format!("widesql SQL: {statement}"),
-            duration(secs),
-            rate(rows as f64 / secs),
-            format!("{} MiB", peak / 1024),
-        ]);
+        }
+        other => return Err(format!("no W9 step '{other}'").into()),
     }
-    table.print();
+    let secs = start.elapsed().as_secs_f64();
+    println!("w9-step {secs} {}", rss_kib("VmHWM:").unwrap_or(0));
     Ok(())
 }
