@@ -105,6 +105,18 @@ pub struct CellsFunction(VersionFunctions);
 impl TableFunctionImpl for CellsFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
         let table = self.0.table_arg("cells", args)?;
+        let shape = table.shape();
+        let taken = shape
+            .key_columns()
+            .into_iter()
+            .map(|i| shape.schema.field(i).name())
+            .find(|name| [FAMILY, QUALIFIER, TIMESTAMP, VALUE].contains(&name.as_str()));
+        if let Some(name) = taken {
+            return plan_err!(
+                "cells('{}') has columns {FAMILY}, {QUALIFIER}, {TIMESTAMP} and {VALUE} of its own, so it cannot also show the key column '{name}'; a copy of the table with that key column named otherwise can be read",
+                table.store().layout.name
+            );
+        }
         Ok(Arc::new(CellsView::new(table)))
     }
 }
