@@ -336,13 +336,54 @@ impl RecordBatchReader for QueryReader {
 }
 
 impl Session {
+    /// The result of the query `sql`, which must read, not write: an
+    /// export, or a reader, of a statement that writes would apply it.
+    async fn query_frame(&self, sql: &str) -> Result<datafusion::dataframe::DataFrame> {
+        use datafusion::sql::parser::Statement as DfStatement;
+        use datafusion::sql::sqlparser::ast::Statement;
+        let statements = self.parse(sql)?;
+        let reads = match statements.front() {
+            Some(DfStatement::Statement(statement)) => matches!(
+                statement.as_ref(),
+                Statement::Query(_)
+                    | Statement::Explain { analyze: false, .. }
+                    | Statement::ExplainTable { .. }
+                    | Statement::ShowTables { .. }
+                    | Statement::ShowColumns { .. }
+                    | Statement::ShowVariable { .. }
+                    | Statement::ShowSchemas { .. }
+                    | Statement::ShowDatabases { .. }
+                    | Statement::ShowFunctions { .. }
+            ),
+            Some(DfStatement::Explain(explain)) => !explain.options.analyze,
+            Some(_) => false,
+            // No statement: the session says so.
+            None => true,
+        };
+        if !reads {
+            let text = statements
+                .front()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let head = text
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            return Err(Error::Sql(format!(
+                "an export reads a query's result, and '{head} …' is not a query (it would write): run it on its own"
+            )));
+        }
+        self.sql(sql).await
+    }
+
     /// Runs the query `sql` on `runtime` and returns its result as a
     /// blocking [`RecordBatchReader`]. Call it, and read the reader, from
     /// outside the runtime's async tasks (tokio refuses to block inside
     /// them).
     pub fn query_reader(&self, sql: &str, runtime: &tokio::runtime::Handle) -> Result<QueryReader> {
         let stream = runtime.block_on(async {
-            let frame = self.sql(sql).await?;
+            let frame = self.query_frame(sql).await?;
             Ok::<_, Error>(frame.execute_stream().await?)
         })?;
         Ok(QueryReader {
@@ -361,7 +402,7 @@ impl Session {
         options: ExportOptions,
         progress: impl FnMut(ExportProgress),
     ) -> Result<ExportProgress> {
-        let frame = self.sql(sql).await?;
+        let frame = self.query_frame(sql).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let stream = frame.execute_stream().await?;
         let writer = BatchWriter::new(out, &schema, format, options)?;

@@ -213,3 +213,51 @@ fn copy_to_a_file_is_an_export() -> TestResult {
     assert_eq!(rows(&batches), ROWS);
     Ok(())
 }
+
+#[test]
+fn an_export_of_a_statement_that_writes_is_refused_and_writes_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    run(
+        &db,
+        "CREATE TABLE w (_key VARCHAR PRIMARY KEY, n INT); INSERT INTO w VALUES ('a', 1)",
+    )?;
+    let session = db.session();
+    let out = dir.path().join("out.csv");
+    for sql in [
+        "INSERT INTO w VALUES ('b', 2)",
+        "UPDATE w SET n = 5",
+        "DELETE FROM w",
+        "EXPLAIN ANALYZE INSERT INTO w VALUES ('c', 3)",
+        "DROP TABLE w",
+    ] {
+        let error = runtime()
+            .block_on(session.export(sql, &out, FileFormat::Csv, ExportOptions::default(), |_| {}))
+            .expect_err(sql)
+            .to_string();
+        assert!(error.contains("is not a query"), "{sql}: {error}");
+        assert!(!out.exists(), "{sql}: a file was written");
+    }
+    assert_eq!(
+        common::query(&db, "SELECT _key, n FROM w").map_err(|e| e.to_string())?,
+        vec![vec!["a".to_string(), "1".to_string()]]
+    );
+    // Queries of every kind that only read still export.
+    for sql in [
+        "SELECT * FROM w",
+        "EXPLAIN SELECT * FROM w",
+        "SHOW TABLES",
+        "VALUES (1)",
+    ] {
+        runtime().block_on(session.export(
+            sql,
+            &out,
+            FileFormat::Csv,
+            ExportOptions::default(),
+            |_| {},
+        ))?;
+        assert!(out.exists(), "{sql}");
+        std::fs::remove_file(&out)?;
+    }
+    Ok(())
+}
