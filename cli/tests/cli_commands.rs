@@ -19,6 +19,26 @@ fn widesql(db: &std::path::Path, args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// The shell on `db`, fed `input` as its standard input to its end.
+fn shell(db: &std::path::Path, input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
+        .arg("--db")
+        .arg(db)
+        .arg("shell")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the shell starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    child.wait_with_output().expect("the shell ends")
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -113,22 +133,10 @@ fn cli_errors_are_one_line_and_exit_non_zero() {
 #[test]
 fn cli_shell_reads_multi_line_statements() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
-        .arg("--db")
-        .arg(dir.path())
-        .arg("shell")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the shell starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"SELECT 40 +\n 2 AS answer;\nSELECT * FROM missing;\n.quit\n")
-        .expect("write");
-    let out = child.wait_with_output().expect("the shell ends");
+    let out = shell(
+        dir.path(),
+        b"SELECT 40 +\n 2 AS answer;\nSELECT * FROM missing;\n.quit\n",
+    );
     let text = stdout(&out);
     assert!(
         text.contains("| answer |") && text.contains("| 42     |"),
@@ -316,22 +324,10 @@ fn cli_sql_shows_what_ran_before_a_failing_statement() {
 #[test]
 fn cli_shell_runs_a_last_statement_without_semicolon_and_refuses_unknown_commands() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
-        .arg("--db")
-        .arg(dir.path())
-        .arg("shell")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the shell starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b".tables\nSELECT 6 * 7 AS answer;\nSELECT 'last' AS word\n")
-        .expect("write");
-    let out = child.wait_with_output().expect("the shell ends");
+    let out = shell(
+        dir.path(),
+        b".tables\nSELECT 6 * 7 AS answer;\nSELECT 'last' AS word\n",
+    );
     let text = stdout(&out);
     assert!(
         text.contains("| 42     |"),

@@ -282,22 +282,17 @@ impl Catalog {
         })?;
         // A spec that does not read back as itself would make the catalog
         // unreadable, and with it every table: refuse it before it lands.
-        match serde_json::from_str::<TableSpec>(&json) {
-            Ok(read) if read == *spec => {}
-            Ok(_) => {
-                return Err(CatalogError::InvalidSpec {
-                    table: name.to_string(),
-                    reason: "its definition does not read back as written".into(),
-                }
-                .into())
+        let unreadable = match serde_json::from_str::<TableSpec>(&json) {
+            Ok(read) if read == *spec => None,
+            Ok(_) => Some("its definition does not read back as written".to_string()),
+            Err(e) => Some(format!("its definition cannot be read back: {e}")),
+        };
+        if let Some(reason) = unreadable {
+            return Err(CatalogError::InvalidSpec {
+                table: name.to_string(),
+                reason,
             }
-            Err(e) => {
-                return Err(CatalogError::InvalidSpec {
-                    table: name.to_string(),
-                    reason: format!("its definition cannot be read back: {e}"),
-                }
-                .into())
-            }
+            .into());
         }
         Ok(SystemWrite {
             table: system::TABLES,

@@ -6,8 +6,9 @@
 //!
 //! - Columns are matched by name. A column of the file the table does not
 //!   have is an error; a column of the table the file does not have gets
-//!   its DEFAULT in the rows the import creates (or NULL). Values are cast to the column types as INSERT
-//!   casts them: a value that does not fit is an error, never a NULL.
+//!   its DEFAULT in the rows the import creates (or NULL). Values are cast
+//!   to the column types as INSERT casts them: a value that does not fit
+//!   is an error, never a NULL.
 //! - CSV and JSON text is parsed with the table's column types (so a code
 //!   like `007` stays text in a VARCHAR column; a CSV field of a MAP, list,
 //!   struct or binary column is the JSON text an export writes); a new

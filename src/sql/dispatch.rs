@@ -242,23 +242,32 @@ impl Session {
             }
             Err(e) => return Err(from_df(e)),
         };
-        Ok(with_defaults_marked(plan))
+        with_defaults_marked(plan)
     }
 }
 
 /// `plan` with the target of each INSERT in it (a `PREPARE`'s or an
 /// `EXPLAIN ANALYZE`'s too) marked with the columns the statement left to
 /// their DEFAULT (see [`insert_with_defaults_marked`]).
-fn with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
+fn with_defaults_marked(plan: LogicalPlan) -> Result<LogicalPlan> {
     use datafusion::common::tree_node::Transformed;
-    let marked = plan.clone().transform_up(|node| {
+    // Only these hold an INSERT: a query (a point read's too) is not walked.
+    if !matches!(
+        plan,
+        LogicalPlan::Dml(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::Explain(_)
+            | LogicalPlan::Analyze(_)
+    ) {
+        return Ok(plan);
+    }
+    let marked = plan.transform_up(|node| {
         Ok(match node {
             LogicalPlan::Dml(_) => Transformed::yes(insert_with_defaults_marked(node)),
             other => Transformed::no(other),
         })
-    });
-    // The walk never fails; if it did, the plan stays as it was.
-    marked.map_or(plan, |t| t.data)
+    })?;
+    Ok(marked.data)
 }
 
 /// An INSERT's plan whose target knows the columns the statement left to

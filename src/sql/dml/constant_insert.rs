@@ -68,9 +68,17 @@ pub(crate) enum Cell<'a> {
     /// Another literal of the statement.
     Value(ScalarValue),
     /// A number of the statement: its value as the planner reads it, and
-    /// its text, which a DECIMAL column takes exactly (the planner's value
-    /// of `12345678901234567.1234567891` is a DOUBLE, with other digits).
-    Number(ScalarValue, String),
+    /// its digits and sign, which a DECIMAL column takes exactly (the
+    /// planner's value of `12345678901234567.1234567891` is a DOUBLE, with
+    /// other digits).
+    Number {
+        /// The planner's value.
+        value: ScalarValue,
+        /// The digits as written.
+        digits: &'a str,
+        /// Whether a minus sign came before them.
+        negative: bool,
+    },
     /// A `MAP {k: v, …}` literal.
     Map(Vec<(Cell<'a>, Cell<'a>)>),
 }
@@ -82,11 +90,16 @@ impl Cell<'_> {
             Cell::Expr(expr) => constant(expr, data_type, params),
             Cell::Text(text) => ScalarValue::Utf8(Some(text.to_string())).cast_to(data_type),
             Cell::Value(value) => value.cast_to(data_type),
-            Cell::Number(value, text) => match data_type {
+            Cell::Number {
+                value,
+                digits,
+                negative,
+            } => match data_type {
                 DataType::Decimal128(..) | DataType::Decimal256(..)
-                    if !text.contains(['e', 'E']) =>
+                    if !digits.contains(['e', 'E']) =>
                 {
-                    ScalarValue::Utf8(Some(text.clone())).cast_to(data_type)
+                    let sign = if *negative { "-" } else { "" };
+                    ScalarValue::Utf8(Some(format!("{sign}{digits}"))).cast_to(data_type)
                 }
                 _ => value.cast_to(data_type),
             },
@@ -698,11 +711,11 @@ fn literal_cell(literal: Literal<'_>, numbers: Numbers) -> Option<Cell<'_>> {
                 && of_one_type(pairs.iter().map(|(_, v)| v));
             uniform.then_some(Cell::Map(pairs))
         }
-        Literal::Number { digits, negative } => {
-            let value = Literal::Number { digits, negative }.scalar(numbers)?;
-            let sign = if negative { "-" } else { "" };
-            Some(Cell::Number(value, format!("{sign}{digits}")))
-        }
+        Literal::Number { digits, negative } => Some(Cell::Number {
+            value: Literal::Number { digits, negative }.scalar(numbers)?,
+            digits,
+            negative,
+        }),
         other => other.scalar(numbers).map(Cell::Value),
     }
 }
@@ -711,7 +724,9 @@ fn literal_cell(literal: Literal<'_>, numbers: Numbers) -> Option<Cell<'_>> {
 fn of_one_type<'c, 'a: 'c>(cells: impl Iterator<Item = &'c Cell<'a>>) -> bool {
     let mut types = cells.filter_map(|cell| match cell {
         Cell::Text(_) => Some(DataType::Utf8),
-        Cell::Value(value) | Cell::Number(value, _) if !value.is_null() => Some(value.data_type()),
+        Cell::Value(value) | Cell::Number { value, .. } if !value.is_null() => {
+            Some(value.data_type())
+        }
         _ => None,
     });
     let first = types.next();

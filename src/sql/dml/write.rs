@@ -22,6 +22,7 @@
 //! SQL). No SQL column reads that qualifier, so the marker only keeps the
 //! row.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
@@ -99,18 +100,44 @@ pub struct RowWriter {
     /// Columns (shape positions) the INSERT did not name, filled with
     /// their DEFAULT: written only into rows the INSERT creates.
     defaulted: Arc<[usize]>,
+    /// Per map family that also holds declared columns (only a family made
+    /// outside SQL can), their qualifiers: the map's entries must neither
+    /// replace nor delete them.
+    declared_in_maps: HashMap<u16, Vec<Vec<u8>>>,
 }
 
 impl RowWriter {
     /// A writer into `store`, whose SQL columns are `shape`.
     pub fn new(store: TableStore, shape: Arc<Shape>, settings: WriteSettings) -> Self {
         let marker = marker_family(&store);
+        let mut declared_in_maps: HashMap<u16, Vec<Vec<u8>>> = HashMap::new();
+        for source in &shape.sources {
+            let Source::Map { family, .. } = source else {
+                continue;
+            };
+            let declared: Vec<Vec<u8>> = shape
+                .sources
+                .iter()
+                .filter_map(|s| match s {
+                    Source::Column {
+                        family: f,
+                        qualifier,
+                        ..
+                    } if f == family => Some(qualifier.clone()),
+                    _ => None,
+                })
+                .collect();
+            if !declared.is_empty() {
+                declared_in_maps.insert(*family, declared);
+            }
+        }
         Self {
             store: settings.bind(store),
             shape,
             settings,
             marker,
             defaulted: Arc::from(Vec::new()),
+            declared_in_maps,
         }
     }
 
@@ -230,20 +257,10 @@ impl RowWriter {
                 family: family_id, ..
             } => {
                 let family = self.family_name(*family_id)?;
-                // A family made outside SQL may hold declared columns next to
-                // its free-form qualifiers (the map): the map's entries must
-                // neither replace nor delete them.
-                let declared: Vec<&[u8]> = self
-                    .shape
-                    .sources
-                    .iter()
-                    .filter_map(|s| match s {
-                        Source::Column {
-                            family, qualifier, ..
-                        } if family == family_id => Some(qualifier.as_slice()),
-                        _ => None,
-                    })
-                    .collect();
+                let declared = self
+                    .declared_in_maps
+                    .get(family_id)
+                    .map_or(&[][..], Vec::as_slice);
                 if null_deletes {
                     if !declared.is_empty() {
                         return exec_err!(
@@ -263,11 +280,10 @@ impl RowWriter {
                     let Some(qualifier) = values::encode_cell(keys, i).map_err(bad)? else {
                         return exec_err!("column '{name}': a map key must not be NULL");
                     };
-                    if declared.contains(&qualifier.as_slice()) {
+                    if declared.contains(&qualifier) {
+                        let column = String::from_utf8_lossy(&qualifier);
                         return exec_err!(
-                            "column '{name}': map key '{}' is the declared column '{}' of the same family; set that column instead",
-                            String::from_utf8_lossy(&qualifier),
-                            String::from_utf8_lossy(&qualifier)
+                            "column '{name}': map key '{column}' is the declared column '{column}' of the same family; set that column instead"
                         );
                     }
                     if let Some(value) = values::encode_cell(vals, i).map_err(bad)? {
