@@ -33,7 +33,8 @@
 //! stored one entry per cell. Each user table is one tree, and a chunk's
 //! key starts with its locality group's name as a byte string
 //! ([`crate::table::layout::group_key_prefix`]); version 2 had a tree per
-//! locality group.
+//! locality group. Version 3 stored every chunk as one entry, however large
+//! (see [`crate::table::entries`]).
 //!
 //! The format version is persisted by the storage layer and checked on open.
 
@@ -41,7 +42,13 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// Version of the key and value layout written by this build.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
+
+/// Older versions whose databases this build reads as they are: it marks
+/// them [`FORMAT_VERSION`] on open. Version 3 stored every chunk as one
+/// entry, which version 4 still reads; version 4 stores a chunk larger than
+/// an entry holds in parts, which version 3 would misread.
+pub const READS_AS_CURRENT: &[u32] = &[3];
 
 /// Bytes that end an encoded byte string.
 const TERMINATOR: [u8; 2] = [0x00, 0x01];

@@ -111,6 +111,7 @@ pub mod internals {
     };
     pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};
     pub use crate::table::chunks::{encode_chunk, ChunkReader};
+    pub use crate::table::entries::ENTRY_BYTES;
 }
 
 /// The README's examples, compiled and run as doc tests.

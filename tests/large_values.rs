@@ -157,3 +157,257 @@ fn large_values_export_in_row_groups_and_import_in_batches_of_bounded_bytes() ->
         Ok(())
     })
 }
+
+/// Values of `size` bytes whose bytes depend on `seed` and their place, so
+/// a value put together in the wrong order or from the wrong parts differs.
+fn patterned(seed: usize, size: usize) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i * 31 + seed * 7 + i / 251) as u8)
+        .collect()
+}
+
+/// A stored entry: its tree's name, its key and its value.
+type RawEntry = (Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// Every entry of every tree of the database in `dir`.
+fn raw_entries(dir: &std::path::Path) -> Result<Vec<RawEntry>, common::BoxError> {
+    let raw = common::open_raw_sled(dir)?;
+    let mut entries = Vec::new();
+    for name in raw.tree_names() {
+        for entry in raw.open_tree(&name)?.iter() {
+            let (key, value) = entry?;
+            entries.push((name.to_vec(), key.to_vec(), value.to_vec()));
+        }
+    }
+    Ok(entries)
+}
+
+/// Whether `name` is a user table's tree (`t:` ‖ table id).
+fn is_table_tree(name: &[u8]) -> bool {
+    name.len() == 18 && name.starts_with(b"t:")
+}
+
+/// Values from empty to 256 KiB, around the most an entry holds, in two
+/// locality groups: each reads back whole by every kind of read, no entry
+/// passes `ENTRY_BYTES` (sled counts larger pages of entries in its cache as
+/// a pointer, so they would never be evicted), replacing a value with a
+/// shorter one leaves no parts behind, and deleting the rows leaves the
+/// table's tree empty.
+#[test]
+fn values_of_every_size_are_stored_in_entries_that_fit_the_cache() -> TestResult {
+    use widesql::internals::ENTRY_BYTES;
+    use widesql::{
+        FamilySpec, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, TableSpec,
+    };
+
+    let sizes = [
+        0,
+        1,
+        ENTRY_BYTES - 64,
+        ENTRY_BYTES,
+        ENTRY_BYTES + 1,
+        3 * ENTRY_BYTES + 5,
+        256 * 1024 + 7,
+    ];
+    let dir = tempfile::tempdir()?;
+    let options = || DbOptions::new().with_compaction_interval(None);
+    let key = |row: usize| format!("r{row}").into_bytes();
+    let expected = |row: usize, size: usize| {
+        vec![
+            ("f".to_string(), b"a".to_vec(), b"first".to_vec()),
+            ("f".to_string(), b"big".to_vec(), patterned(row, size)),
+            ("f".to_string(), b"z".to_vec(), b"last".to_vec()),
+            ("g".to_string(), b"big".to_vec(), patterned(row + 100, size)),
+        ]
+    };
+    let cells = |row: widesql::Row| -> Vec<(String, Vec<u8>, Vec<u8>)> {
+        row.cells
+            .into_iter()
+            .map(|c| (c.family, c.qualifier, c.value))
+            .collect()
+    };
+    {
+        let db = Db::open_with(dir.path(), options())?;
+        let spec = TableSpec::new()
+            .with_family(
+                FamilySpec::new("f")
+                    .with_locality_group("g1")
+                    .with_max_versions(1),
+            )
+            .with_family(
+                FamilySpec::new("g")
+                    .with_locality_group("g2")
+                    .with_max_versions(1),
+            );
+        let table = db.default_dataset()?.create_table("t", spec)?;
+        for (row, size) in sizes.iter().enumerate() {
+            let mutation = RowMutation::new()
+                .set("f", "a", b"first")
+                .set("f", "big", patterned(row, *size))
+                .set("f", "z", b"last")
+                .set("g", "big", patterned(row + 100, *size));
+            table.mutate_row(&key(row), &mutation)?;
+        }
+        for reverse in [false, true] {
+            let read: Vec<_> = table
+                .read_rows(&RowSet::all(), ReadOptions::new().with_reverse(reverse))?
+                .map(|row| row.map(cells))
+                .collect::<widesql::Result<_>>()?;
+            let mut want: Vec<_> = sizes
+                .iter()
+                .enumerate()
+                .map(|(r, s)| expected(r, *s))
+                .collect();
+            if reverse {
+                want.reverse();
+            }
+            assert_eq!(read.len(), want.len(), "reverse: {reverse}");
+            assert!(read == want, "rows read back differ (reverse: {reverse})");
+        }
+        for (row, size) in sizes.iter().enumerate() {
+            // A read of one column after the large value seeks past it.
+            let last = Filter::all()
+                .with_families(["f"])
+                .with_qualifiers(QualifierFilter::Exact([b"z".to_vec()].into()));
+            let got = table.read_row(&key(row), &last)?.map(cells);
+            assert_eq!(
+                got,
+                Some(vec![expected(row, *size)[2].clone()]),
+                "row {row}"
+            );
+            let big = Filter::all()
+                .with_families(["g"])
+                .with_qualifiers(QualifierFilter::Exact([b"big".to_vec()].into()));
+            let got = table.read_row(&key(row), &big)?.map(cells);
+            assert!(
+                got == Some(vec![expected(row, *size)[3].clone()]),
+                "row {row}"
+            );
+        }
+    }
+    let entries = raw_entries(dir.path())?;
+    let largest = entries.iter().map(|(_, _, v)| v.len()).max().unwrap_or(0);
+    assert!(largest <= ENTRY_BYTES, "an entry of {largest} bytes");
+    let table_entries = entries.iter().filter(|(t, _, _)| is_table_tree(t)).count();
+    // Two chunks per row if every value fitted one entry; 256 KiB takes 43.
+    assert!(
+        table_entries > 2 * sizes.len() + 80,
+        "{table_entries} entries"
+    );
+
+    // Shorter values replace the large ones; the old versions' parts go.
+    {
+        let db = Db::open_with(dir.path(), options())?;
+        let table = db.default_dataset()?.table("t")?.ok_or("no table t")?;
+        for row in 0..sizes.len() {
+            let mutation = RowMutation::new()
+                .set("f", "big", b"small")
+                .set("g", "big", b"small");
+            table.mutate_row(&key(row), &mutation)?;
+        }
+        table.compact()?;
+        for row in 0..sizes.len() {
+            let got = table.read_row(&key(row), &Filter::all())?.map(cells);
+            let small = |f: &str| (f.to_string(), b"big".to_vec(), b"small".to_vec());
+            let want = vec![
+                ("f".to_string(), b"a".to_vec(), b"first".to_vec()),
+                small("f"),
+                ("f".to_string(), b"z".to_vec(), b"last".to_vec()),
+                small("g"),
+            ];
+            assert_eq!(got, Some(want), "row {row}");
+        }
+    }
+    // A whole chunk's first byte is 0; a head's is 1 and a part's 2 (see
+    // src/table/entries.rs). Chunks split before stay split: 3 at most
+    // for a row's group `g1`.
+    let table_entries: Vec<_> = raw_entries(dir.path())?
+        .into_iter()
+        .filter(|(t, _, _)| is_table_tree(t))
+        .collect();
+    let in_parts = table_entries
+        .iter()
+        .filter(|(_, _, v)| v.first() != Some(&0))
+        .count();
+    assert_eq!(
+        in_parts, 0,
+        "heads or parts left after the large values went"
+    );
+    assert!(
+        table_entries.len() <= 4 * sizes.len(),
+        "{} entries",
+        table_entries.len()
+    );
+
+    {
+        let db = Db::open_with(dir.path(), options())?;
+        let table = db.default_dataset()?.table("t")?.ok_or("no table t")?;
+        for row in 0..sizes.len() {
+            table.mutate_row(
+                &key(row),
+                &RowMutation::new().set("g", "big", patterned(row, 50_000)),
+            )?;
+        }
+        table
+            .bulk_mutate((0..sizes.len()).map(|row| (key(row), RowMutation::new().delete_row())))?;
+        assert_eq!(
+            table.read_rows(&RowSet::all(), ReadOptions::new())?.count(),
+            0
+        );
+    }
+    let left: Vec<_> = raw_entries(dir.path())?
+        .into_iter()
+        .filter(|(t, _, _)| is_table_tree(t))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{} entries left after every row was deleted",
+        left.len()
+    );
+    Ok(())
+}
+
+/// A part of a large value lost from disk is reported as corruption naming
+/// the table, not read as a shorter value.
+#[test]
+fn a_missing_part_of_a_large_value_is_corruption() -> TestResult {
+    use widesql::{ErrorKind, FamilySpec, Filter, RowMutation, TableSpec};
+
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Db::open(dir.path())?;
+        let spec = TableSpec::new().with_family(FamilySpec::new("f"));
+        let table = db.default_dataset()?.create_table("pages", spec)?;
+        table.mutate_row(
+            b"r",
+            &RowMutation::new().set("f", "q", patterned(1, 100_000)),
+        )?;
+    }
+    {
+        let raw = common::open_raw_sled(dir.path())?;
+        let name = raw
+            .tree_names()
+            .into_iter()
+            .find(|n| is_table_tree(n))
+            .ok_or("no table tree")?;
+        let tree = raw.open_tree(name)?;
+        let keys: Vec<_> = tree.iter().keys().collect::<Result<_, _>>()?;
+        assert!(
+            keys.len() > 2,
+            "the value was stored in {} entries",
+            keys.len()
+        );
+        // The middle entry is a part: the head sorts first.
+        tree.remove(&keys[keys.len() / 2])?;
+        raw.flush()?;
+    }
+    let db = Db::open(dir.path())?;
+    let table = db.default_dataset()?.table("pages")?.ok_or("no table")?;
+    let err = table
+        .read_row(b"r", &Filter::all())
+        .err()
+        .ok_or("a value with a part missing was read")?;
+    assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
+    assert!(err.to_string().contains("pages"), "{err}");
+    Ok(())
+}

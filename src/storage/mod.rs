@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::keys::{prefix_successor, FORMAT_VERSION};
+use crate::keys::{prefix_successor, FORMAT_VERSION, READS_AS_CURRENT};
 
 pub use backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, Write};
 pub use bytes::Bytes;
@@ -168,7 +168,13 @@ impl Storage {
                         path: self.path_str(),
                         reason: "the format version key is malformed".into(),
                     })?;
-                if found != FORMAT_VERSION {
+                if READS_AS_CURRENT.contains(&found) {
+                    // Nothing to rewrite; from now on the database may hold
+                    // what only this format reads.
+                    self.backend
+                        .meta_put_durable(META_FORMAT, &FORMAT_VERSION.to_be_bytes())
+                        .map_err(|e| self.err(e))?;
+                } else if found != FORMAT_VERSION {
                     return Err(StorageError::UnsupportedFormat {
                         path: self.path_str(),
                         found,

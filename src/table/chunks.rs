@@ -23,8 +23,9 @@
 //! rewrites, and a read decodes, a bounded part of a wide or very versioned
 //! row. When a split happens, a value larger than the target ends up in a
 //! chunk of its own, and writing the other cells of its row no longer
-//! copies it; a row whose cells stay under the split size keeps them in
-//! one chunk, large values included.
+//! copies it. The split size is the most a storage entry holds, so a chunk
+//! is one entry unless it holds a single large value: that chunk is stored
+//! in parts ([`entries`](crate::table::entries)).
 //!
 //! # Chunk bytes
 //!
@@ -42,18 +43,20 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::keys::KeyError;
-use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
+use crate::storage::{Bytes, Tree, WriteBatch};
+use crate::table::entries::{self, ChunkScan, StoredChunk};
 use crate::table::layout::{Layout, MARK_FAMILY};
 
-/// A chunk whose cells pass this many bytes is split.
-pub const CHUNK_SPLIT_BYTES: usize = 32 * 1024;
+/// A chunk whose cells pass this many bytes is split: up to this size a
+/// chunk is one storage entry (see [`entries`]).
+pub const CHUNK_SPLIT_BYTES: usize = entries::ENTRY_BYTES;
 /// The size of the chunks a split makes.
-pub const CHUNK_TARGET_BYTES: usize = 16 * 1024;
+pub const CHUNK_TARGET_BYTES: usize = CHUNK_SPLIT_BYTES / 2;
 
 /// A stored cell: its full cell key and its value.
 pub type StoredCell = (Bytes, Bytes);
 
-fn put_varint(out: &mut Vec<u8>, mut n: usize) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: usize) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
         n >>= 7;
@@ -68,7 +71,7 @@ fn bad(reason: &'static str) -> KeyError {
 /// Reads the varint at `at` and moves past it. Lengths under 128, one
 /// byte, are nearly all of them: they skip the loop.
 #[inline]
-fn take_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyError> {
+pub(crate) fn take_varint(bytes: &[u8], at: &mut usize) -> std::result::Result<usize, KeyError> {
     match bytes.get(*at) {
         Some(&byte) if byte < 0x80 => {
             *at += 1;
@@ -415,7 +418,10 @@ fn chunk_holding(layout: &Layout, tree: &Tree, at: &[u8]) -> Result<Vec<u8>> {
         )
         .next()
         .transpose()?;
-    Ok(before.map_or_else(|| at.to_vec(), |(key, _)| key.to_vec()))
+    Ok(before.map_or_else(
+        || at.to_vec(),
+        |(key, value)| entries::chunk_key_of(&key, &value).to_vec(),
+    ))
 }
 
 /// Iterates the cells of a key range of one locality group, chunk by chunk, in
@@ -425,7 +431,7 @@ pub struct CellCursor {
     tree: Tree,
     hi: Bound<Vec<u8>>,
     reverse: bool,
-    chunks: RangeIter,
+    chunks: ChunkScan,
     /// The decoded cells of the current chunk not yet taken, in scan order.
     cells: VecDeque<StoredCell>,
     /// Where a chunk's cells and their keys are decoded (kept to reuse
@@ -474,7 +480,7 @@ impl CellCursor {
         keep: Option<KeptCells>,
     ) -> Result<CellCursor> {
         let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
-        let chunks = tree.range(Bound::Included(lo), hi.clone(), reverse);
+        let chunks = ChunkScan::new(tree, Bound::Included(lo), hi.clone(), reverse);
         let mut cursor = CellCursor {
             layout: Arc::clone(layout),
             tree: tree.clone(),
@@ -539,11 +545,13 @@ impl CellCursor {
                 Some(left) => *left -= 1,
                 None => {}
             }
-            let Some(entry) = self.chunks.next() else {
+            let Some(StoredChunk {
+                key, bytes: chunk, ..
+            }) = self.chunks.next_chunk(&self.layout)?
+            else {
                 self.head = None;
                 return Ok(());
             };
-            let (key, chunk) = entry?;
             let cells = &mut self.decoded;
             let (keep, buffers) = (self.keep.as_ref(), &mut self.buffers);
             if decode(&self.layout, &key, &chunk, keep, cells, buffers)? {
@@ -599,9 +607,8 @@ impl CellCursor {
             .is_some_and(|(k, _)| k.as_ref() >= lo.as_slice());
         if !buffered {
             let start = chunk_holding(&self.layout, &self.tree, &lo)?;
-            self.chunks = self
-                .tree
-                .range(Bound::Included(start), self.hi.clone(), false);
+            self.chunks =
+                ChunkScan::new(&self.tree, Bound::Included(start), self.hi.clone(), false);
             self.cells.clear();
             // The new range reads ahead as the old one did, after as many
             // chunks of its own.
@@ -661,13 +668,13 @@ pub fn write_changes(
     // The chunks whose ranges hold a change: the one holding the first,
     // and every one after it starting at or before the last. One reverse
     // scan from the last finds them all (a new row: one seek, nothing).
-    let mut chunks: Vec<(Vec<u8>, Option<Bytes>)> = Vec::new();
+    let mut chunks: Vec<(Vec<u8>, Option<StoredChunk>)> = Vec::new();
     let row_start = Bound::Included(row_part.to_vec());
     if stored {
-        for entry in tree.range(row_start, Bound::Included(last.to_vec()), true) {
-            let (key, chunk) = entry?;
-            let holds_first = key.as_ref() <= *first;
-            chunks.push((key.to_vec(), Some(chunk)));
+        let mut scan = ChunkScan::new(tree, row_start, Bound::Included(last.to_vec()), true);
+        while let Some(chunk) = scan.next_chunk(layout)? {
+            let holds_first = chunk.key.as_ref() <= *first;
+            chunks.push((chunk.key.to_vec(), Some(chunk)));
             if holds_first {
                 break;
             }
@@ -688,8 +695,9 @@ pub fn write_changes(
         let next_key = chunks.get(at + 1).map(|(key, _)| key.clone());
         let (key, stored_chunk) = &chunks[at];
         let mut cells: Vec<StoredCell> = Vec::new();
+        let old_entries = stored_chunk.as_ref().map_or(0, |chunk| chunk.entries);
         if let Some(chunk) = stored_chunk {
-            decode(layout, key, chunk, None, &mut cells, &mut buffers)?;
+            decode(layout, key, &chunk.bytes, None, &mut cells, &mut buffers)?;
         }
         // Merge this chunk's changes into its cells.
         let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(cells.len() + 1);
@@ -725,27 +733,28 @@ pub fn write_changes(
             .sum();
         if merged.is_empty() {
             if stored_chunk.is_some() {
-                batch.delete(tree, key.clone());
+                entries::delete_chunk(batch, tree, key.clone(), old_entries);
             }
             continue;
         }
         if total <= CHUNK_SPLIT_BYTES {
-            batch.put(tree, key.clone(), encode_chunk(row_len, merged));
+            let chunk = encode_chunk(row_len, merged);
+            entries::put_chunk(batch, tree, key.clone(), chunk, old_entries);
             continue;
         }
         // Split into chunks of about the target size; the first keeps the
         // chunk's key, each other one takes its first cell's.
+        // Only the first piece replaces a stored chunk (and its parts).
         let mut piece_key = key.clone();
+        let mut replaced = old_entries;
         let mut piece: Vec<(&[u8], &[u8])> = Vec::new();
         let mut piece_len = 0;
         for (k, v) in merged {
             let len = encoded_len(k.len() - row_len, v.len());
             if !piece.is_empty() && piece_len + len > CHUNK_TARGET_BYTES {
-                batch.put(
-                    tree,
-                    piece_key,
-                    encode_chunk(row_len, piece.iter().copied()),
-                );
+                let chunk = encode_chunk(row_len, piece.iter().copied());
+                entries::put_chunk(batch, tree, piece_key, chunk, replaced);
+                replaced = 0;
                 piece.clear();
                 piece_key = k.to_vec();
                 piece_len = 0;
@@ -753,7 +762,8 @@ pub fn write_changes(
             piece.push((k, v));
             piece_len += len;
         }
-        batch.put(tree, piece_key, encode_chunk(row_len, piece));
+        let chunk = encode_chunk(row_len, piece);
+        entries::put_chunk(batch, tree, piece_key, chunk, replaced);
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 
 mod cell;
 pub(crate) mod chunks;
+pub(crate) mod entries;
 mod filter;
 mod gc;
 pub(crate) mod layout;

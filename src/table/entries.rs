@@ -1,0 +1,273 @@
+//! How a chunk is stored: as one storage entry, or, when its bytes pass
+//! [`ENTRY_BYTES`], as a *head* entry and *parts* following it.
+//!
+//! sled keeps up to 16 entries in a leaf page, and stores a page whose
+//! serialized size passes a quarter of its 512 KiB segment as a separate
+//! blob file that its cache counts as the few bytes of the pointer to it.
+//! Such pages are never evicted: a scan of 1.7 GB of 256 KiB values kept
+//! 2.4 GB resident (benchmark W9). Entries of at most 6 KiB keep every leaf
+//! page under that size, so the cache bound holds whatever the values.
+//!
+//! # Entries
+//!
+//! The first byte of an entry's value says what it is:
+//! - `0x00`: a whole chunk (its bytes as [`crate::table::chunks`] describes
+//!   them; their first byte, the first cell's shared length, is always 0);
+//! - `0x01`: the head of a chunk stored in `n` entries: `0x01 ‖ n ‖ chunk
+//!   length ‖ the chunk's first bytes` (both numbers LEB128 varints);
+//! - `0x02`: a part: `0x02 ‖ the chunk's next bytes`.
+//!
+//! Part `i` (from 1) of the chunk under key `K` is stored under
+//! `K ‖ 00 00 00 00 ‖ i` (`i` a big-endian `u32`). It sorts after `K` and
+//! before every other key: a chunk's key is a row part, which no other
+//! stored key extends with four zero bytes (a cell key continues it with a
+//! family id and a qualifier, and an encoded qualifier never begins with
+//! two zero bytes), or a cell key, which no other cell key extends.
+//!
+//! Format 3 wrote whole chunks only, so its databases read as they are.
+
+use std::ops::Bound;
+
+use crate::error::Result;
+use crate::keys::KeyError;
+use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
+use crate::table::chunks::{put_varint, take_varint};
+use crate::table::layout::Layout;
+
+/// The most bytes an entry's value holds.
+pub const ENTRY_BYTES: usize = 6 * 1024;
+
+/// The first byte of a whole chunk.
+const WHOLE: u8 = 0x00;
+/// The first byte of the head of a chunk stored in parts.
+const HEAD: u8 = 0x01;
+/// The first byte of a part.
+const PART: u8 = 0x02;
+/// What a part's key adds to its chunk's key before the part's number.
+const PART_MARK: [u8; 4] = [0; 4];
+/// The bytes a part's key adds to its chunk's key.
+const PART_SUFFIX_LEN: usize = PART_MARK.len() + 4;
+/// A head's chunk bytes: room is left for the tag and two varints.
+const HEAD_BYTES: usize = ENTRY_BYTES - 1 - 2 * 10;
+/// A part's chunk bytes.
+const PART_BYTES: usize = ENTRY_BYTES - 1;
+
+fn bad(reason: &'static str) -> KeyError {
+    KeyError::BadChunk { reason }
+}
+
+/// The key of part `index` (from 1) of the chunk stored under `chunk_key`.
+fn part_key(chunk_key: &[u8], index: u32) -> Vec<u8> {
+    let mut key = Vec::with_capacity(chunk_key.len() + PART_SUFFIX_LEN);
+    key.extend_from_slice(chunk_key);
+    key.extend_from_slice(&PART_MARK);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The key of the chunk a stored entry belongs to: its own, or for a part
+/// its head's.
+pub fn chunk_key_of<'k>(key: &'k [u8], value: &[u8]) -> &'k [u8] {
+    if value.first() == Some(&PART) && key.len() >= PART_SUFFIX_LEN {
+        &key[..key.len() - PART_SUFFIX_LEN]
+    } else {
+        key
+    }
+}
+
+/// Adds to `batch` the writes that store `chunk` under `key`, replacing
+/// the chunk stored there in `old_entries` entries (0 for none): its parts
+/// past the new chunk's are deleted. Returns how many entries hold it.
+pub fn put_chunk(
+    batch: &mut WriteBatch,
+    tree: &Tree,
+    key: Vec<u8>,
+    chunk: Vec<u8>,
+    old_entries: u32,
+) -> u32 {
+    if chunk.len() <= ENTRY_BYTES {
+        debug_assert!(chunk.first().is_none_or(|b| *b == WHOLE));
+        delete_parts(batch, tree, &key, 1, old_entries);
+        batch.put(tree, key, chunk);
+        return 1;
+    }
+    let rest = chunk.len() - HEAD_BYTES;
+    // A chunk holds at most one value of 100 MiB besides small cells: about
+    // 17,000 parts.
+    let entries = u32::try_from(1 + rest.div_ceil(PART_BYTES)).unwrap_or(u32::MAX);
+    let mut head = Vec::with_capacity(ENTRY_BYTES);
+    head.push(HEAD);
+    put_varint(&mut head, entries as usize);
+    put_varint(&mut head, chunk.len());
+    head.extend_from_slice(&chunk[..HEAD_BYTES]);
+    for (index, bytes) in (1..).zip(chunk[HEAD_BYTES..].chunks(PART_BYTES)) {
+        let mut part = Vec::with_capacity(bytes.len() + 1);
+        part.push(PART);
+        part.extend_from_slice(bytes);
+        batch.put(tree, part_key(&key, index), part);
+    }
+    delete_parts(batch, tree, &key, entries, old_entries);
+    batch.put(tree, key, head);
+    entries
+}
+
+/// Adds to `batch` the deletes of the chunk stored under `key` in
+/// `entries` entries.
+pub fn delete_chunk(batch: &mut WriteBatch, tree: &Tree, key: Vec<u8>, entries: u32) {
+    delete_parts(batch, tree, &key, 1, entries);
+    batch.delete(tree, key);
+}
+
+/// Deletes parts `from..entries` of the chunk under `key`.
+fn delete_parts(batch: &mut WriteBatch, tree: &Tree, key: &[u8], from: u32, entries: u32) {
+    for index in from.max(1)..entries {
+        batch.delete(tree, part_key(key, index));
+    }
+}
+
+/// A chunk as read from storage.
+#[derive(Debug)]
+pub struct StoredChunk {
+    /// The key it is stored under.
+    pub key: Bytes,
+    /// Its bytes, put together from its parts.
+    pub bytes: Bytes,
+    /// How many entries hold it: 1, or its head and parts.
+    pub entries: u32,
+}
+
+/// The chunks of a key range in key order or reversed, each put together
+/// from its entries.
+pub struct ChunkScan {
+    tree: Tree,
+    entries: RangeIter,
+    reverse: bool,
+    /// An entry read ahead while looking for a chunk's parts.
+    next: Option<(Bytes, Bytes)>,
+    /// Parts met before their head (a reverse scan), last part first.
+    parts: Vec<(Bytes, Bytes)>,
+}
+
+impl ChunkScan {
+    /// The chunks with keys from `lo` to `hi`. A range's bounds are row
+    /// boundaries or chunk keys; a chunk whose key is in it is read whole,
+    /// parts past `hi` included.
+    pub fn new(tree: &Tree, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Self {
+        ChunkScan {
+            tree: tree.clone(),
+            entries: tree.range(lo, hi, reverse),
+            reverse,
+            next: None,
+            parts: Vec::new(),
+        }
+    }
+
+    /// Reads the rest of the scan ahead on a thread of its own (see
+    /// [`RangeIter::read_ahead`]).
+    pub fn read_ahead(&mut self) {
+        self.entries.read_ahead();
+    }
+
+    fn next_entry(&mut self) -> Option<Result<(Bytes, Bytes)>> {
+        self.next
+            .take()
+            .map(Ok)
+            .or_else(|| self.entries.next().map(|e| e.map_err(Into::into)))
+    }
+
+    /// The next chunk, `None` after the last one.
+    pub fn next_chunk(&mut self, layout: &Layout) -> Result<Option<StoredChunk>> {
+        loop {
+            let Some(entry) = self.next_entry() else {
+                return match self.parts.last() {
+                    Some((key, _)) => Err(layout.corrupt(key, bad("a part has no head")).into()),
+                    None => Ok(None),
+                };
+            };
+            let (key, value) = entry?;
+            match value.first() {
+                Some(&PART) if self.reverse => self.parts.push((key, value)),
+                Some(&HEAD) => return self.assemble(layout, key, value).map(Some),
+                _ if !self.parts.is_empty() => {
+                    return Err(layout.corrupt(&key, bad("a part has no head")).into());
+                }
+                Some(&PART) => return Err(layout.corrupt(&key, bad("a part has no head")).into()),
+                _ => {
+                    return Ok(Some(StoredChunk {
+                        key,
+                        bytes: value,
+                        entries: 1,
+                    }))
+                }
+            }
+        }
+    }
+
+    /// The chunk whose head entry is `head` under `key`, with its parts:
+    /// those met before it (reverse), the entries after it (forward), or,
+    /// when the range did not hold them all, read on their own.
+    fn assemble(&mut self, layout: &Layout, key: Bytes, head: Bytes) -> Result<StoredChunk> {
+        let corrupt = |reason| layout.corrupt(&key, bad(reason));
+        let mut at = 1;
+        let entries = take_varint(&head, &mut at).map_err(|r| layout.corrupt(&key, r))?;
+        let len = take_varint(&head, &mut at).map_err(|r| layout.corrupt(&key, r))?;
+        let entries = u32::try_from(entries)
+            .ok()
+            .filter(|n| *n >= 2)
+            .ok_or_else(|| corrupt("a head counts too few or too many parts"))?;
+        if len > entries as usize * ENTRY_BYTES {
+            return Err(corrupt("a head's length does not fit its parts").into());
+        }
+        let is_part = |index: u32, (k, v): &(Bytes, Bytes)| {
+            index < entries && v.first() == Some(&PART) && **k == *part_key(&key, index)
+        };
+        let mut parts: Vec<(Bytes, Bytes)> = Vec::with_capacity(entries as usize - 1);
+        if self.reverse {
+            // Every part met since the last chunk must be this one's.
+            parts.extend(self.parts.drain(..).rev());
+            if !(1..).zip(&parts).all(|(i, part)| is_part(i, part)) {
+                return Err(corrupt("a part has no head").into());
+            }
+        } else {
+            for index in 1..entries {
+                match self.next_entry().transpose()? {
+                    Some(part) if is_part(index, &part) => parts.push(part),
+                    other => {
+                        self.next = other;
+                        break;
+                    }
+                }
+            }
+        }
+        if parts.len() + 1 < entries as usize {
+            // The range ended before the last parts: they are read on
+            // their own.
+            parts = self
+                .tree
+                .range(
+                    Bound::Included(part_key(&key, 1)),
+                    Bound::Included(part_key(&key, entries - 1)),
+                    false,
+                )
+                .collect::<std::result::Result<_, _>>()?;
+            let whole = parts.len() + 1 == entries as usize
+                && (1..).zip(&parts).all(|(i, part)| is_part(i, part));
+            if !whole {
+                return Err(corrupt("a part of a chunk is missing").into());
+            }
+        }
+        let mut bytes = Vec::with_capacity(len);
+        bytes.extend_from_slice(&head[at..]);
+        for (_, part) in &parts {
+            bytes.extend_from_slice(&part[1..]);
+        }
+        if bytes.len() != len {
+            return Err(corrupt("a chunk's parts do not add up to its length").into());
+        }
+        Ok(StoredChunk {
+            key,
+            bytes: Bytes::from(bytes),
+            entries,
+        })
+    }
+}
