@@ -82,12 +82,27 @@ fn a_scan_of_large_values_makes_batches_of_bounded_bytes() -> TestResult {
                 "{sql}: {rows:?}"
             );
         }
+        // 72 MiB in fewer rows than a split needs: split by bytes all the
+        // same, so that DataFusion does not spread one partition over the
+        // cores with a repartition that buffers batches while it waits.
+        let plan = session
+            .sql("EXPLAIN SELECT sum(length(blob)) FROM t")
+            .await?;
+        let plan = datafusion::arrow::util::pretty::pretty_format_batches(&plan.collect().await?)?
+            .to_string();
+        assert!(plan.contains("partitions=2"), "{plan}");
+        assert!(!plan.contains("RepartitionExec"), "{plan}");
         // Small values still fill the session's batch size.
         session
-            .run("CREATE TABLE small AS SELECT value AS k FROM generate_series(1, 5000)")
+            .run("CREATE TABLE small AS SELECT value AS k FROM generate_series(1, 3000)")
             .await?;
         let rows = batch_rows(&session, "SELECT k FROM small").await?;
         assert!(rows.iter().any(|&n| n > 1000), "{rows:?}");
+        // and stay one partition in fewer rows than a split needs.
+        let plan = session.sql("EXPLAIN SELECT sum(k) FROM small").await?;
+        let plan = datafusion::arrow::util::pretty::pretty_format_batches(&plan.collect().await?)?
+            .to_string();
+        assert!(plan.contains("partitions=1"), "{plan}");
         Ok(())
     })
 }
@@ -189,10 +204,10 @@ fn is_table_tree(name: &[u8]) -> bool {
 
 /// Values from empty to 256 KiB, around the most an entry holds, in two
 /// locality groups: each reads back whole by every kind of read, no entry
-/// passes `ENTRY_BYTES` (sled counts larger pages of entries in its cache as
-/// a pointer, so they would never be evicted), replacing a value with a
-/// shorter one leaves no parts behind, and deleting the rows leaves the
-/// table's tree empty.
+/// passes `ENTRY_BYTES` (a scan keeps thousands of sled's leaf pages
+/// resident, so the size of an entry bounds its memory), replacing a value
+/// with a shorter one leaves no parts behind, and deleting the rows leaves
+/// the table's tree empty.
 #[test]
 fn values_of_every_size_are_stored_in_entries_that_fit_the_cache() -> TestResult {
     use widesql::internals::ENTRY_BYTES;

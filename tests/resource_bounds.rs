@@ -116,9 +116,10 @@ fn the_latest_of_a_cell_with_100_000_versions_reads_a_few_of_them() -> TestResul
     let before = keys_read(&t)?;
     let row = t.read_row(b"r", &Filter::all())?.expect("the row");
     assert_eq!(row.cells.len() as i64, VERSIONS - 10 + 1);
-    // About 20 bytes a version: some 2 MB in chunks of 16 to 32 KiB.
+    // About 20 bytes a version: some 2 MB in chunks of 1.25 to 2.5 KiB,
+    // far fewer keys than versions.
     let cost = keys_read(&t)? - before;
-    assert!((50..1000).contains(&cost), "read {cost} keys");
+    assert!((500..5000).contains(&cost), "read {cost} keys");
 
     // A family that keeps one version: reads stop after it, filter or not.
     let one = table(&db, "one", FamilySpec::new("f").with_max_versions(1))?;

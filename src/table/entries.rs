@@ -1,12 +1,15 @@
-//! How a chunk is stored: as one storage entry, or, when its bytes pass
-//! [`ENTRY_BYTES`], as a *head* entry and *parts* following it.
+//! How a chunk is stored: as one storage entry of at most [`ENTRY_BYTES`],
+//! or as a *head* entry and *parts* of at most [`PIECE_BYTES`] each.
 //!
-//! sled keeps up to 16 entries in a leaf page, and stores a page whose
-//! serialized size passes a quarter of its 512 KiB segment as a separate
-//! blob file that its cache counts as the few bytes of the pointer to it.
-//! Such pages are never evicted: a scan of 1.7 GB of 256 KiB values kept
-//! 2.4 GB resident (benchmark W9). Entries of at most 6 KiB keep every leaf
-//! page under that size, so the cache bound holds whatever the values.
+//! sled applies cache accesses in batches: each of its 256 cache shards
+//! queues 64 accesses before it counts them and evicts. Until then the
+//! pages they touched stay in memory, so a scan keeps some thousands of
+//! leaf pages resident whatever the cache capacity, and a leaf holds up to
+//! 16 entries: the size of an entry bounds a scan's memory. Scanning 1.2 GiB
+//! of sled alone (one tree, 16 MiB cache) peaked at 148 MiB with entries of
+//! 1 KiB, 219 MiB with 2 KiB, 409 MiB with 4 KiB, 810 MiB with 8 KiB and
+//! 1,296 MiB with 256 KiB, which was the whole tree. So a chunk larger than
+//! an entry (a row's large value) is cut into pieces of 2 KiB.
 //!
 //! # Entries
 //!
@@ -34,8 +37,12 @@ use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
 use crate::table::chunks::{put_varint, take_varint};
 use crate::table::layout::Layout;
 
-/// The most bytes an entry's value holds.
-pub const ENTRY_BYTES: usize = 6 * 1024;
+/// The most bytes a whole chunk's entry holds: a webtable page's 2 KB of
+/// contents is one entry.
+pub const ENTRY_BYTES: usize = 2560;
+
+/// The most bytes a head or a part holds.
+pub const PIECE_BYTES: usize = 2048;
 
 /// The first byte of a whole chunk.
 const WHOLE: u8 = 0x00;
@@ -48,9 +55,9 @@ const PART_MARK: [u8; 4] = [0; 4];
 /// The bytes a part's key adds to its chunk's key.
 const PART_SUFFIX_LEN: usize = PART_MARK.len() + 4;
 /// A head's chunk bytes: room is left for the tag and two varints.
-const HEAD_BYTES: usize = ENTRY_BYTES - 1 - 2 * 10;
+const HEAD_BYTES: usize = PIECE_BYTES - 1 - 2 * 10;
 /// A part's chunk bytes.
-const PART_BYTES: usize = ENTRY_BYTES - 1;
+const PART_BYTES: usize = PIECE_BYTES - 1;
 
 fn bad(reason: &'static str) -> KeyError {
     KeyError::BadChunk { reason }
@@ -95,7 +102,7 @@ pub fn put_chunk(
     // A chunk holds at most one value of 100 MiB besides small cells: about
     // 17,000 parts.
     let entries = u32::try_from(1 + rest.div_ceil(PART_BYTES)).unwrap_or(u32::MAX);
-    let mut head = Vec::with_capacity(ENTRY_BYTES);
+    let mut head = Vec::with_capacity(PIECE_BYTES);
     head.push(HEAD);
     put_varint(&mut head, entries as usize);
     put_varint(&mut head, chunk.len());
@@ -215,7 +222,7 @@ impl ChunkScan {
             .ok()
             .filter(|n| *n >= 2)
             .ok_or_else(|| corrupt("a head counts too few or too many parts"))?;
-        if len > entries as usize * ENTRY_BYTES {
+        if len > entries as usize * PIECE_BYTES {
             return Err(corrupt("a head's length does not fit its parts").into());
         }
         let is_part = |index: u32, (k, v): &(Bytes, Bytes)| {
