@@ -17,8 +17,16 @@
 //! - `0x00`: a whole chunk (its bytes as [`crate::table::chunks`] describes
 //!   them; their first byte, the first cell's shared length, is always 0);
 //! - `0x01`: the head of a chunk stored in `n` entries: `0x01 ‖ n ‖ chunk
-//!   length ‖ the chunk's first bytes` (both numbers LEB128 varints);
+//!   length ‖ CRC-32 of the chunk ‖ the chunk's first bytes` (the two
+//!   numbers LEB128 varints, the CRC big-endian);
 //! - `0x02`: a part: `0x02 ‖ the chunk's next bytes`.
+//!
+//! A write replaces a chunk's entries in one atomic batch, but a read
+//! without the row's lock meets them one at a time, and a write can land in
+//! between: the head's CRC tells a chunk put together from two versions
+//! from a whole one, and such a chunk is read again (corruption is what
+//! stays inconsistent). Readers without the lock judge the rows they read
+//! by the write epoch, as with a chunk of one entry.
 //!
 //! Part `i` (from 1) of the chunk under key `K` is stored under
 //! `K ‖ 00 00 00 00 ‖ i` (`i` a big-endian `u32`). It sorts after `K` and
@@ -54,8 +62,11 @@ const PART: u8 = 0x02;
 const PART_MARK: [u8; 4] = [0; 4];
 /// The bytes a part's key adds to its chunk's key.
 const PART_SUFFIX_LEN: usize = PART_MARK.len() + 4;
-/// A head's chunk bytes: room is left for the tag and two varints.
-const HEAD_BYTES: usize = PIECE_BYTES - 1 - 2 * 10;
+/// A head's chunk bytes: room is left for the tag, two varints and the CRC.
+const HEAD_BYTES: usize = PIECE_BYTES - 1 - 2 * 10 - 4;
+/// How many times a chunk that a concurrent write tore is read again
+/// before it is reported as corrupt.
+const REREADS: u32 = 100;
 /// A part's chunk bytes.
 const PART_BYTES: usize = PIECE_BYTES - 1;
 
@@ -106,6 +117,7 @@ pub fn put_chunk(
     head.push(HEAD);
     put_varint(&mut head, entries as usize);
     put_varint(&mut head, chunk.len());
+    head.extend_from_slice(&crc32fast::hash(&chunk).to_be_bytes());
     head.extend_from_slice(&chunk[..HEAD_BYTES]);
     for (index, bytes) in (1..).zip(chunk[HEAD_BYTES..].chunks(PART_BYTES)) {
         let mut part = Vec::with_capacity(bytes.len() + 1);
@@ -143,6 +155,38 @@ pub struct StoredChunk {
     pub entries: u32,
 }
 
+/// The chunk under `key` whose head is `head`, put together from `parts`
+/// (in order); `None` when they are not all of one version of it.
+fn join(key: Bytes, head: &[u8], parts: &[(Bytes, Bytes)]) -> Option<StoredChunk> {
+    let mut at = 1;
+    let entries = u32::try_from(take_varint(head, &mut at).ok()?).ok()?;
+    let len = take_varint(head, &mut at).ok()?;
+    let crc = head.get(at..at + 4)?;
+    let first = head.get(at + 4..)?;
+    let whole = entries >= 2
+        && parts.len() + 1 == entries as usize
+        && len <= entries as usize * PIECE_BYTES
+        && (1..)
+            .zip(parts)
+            .all(|(index, (k, v))| v.first() == Some(&PART) && **k == *part_key(&key, index));
+    if !whole {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(len);
+    bytes.extend_from_slice(first);
+    for (_, part) in parts {
+        bytes.extend_from_slice(&part[1..]);
+    }
+    if bytes.len() != len || crc32fast::hash(&bytes).to_be_bytes() != crc {
+        return None;
+    }
+    Some(StoredChunk {
+        key,
+        bytes: Bytes::from(bytes),
+        entries,
+    })
+}
+
 /// The chunks of a key range in key order or reversed, each put together
 /// from its entries.
 pub struct ChunkScan {
@@ -153,6 +197,9 @@ pub struct ChunkScan {
     next: Option<(Bytes, Bytes)>,
     /// Parts met before their head (a reverse scan), last part first.
     parts: Vec<(Bytes, Bytes)>,
+    /// The key of the chunk returned last: parts of it met after it
+    /// (forward) are of a version written since, and are passed over.
+    last: Option<Bytes>,
 }
 
 impl ChunkScan {
@@ -166,6 +213,7 @@ impl ChunkScan {
             reverse,
             next: None,
             parts: Vec::new(),
+            last: None,
         }
     }
 
@@ -185,96 +233,160 @@ impl ChunkScan {
     /// The next chunk, `None` after the last one.
     pub fn next_chunk(&mut self, layout: &Layout) -> Result<Option<StoredChunk>> {
         loop {
-            let Some(entry) = self.next_entry() else {
-                return match self.parts.last() {
-                    Some((key, _)) => Err(layout.corrupt(key, bad("a part has no head")).into()),
-                    None => Ok(None),
-                };
-            };
-            let (key, value) = entry?;
-            match value.first() {
-                Some(&PART) if self.reverse => self.parts.push((key, value)),
-                Some(&HEAD) => return self.assemble(layout, key, value).map(Some),
-                _ if !self.parts.is_empty() => {
-                    return Err(layout.corrupt(&key, bad("a part has no head")).into());
+            let chunk = match self.next_entry().transpose()? {
+                // A reverse scan met parts, then what is not their head.
+                entry if !self.parts.is_empty() && !self.of_parts(entry.as_ref()) => {
+                    let key = self.parts_owner();
+                    self.parts.clear();
+                    // An older version of the same chunk is passed over.
+                    if entry.as_ref().is_none_or(|(k, _)| *k != key) {
+                        self.next = entry;
+                    }
+                    self.reread(layout, key)?
                 }
-                Some(&PART) => return Err(layout.corrupt(&key, bad("a part has no head")).into()),
-                _ => {
-                    return Ok(Some(StoredChunk {
+                None => return Ok(None),
+                Some((key, value)) => match value.first() {
+                    Some(&PART) if self.reverse => {
+                        self.parts.push((key, value));
+                        continue;
+                    }
+                    Some(&PART) => {
+                        let owner = Bytes::from(chunk_key_of(&key, &value));
+                        if self.last.as_ref() == Some(&owner) {
+                            continue;
+                        }
+                        // A part whose head this forward scan never met.
+                        match self.reread(layout, owner)? {
+                            Some(chunk) => Some(chunk),
+                            None => {
+                                return Err(layout.corrupt(&key, bad("a part has no head")).into())
+                            }
+                        }
+                    }
+                    Some(&HEAD) => {
+                        let mut parts = std::mem::take(&mut self.parts);
+                        if self.reverse {
+                            parts.reverse();
+                        } else {
+                            self.take_parts(&key, &value, &mut parts)?;
+                        }
+                        match join(key.clone(), &value, &parts) {
+                            Some(chunk) => Some(chunk),
+                            // Parts past the range's end, or of another
+                            // version: the chunk is read on its own.
+                            None => self.reread(layout, key)?,
+                        }
+                    }
+                    _ => Some(StoredChunk {
                         key,
                         bytes: value,
                         entries: 1,
-                    }))
-                }
+                    }),
+                },
+            };
+            if let Some(chunk) = chunk {
+                self.last = Some(chunk.key.clone());
+                return Ok(Some(chunk));
             }
         }
     }
 
-    /// The chunk whose head entry is `head` under `key`, with its parts:
-    /// those met before it (reverse), the entries after it (forward), or,
-    /// when the range did not hold them all, read on their own.
-    fn assemble(&mut self, layout: &Layout, key: Bytes, head: Bytes) -> Result<StoredChunk> {
-        let corrupt = |reason| layout.corrupt(&key, bad(reason));
+    /// The key of the chunk the parts a reverse scan holds belong to.
+    fn parts_owner(&self) -> Bytes {
+        self.parts
+            .last()
+            .map_or_else(Bytes::default, |(key, value)| {
+                Bytes::from(chunk_key_of(key, value))
+            })
+    }
+
+    /// Whether `entry` is another part, or the head, of the chunk whose
+    /// parts a reverse scan holds.
+    fn of_parts(&self, entry: Option<&(Bytes, Bytes)>) -> bool {
+        let owner = self.parts_owner();
+        entry.is_some_and(|(key, value)| match value.first() {
+            Some(&HEAD) => *key == owner,
+            Some(&PART) => *chunk_key_of(key, value) == *owner,
+            _ => false,
+        })
+    }
+
+    /// Moves the parts that follow the head `head` under `key` in a forward
+    /// scan into `parts`, up to the first entry that is not one of them.
+    fn take_parts(
+        &mut self,
+        key: &[u8],
+        head: &[u8],
+        parts: &mut Vec<(Bytes, Bytes)>,
+    ) -> Result<()> {
         let mut at = 1;
-        let entries = take_varint(&head, &mut at).map_err(|r| layout.corrupt(&key, r))?;
-        let len = take_varint(&head, &mut at).map_err(|r| layout.corrupt(&key, r))?;
-        let entries = u32::try_from(entries)
-            .ok()
-            .filter(|n| *n >= 2)
-            .ok_or_else(|| corrupt("a head counts too few or too many parts"))?;
-        if len > entries as usize * PIECE_BYTES {
-            return Err(corrupt("a head's length does not fit its parts").into());
-        }
-        let is_part = |index: u32, (k, v): &(Bytes, Bytes)| {
-            index < entries && v.first() == Some(&PART) && **k == *part_key(&key, index)
-        };
-        let mut parts: Vec<(Bytes, Bytes)> = Vec::with_capacity(entries as usize - 1);
-        if self.reverse {
-            // Every part met since the last chunk must be this one's.
-            parts.extend(self.parts.drain(..).rev());
-            if !(1..).zip(&parts).all(|(i, part)| is_part(i, part)) {
-                return Err(corrupt("a part has no head").into());
-            }
-        } else {
-            for index in 1..entries {
-                match self.next_entry().transpose()? {
-                    Some(part) if is_part(index, &part) => parts.push(part),
-                    other => {
-                        self.next = other;
-                        break;
-                    }
+        let entries = take_varint(head, &mut at).unwrap_or(0);
+        for index in 1..entries {
+            match self.next_entry().transpose()? {
+                Some((k, v))
+                    if u32::try_from(index).is_ok_and(|i| *k == *part_key(key, i))
+                        && v.first() == Some(&PART) =>
+                {
+                    parts.push((k, v));
+                }
+                other => {
+                    self.next = other;
+                    break;
                 }
             }
         }
-        if parts.len() + 1 < entries as usize {
-            // The range ended before the last parts: they are read on
-            // their own.
-            parts = self
+        Ok(())
+    }
+
+    /// The chunk under `key` as it is stored now, read on its own until its
+    /// entries agree (a write may land between reads of them); `None` when
+    /// there is none.
+    fn reread(&self, layout: &Layout, key: Bytes) -> Result<Option<StoredChunk>> {
+        for attempt in 0..REREADS {
+            if attempt > 0 {
+                std::thread::yield_now();
+            }
+            let stored = self
+                .tree
+                .range(
+                    Bound::Included(key.to_vec()),
+                    Bound::Included(key.to_vec()),
+                    false,
+                )
+                .next()
+                .transpose()?;
+            let Some((_, value)) = stored else {
+                return Ok(None);
+            };
+            if value.first() != Some(&HEAD) {
+                return Ok(Some(StoredChunk {
+                    key,
+                    bytes: value,
+                    entries: 1,
+                }));
+            }
+            let mut at = 1;
+            let entries = take_varint(&value, &mut at).unwrap_or(0);
+            let Some(last) = u32::try_from(entries).ok().filter(|n| *n >= 2) else {
+                break;
+            };
+            let parts: Vec<(Bytes, Bytes)> = self
                 .tree
                 .range(
                     Bound::Included(part_key(&key, 1)),
-                    Bound::Included(part_key(&key, entries - 1)),
+                    Bound::Included(part_key(&key, last - 1)),
                     false,
                 )
                 .collect::<std::result::Result<_, _>>()?;
-            let whole = parts.len() + 1 == entries as usize
-                && (1..).zip(&parts).all(|(i, part)| is_part(i, part));
-            if !whole {
-                return Err(corrupt("a part of a chunk is missing").into());
+            if let Some(chunk) = join(key.clone(), &value, &parts) {
+                return Ok(Some(chunk));
             }
         }
-        let mut bytes = Vec::with_capacity(len);
-        bytes.extend_from_slice(&head[at..]);
-        for (_, part) in &parts {
-            bytes.extend_from_slice(&part[1..]);
-        }
-        if bytes.len() != len {
-            return Err(corrupt("a chunk's parts do not add up to its length").into());
-        }
-        Ok(StoredChunk {
-            key,
-            bytes: Bytes::from(bytes),
-            entries,
-        })
+        Err(layout
+            .corrupt(
+                &key,
+                bad("a chunk's parts are missing or do not match its head"),
+            )
+            .into())
     }
 }
