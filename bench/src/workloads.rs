@@ -1201,10 +1201,14 @@ fn w9_scan_memory(config: &Config) -> Res<()> {
 const W9_CACHE: u64 = 16 << 20;
 
 /// The W9 steps, each run by [`w9_step`] in a process of its own.
-const W9_STEPS: [(&str, &str); 7] = [
+const W9_STEPS: [(&str, &str); 8] = [
     (
         "open",
         "widesql: open the database, nothing else (the floor)",
+    ),
+    (
+        "raw_sled_scan",
+        "raw sled: iterate every entry of the same database",
     ),
     ("sql_scan", "widesql SQL: SELECT sum(n), sum(length(blob))"),
     (
@@ -1281,20 +1285,55 @@ fn w9_table(config: &Config, rows: usize, value_bytes: usize) -> Res<()> {
     Ok(())
 }
 
-/// One W9 step on the database in `dir` holding `rows` rows (run in a
-/// process of its own by [`w9_table`]): prints `w9-step SECONDS PEAK_KIB`.
-pub fn w9_step(step: &str, dir: &std::path::Path, rows: usize) -> Res<()> {
-    let runtime = Arc::new(tokio::runtime::Runtime::new()?);
-    // The process before lets go of the directory shortly after it ends.
-    let mut opened = crate::systems::widesql::open_db(dir, W9_CACHE);
+/// `open()`, tried again for up to 10 s: the W9 step before lets go of the
+/// directory shortly after its process ends.
+fn open_when_free<T>(mut open: impl FnMut() -> Res<T>) -> Res<T> {
+    let mut opened = open();
     for _ in 0..100 {
         if opened.is_ok() {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-        opened = crate::systems::widesql::open_db(dir, W9_CACHE);
+        opened = open();
     }
-    let db = opened?;
+    opened
+}
+
+/// The W9 step that reads the database's entries with sled alone (same
+/// cache): the memory sled itself takes to scan these entries, which
+/// follows their size (the README's design section, format 4).
+fn w9_raw_sled_scan(dir: &std::path::Path, rows: usize) -> Res<()> {
+    let db = open_when_free(|| {
+        Ok(sled::Config::new()
+            .path(dir)
+            .cache_capacity(W9_CACHE)
+            .open()?)
+    })?;
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    for name in db.tree_names() {
+        for entry in db.open_tree(name)?.iter() {
+            let (key, value) = entry?;
+            bytes += (key.len() + value.len()) as u64;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // Every row's value is stored: the entries hold at least that.
+    if bytes < rows as u64 {
+        return Err(format!("W9: sled read {bytes} bytes for {rows} rows").into());
+    }
+    println!("w9-step {secs} {}", rss_kib("VmHWM:").unwrap_or(0));
+    Ok(())
+}
+
+/// One W9 step on the database in `dir` holding `rows` rows (run in a
+/// process of its own by [`w9_table`]): prints `w9-step SECONDS PEAK_KIB`.
+pub fn w9_step(step: &str, dir: &std::path::Path, rows: usize) -> Res<()> {
+    if step == "raw_sled_scan" {
+        return w9_raw_sled_scan(dir, rows);
+    }
+    let runtime = Arc::new(tokio::runtime::Runtime::new()?);
+    let db = open_when_free(|| crate::systems::widesql::open_db(dir, W9_CACHE))?;
     let sql = WidesqlSql::on(db.clone(), runtime.clone(), "big");
     let session = db.session();
     let parquet = dir.with_extension("parquet");
