@@ -204,16 +204,19 @@ impl WideScanExec {
     }
 }
 
-/// Scans of fewer rows are not split, unless they hold
-/// [`SPLIT_MIN_BYTES`].
+/// Scans of fewer rows are not split, unless they read
+/// [`SPLIT_MIN_ENTRIES`].
 const SPLIT_MIN_ROWS: usize = 4096;
 
-/// Scans of fewer bytes are not split, unless they hold
-/// [`SPLIT_MIN_ROWS`]. A scan left as one partition is spread over the
-/// session's cores by DataFusion's round-robin repartition, which holds
-/// batches while its consumers lag: 3,750 rows of 256 KiB peaked at 1.6 GiB
-/// resident in one partition and at 0.6 GiB in two (benchmark W9).
-const SPLIT_MIN_BYTES: usize = 2 * RECORD_BATCH_BYTES;
+/// Scans whose sample of [`SPLIT_MIN_ROWS`] rows reads fewer storage
+/// entries are not split either; a large value takes an entry per 2 KiB, so
+/// this is about 32 MiB of them. A scan left as one partition is spread
+/// over the session's cores by DataFusion's round-robin repartition, which
+/// holds batches while its consumers lag: 3,750 rows of 256 KiB peaked at
+/// 1.6 GiB resident in one partition and at 0.6 GiB in two (benchmark W9).
+/// Entries, not the sample's bytes: the sample reads one cell of each row,
+/// and reading whole rows made planning W4's scan cost 25 ms more.
+const SPLIT_MIN_ENTRIES: u64 = 16_384;
 
 /// A scan run while planning, on the async path: it gives up after
 /// [`SPLIT_MIN_ROWS`] rows that its filter skips (a read of the past before
@@ -258,18 +261,20 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
     // one partition returns rows in key order (insertion order for
     // generated keys), which scripts written for in-memory tables expect.
     let options = ReadOptions::new()
-        .with_filter(filter.clone())
+        .with_filter(filter.clone().with_cells_per_row_limit(1))
         .with_row_limit(SPLIT_MIN_ROWS);
+    let entries_read = || -> u64 { store.layout.groups.iter().map(|g| g.tree.keys_read()).sum() };
+    let before = entries_read();
     let mut sample = planning_scan(store, &row_set, options);
-    let (mut rows, mut bytes) = (0, 0);
-    while bytes < SPLIT_MIN_BYTES {
-        let Some(row) = sample.next_raw().map_err(to_df)? else {
-            break;
-        };
+    let mut rows = 0;
+    while sample.next_raw().map_err(to_df)?.is_some() {
         rows += 1;
-        bytes += row.bytes();
+        if entries_read().saturating_sub(before) >= SPLIT_MIN_ENTRIES {
+            break;
+        }
     }
-    if rows < SPLIT_MIN_ROWS && bytes < SPLIT_MIN_BYTES {
+    let entries = entries_read().saturating_sub(before);
+    if rows < SPLIT_MIN_ROWS && entries < SPLIT_MIN_ENTRIES {
         return Ok(vec![row_set]);
     }
     let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else {
