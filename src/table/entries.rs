@@ -343,8 +343,12 @@ impl ChunkScan {
     /// there is none.
     fn reread(&self, layout: &Layout, key: Bytes) -> Result<Option<StoredChunk>> {
         for attempt in 0..REREADS {
-            if attempt > 0 {
-                std::thread::yield_now();
+            // A write lands whole between two reads: give the writer time,
+            // more after the first tries (about 90 ms in all).
+            match attempt {
+                0 => {}
+                1..10 => std::thread::yield_now(),
+                _ => std::thread::sleep(std::time::Duration::from_millis(1)),
             }
             let stored = self
                 .tree
