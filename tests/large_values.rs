@@ -82,9 +82,9 @@ fn a_scan_of_large_values_makes_batches_of_bounded_bytes() -> TestResult {
                 "{sql}: {rows:?}"
             );
         }
-        // 72 MiB in fewer rows than a split needs: split by bytes all the
-        // same, so that DataFusion does not spread one partition over the
-        // cores with a repartition that buffers batches while it waits.
+        // 72 MiB in fewer rows than a split needs: split by the storage
+        // entries read all the same, so that DataFusion does not spread one
+        // partition over the cores with a repartition that buffers batches.
         let plan = session
             .sql("EXPLAIN SELECT sum(length(blob)) FROM t")
             .await?;

@@ -64,7 +64,8 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: usize) {
     out.push(n as u8);
 }
 
-fn bad(reason: &'static str) -> KeyError {
+/// A [`KeyError::BadChunk`]: stored bytes this format never writes.
+pub(crate) fn bad(reason: &'static str) -> KeyError {
     KeyError::BadChunk { reason }
 }
 

@@ -40,9 +40,8 @@
 use std::ops::Bound;
 
 use crate::error::Result;
-use crate::keys::KeyError;
 use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
-use crate::table::chunks::{put_varint, take_varint};
+use crate::table::chunks::{bad, put_varint, take_varint};
 use crate::table::layout::Layout;
 
 /// The most bytes a whole chunk's entry holds: a webtable page's 2 KB of
@@ -64,15 +63,11 @@ const PART_MARK: [u8; 4] = [0; 4];
 const PART_SUFFIX_LEN: usize = PART_MARK.len() + 4;
 /// A head's chunk bytes: room is left for the tag, two varints and the CRC.
 const HEAD_BYTES: usize = PIECE_BYTES - 1 - 2 * 10 - 4;
+/// A part's chunk bytes.
+const PART_BYTES: usize = PIECE_BYTES - 1;
 /// How many times a chunk that a concurrent write tore is read again
 /// before it is reported as corrupt.
 const REREADS: u32 = 100;
-/// A part's chunk bytes.
-const PART_BYTES: usize = PIECE_BYTES - 1;
-
-fn bad(reason: &'static str) -> KeyError {
-    KeyError::BadChunk { reason }
-}
 
 /// The key of part `index` (from 1) of the chunk stored under `chunk_key`.
 fn part_key(chunk_key: &[u8], index: u32) -> Vec<u8> {
@@ -155,16 +150,47 @@ pub struct StoredChunk {
     pub entries: u32,
 }
 
+/// A head entry's fields.
+struct Head<'h> {
+    /// How many entries hold the chunk: at least 2.
+    entries: u32,
+    /// The chunk's length.
+    len: usize,
+    /// The chunk's CRC-32, big-endian.
+    crc: &'h [u8],
+    /// The chunk's first bytes.
+    first: &'h [u8],
+}
+
+/// The fields of the head entry `head`; `None` when it does not read as
+/// one.
+fn read_head(head: &[u8]) -> Option<Head<'_>> {
+    if head.first() != Some(&HEAD) {
+        return None;
+    }
+    let mut at = 1;
+    let entries = u32::try_from(take_varint(head, &mut at).ok()?)
+        .ok()
+        .filter(|n| *n >= 2)?;
+    let len = take_varint(head, &mut at).ok()?;
+    Some(Head {
+        entries,
+        len,
+        crc: head.get(at..at + 4)?,
+        first: head.get(at + 4..)?,
+    })
+}
+
 /// The chunk under `key` whose head is `head`, put together from `parts`
 /// (in order); `None` when they are not all of one version of it.
 fn join(key: Bytes, head: &[u8], parts: &[(Bytes, Bytes)]) -> Option<StoredChunk> {
-    let mut at = 1;
-    let entries = u32::try_from(take_varint(head, &mut at).ok()?).ok()?;
-    let len = take_varint(head, &mut at).ok()?;
-    let crc = head.get(at..at + 4)?;
-    let first = head.get(at + 4..)?;
-    let whole = entries >= 2
-        && parts.len() + 1 == entries as usize
+    let Head {
+        entries,
+        len,
+        crc,
+        first,
+    } = read_head(head)?;
+    let whole = parts.len() + 1 == entries as usize
         && len <= entries as usize * PIECE_BYTES
         && (1..)
             .zip(parts)
@@ -236,7 +262,7 @@ impl ChunkScan {
             let chunk = match self.next_entry().transpose()? {
                 // A reverse scan met parts, then what is not their head.
                 entry if !self.parts.is_empty() && !self.of_parts(entry.as_ref()) => {
-                    let key = self.parts_owner();
+                    let key = Bytes::from(self.parts_owner());
                     self.parts.clear();
                     // An older version of the same chunk is passed over.
                     if entry.as_ref().is_none_or(|(k, _)| *k != key) {
@@ -292,12 +318,10 @@ impl ChunkScan {
     }
 
     /// The key of the chunk the parts a reverse scan holds belong to.
-    fn parts_owner(&self) -> Bytes {
+    fn parts_owner(&self) -> &[u8] {
         self.parts
             .last()
-            .map_or_else(Bytes::default, |(key, value)| {
-                Bytes::from(chunk_key_of(key, value))
-            })
+            .map_or(&[], |(key, value)| chunk_key_of(key, value))
     }
 
     /// Whether `entry` is another part, or the head, of the chunk whose
@@ -305,8 +329,8 @@ impl ChunkScan {
     fn of_parts(&self, entry: Option<&(Bytes, Bytes)>) -> bool {
         let owner = self.parts_owner();
         entry.is_some_and(|(key, value)| match value.first() {
-            Some(&HEAD) => *key == owner,
-            Some(&PART) => *chunk_key_of(key, value) == *owner,
+            Some(&HEAD) => **key == *owner,
+            Some(&PART) => chunk_key_of(key, value) == owner,
             _ => false,
         })
     }
@@ -319,14 +343,10 @@ impl ChunkScan {
         head: &[u8],
         parts: &mut Vec<(Bytes, Bytes)>,
     ) -> Result<()> {
-        let mut at = 1;
-        let entries = take_varint(head, &mut at).unwrap_or(0);
+        let entries = read_head(head).map_or(0, |head| head.entries);
         for index in 1..entries {
             match self.next_entry().transpose()? {
-                Some((k, v))
-                    if u32::try_from(index).is_ok_and(|i| *k == *part_key(key, i))
-                        && v.first() == Some(&PART) =>
-                {
+                Some((k, v)) if *k == *part_key(key, index) && v.first() == Some(&PART) => {
                     parts.push((k, v));
                 }
                 other => {
@@ -369,9 +389,7 @@ impl ChunkScan {
                     entries: 1,
                 }));
             }
-            let mut at = 1;
-            let entries = take_varint(&value, &mut at).unwrap_or(0);
-            let Some(last) = u32::try_from(entries).ok().filter(|n| *n >= 2) else {
+            let Some(last) = read_head(&value).map(|head| head.entries) else {
                 break;
             };
             let parts: Vec<(Bytes, Bytes)> = self
