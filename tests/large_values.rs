@@ -334,8 +334,8 @@ fn values_of_every_size_are_stored_in_entries_that_fit_the_cache() -> TestResult
         }
     }
     // A whole chunk's first byte is 0; a head's is 1 and a part's 2 (see
-    // src/table/entries.rs). Chunks split before stay split: 3 at most
-    // for a row's group `g1`.
+    // src/table/entries.rs). The chunks a large value was split from are
+    // merged back: one per row and group.
     let table_entries: Vec<_> = raw_entries(dir.path())?
         .into_iter()
         .filter(|(t, _, _)| is_table_tree(t))
@@ -348,10 +348,11 @@ fn values_of_every_size_are_stored_in_entries_that_fit_the_cache() -> TestResult
         in_parts, 0,
         "heads or parts left after the large values went"
     );
-    assert!(
-        table_entries.len() <= 4 * sizes.len(),
-        "{} entries",
-        table_entries.len()
+    assert_eq!(
+        table_entries.len(),
+        2 * sizes.len(),
+        "entries left for {} rows in two groups",
+        sizes.len()
     );
 
     {
@@ -379,6 +380,87 @@ fn values_of_every_size_are_stored_in_entries_that_fit_the_cache() -> TestResult
         "{} entries left after every row was deleted",
         left.len()
     );
+    Ok(())
+}
+
+/// A wide row split into many chunks goes back to few as its cells are
+/// deleted or shrink, and reads the same at every step: the chunks a
+/// write leaves small are merged with their neighbours.
+#[test]
+fn a_row_whose_cells_shrink_is_merged_back_into_few_chunks() -> TestResult {
+    use widesql::{FamilySpec, Filter, RowMutation, TableSpec};
+
+    let dir = tempfile::tempdir()?;
+    let qualifier = |i: usize| format!("q{i:03}");
+    let mut model: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    let chunk_count = |dir: &std::path::Path| -> Result<usize, common::BoxError> {
+        Ok(raw_entries(dir)?
+            .into_iter()
+            .filter(|(t, _, _)| is_table_tree(t))
+            .count())
+    };
+    let check = |table: &widesql::Table,
+                 model: &std::collections::BTreeMap<String, Vec<u8>>,
+                 step: &str|
+     -> TestResult {
+        let got: Vec<(String, Vec<u8>)> = table
+            .read_row(b"wide", &Filter::all())?
+            .map(|row| {
+                row.cells
+                    .into_iter()
+                    .map(|c| (String::from_utf8_lossy(&c.qualifier).into_owned(), c.value))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let want: Vec<(String, Vec<u8>)> =
+            model.iter().map(|(q, v)| (q.clone(), v.clone())).collect();
+        assert!(got == want, "the row read back differs after {step}");
+        Ok(())
+    };
+    let spec = TableSpec::new().with_family(FamilySpec::new("f").with_max_versions(1));
+    let options = || DbOptions::new().with_compaction_interval(None);
+    {
+        let db = Db::open_with(dir.path(), options())?;
+        let table = db.default_dataset()?.create_table("t", spec)?;
+        // 200 cells of 100 bytes: about 20 KiB, split into chunks of half
+        // an entry.
+        let mut mutation = RowMutation::new();
+        for i in 0..200 {
+            let value = patterned(i, 100);
+            mutation = mutation.set_at("f", qualifier(i), 1, value.clone());
+            model.insert(qualifier(i), value);
+        }
+        table.mutate_row(b"wide", &mutation)?;
+        check(&table, &model, "the load")?;
+    }
+    let loaded = chunk_count(dir.path())?;
+    assert!(loaded >= 10, "20 KiB in {loaded} chunks");
+    {
+        let db = Db::open_with(dir.path(), options())?;
+        let table = db.default_dataset()?.table("t")?.ok_or("no table t")?;
+        // Every other cell goes, one write each, from the last.
+        for i in (0..200).rev().step_by(2) {
+            table.mutate_row(
+                b"wide",
+                &RowMutation::new().delete_column("f", qualifier(i)),
+            )?;
+            model.remove(&qualifier(i));
+        }
+        check(&table, &model, "deleting half the cells")?;
+        // The rest shrink to 4 bytes in place (the same version), one
+        // write each, from the first.
+        for i in (0..200).step_by(2) {
+            table.mutate_row(
+                b"wide",
+                &RowMutation::new().set_at("f", qualifier(i), 1, b"tiny"),
+            )?;
+            model.insert(qualifier(i), b"tiny".to_vec());
+        }
+        check(&table, &model, "shrinking the rest")?;
+    }
+    // 100 cells of about 16 bytes fit 2 chunks (no compaction ran).
+    let left = chunk_count(dir.path())?;
+    assert!(left <= 2, "{left} chunks left of {loaded}");
     Ok(())
 }
 

@@ -139,6 +139,34 @@ fn delete_parts(batch: &mut WriteBatch, tree: &Tree, key: &[u8], from: u32, entr
     }
 }
 
+/// The first bound past the chunk stored under `key` and its parts.
+pub fn past_chunk(key: &[u8]) -> Bound<Vec<u8>> {
+    Bound::Excluded(part_key(key, u32::MAX))
+}
+
+/// The chunk nearest the start of the range `lo..hi` (its end when
+/// `reverse`), when it is stored whole; `None` when the range holds no
+/// entry or its nearest chunk is stored in parts (a large value, which
+/// is never worth rewriting to save an entry). A range's bounds are chunk
+/// boundaries: a row part, a chunk's key, or [`past_chunk`].
+pub fn whole_chunk_next_to(
+    tree: &Tree,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    reverse: bool,
+) -> Result<Option<StoredChunk>> {
+    let nearest = tree.range(lo, hi, reverse).next().transpose()?;
+    // A format-3 chunk is whole at any size: one larger than an entry
+    // holds a large value, and is left as it is, like a head.
+    Ok(nearest
+        .filter(|(_, value)| value.first() == Some(&WHOLE) && value.len() <= ENTRY_BYTES)
+        .map(|(key, bytes)| StoredChunk {
+            key,
+            bytes,
+            entries: 1,
+        }))
+}
+
 /// A chunk as read from storage.
 #[derive(Debug)]
 pub struct StoredChunk {
