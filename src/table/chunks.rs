@@ -781,6 +781,17 @@ pub fn write_changes(
     };
     for (key, cells, _) in pieces {
         let old_entries = replaced.remove(&key).unwrap_or(0);
+        // A chunk the write leaves as it was (one between two changes, or
+        // a large value a new cell after it is split from) is not
+        // rewritten.
+        let unchanged = old_entries > 0
+            && keys.binary_search(&key).is_ok_and(|at| {
+                decoded[at].len() == cells.len()
+                    && as_borrowed(&decoded[at]).eq(cells.iter().copied())
+            });
+        if unchanged {
+            continue;
+        }
         let chunk = encode_chunk(row_len, cells);
         entries::put_chunk(batch, tree, key, chunk, old_entries);
     }
@@ -1124,5 +1135,65 @@ mod tests {
         assert_eq!(keys_of(&wide), vec![keys[4].clone(), keys[5].clone()]);
         assert_eq!(wide[1].1.len(), 2);
         assert!(wide.iter().all(|(_, _, len)| *len <= CHUNK_SPLIT_BYTES));
+    }
+
+    /// Adding a cell after a large value splits it off into a chunk of
+    /// its own without rewriting the value's parts; the row reads back
+    /// whole.
+    #[test]
+    fn a_large_value_is_not_rewritten_when_a_cell_is_added_after_it() {
+        use crate::ids::TableId;
+        use crate::keys::CellKey;
+        use crate::storage::{Durability, MemoryBackend, Storage};
+        use crate::table::layout::Placement;
+        use crate::table::spec::{FamilySpec, TableSpec};
+
+        let storage =
+            Storage::with_backend(Arc::new(MemoryBackend::new()), "mem".as_ref()).expect("storage");
+        let spec = TableSpec::new().with_family(FamilySpec::new("f"));
+        let layout = Layout::new(
+            &storage,
+            TableId::generate(),
+            "t".into(),
+            spec,
+            &Placement::OwnTree,
+            false,
+        )
+        .expect("layout");
+        let layout = Arc::new(layout);
+        let tree = &layout.groups[0].tree;
+        let family = layout.family("f").expect("family f").id;
+        let key = |q: &str| CellKey::encode(&[], b"r", family, q.as_bytes(), 1).expect("key");
+        let row_part = key("a")[..layout.row_len(&key("a")).expect("row")].to_vec();
+        let large = vec![9u8; 100_000];
+        // Writes `cells` to the row and returns the bytes the write put.
+        let write = |cells: &[(&str, &[u8])], stored: bool| -> usize {
+            let keys: Vec<Vec<u8>> = cells.iter().map(|(q, _)| key(q)).collect();
+            let changes: CellChanges<'_> = keys
+                .iter()
+                .zip(cells)
+                .map(|(k, (_, v))| (k.as_slice(), Some(*v)))
+                .collect();
+            let mut batch = WriteBatch::with_durability(Durability::Eventual);
+            write_changes(&layout, tree, &row_part, &changes, stored, &mut batch).expect("write");
+            let bytes = batch.bytes();
+            storage.apply(batch).expect("apply");
+            bytes
+        };
+        let loaded = write(&[("a", b"first"), ("b", &large)], false);
+        assert!(loaded > large.len(), "the load wrote {loaded} bytes");
+        let added = write(&[("c", b"after")], true);
+        assert!(added < 1_000, "adding a small cell wrote {added} bytes");
+        let cells = cells_with_prefix(&layout, tree, &row_part).expect("read");
+        let read: Vec<(Vec<u8>, Vec<u8>)> = cells
+            .iter()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        let want = vec![
+            (key("a"), b"first".to_vec()),
+            (key("b"), large.clone()),
+            (key("c"), b"after".to_vec()),
+        ];
+        assert!(read == want, "the row reads back differently");
     }
 }
