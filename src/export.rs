@@ -341,9 +341,9 @@ impl Session {
     async fn query_frame(&self, sql: &str) -> Result<datafusion::dataframe::DataFrame> {
         use datafusion::sql::parser::Statement as DfStatement;
         use datafusion::sql::sqlparser::ast::Statement;
-        let statements = self.parse(sql)?;
-        let reads = match statements.front() {
-            Some(DfStatement::Statement(statement)) => matches!(
+        let statement = self.parse_one(sql)?;
+        let reads = match &statement {
+            DfStatement::Statement(statement) => matches!(
                 statement.as_ref(),
                 Statement::Query(_)
                     | Statement::Explain { analyze: false, .. }
@@ -355,16 +355,11 @@ impl Session {
                     | Statement::ShowDatabases { .. }
                     | Statement::ShowFunctions { .. }
             ),
-            Some(DfStatement::Explain(explain)) => !explain.options.analyze,
-            Some(_) => false,
-            // No statement: the session says so.
-            None => true,
+            DfStatement::Explain(explain) => !explain.options.analyze,
+            _ => false,
         };
         if !reads {
-            let text = statements
-                .front()
-                .map(ToString::to_string)
-                .unwrap_or_default();
+            let text = statement.to_string();
             let head = text
                 .split_whitespace()
                 .take(2)
@@ -374,7 +369,7 @@ impl Session {
                 "an export reads a query's result, and '{head} …' is not a query (it would write): run it on its own"
             )));
         }
-        self.sql(sql).await
+        self.frame_of(statement).await
     }
 
     /// Runs the query `sql` on `runtime` and returns its result as a

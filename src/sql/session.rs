@@ -329,16 +329,28 @@ impl Session {
         if let Some(batch) = self.key_lookup_text(sql).await? {
             return self.frame(batch);
         }
+        let statement = self.parse_one(sql)?;
+        self.frame_of(statement).await
+    }
+
+    /// The one statement of `sql`; an error when it holds none or several.
+    pub(crate) fn parse_one(&self, sql: &str) -> Result<DfStatement> {
         let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
-            (Some(statement), true) => match self.key_lookup_of(&statement).await? {
-                Some(batch) => self.frame(batch),
-                None => self.execute(statement).await,
-            },
+            (Some(statement), true) => Ok(statement),
             (None, _) => Err(Error::Sql("no statement to run".into())),
             (Some(_), false) => Err(Error::Sql(
                 "the text holds several statements where one is expected".into(),
             )),
+        }
+    }
+
+    /// The result of the parsed statement `statement` as a [`DataFrame`]
+    /// (a key lookup answered without planning).
+    pub(crate) async fn frame_of(&self, statement: DfStatement) -> Result<DataFrame> {
+        match self.key_lookup_of(&statement).await? {
+            Some(batch) => self.frame(batch),
+            None => self.execute(statement).await,
         }
     }
 
