@@ -653,12 +653,12 @@ pub fn cells_with_prefix(
     Ok(cells)
 }
 
-/// A write that takes the chunks it rewrote from at least this many bytes
+/// A write that takes the chunks it rewrites from at least this many bytes
 /// to fewer merges them with the row's neighbouring chunks where all fit
-/// one chunk, and a chunk it leaves smaller than this is merged with the
-/// next or previous one it rewrites where both fit: a row whose cells
-/// shrink or go does not stay spread over the small chunks a split made.
-/// Half the split target, so a chunk just split is not merged back by the
+/// one chunk, and a chunk it leaves smaller than this joins the one before
+/// it among those it rewrites where both fit: a row whose cells shrink or
+/// go does not stay spread over the small chunks a split made. Half of
+/// [`CHUNK_TARGET_BYTES`], so a chunk just split is not merged back by the
 /// next small change.
 pub const CHUNK_MERGE_BYTES: usize = CHUNK_TARGET_BYTES / 2;
 
@@ -673,9 +673,10 @@ type Piece<'c> = (Vec<u8>, Vec<BorrowedCell<'c>>, usize);
 pub type CellChanges<'v> = BTreeMap<&'v [u8], Option<&'v [u8]>>;
 
 /// Adds to `batch` the chunk writes that apply `changes` to the row whose
-/// row part is `row_part`. Only the chunks holding a changed cell are read
-/// and rewritten, and the row's neighbouring chunks when they shrink below
-/// [`CHUNK_MERGE_BYTES`]. The caller holds the row's lock, and a batch
+/// row part is `row_part`. Only the chunks holding a changed cell are read,
+/// and only those the changes alter are rewritten; when the write takes
+/// them below [`CHUNK_MERGE_BYTES`], the row's neighbouring chunks are read
+/// too and merged where all fit one. The caller holds the row's lock, and a batch
 /// carries at most one call per row and group (two would each rewrite the
 /// chunk as they read it, and the second would undo the first).
 /// `stored: false` says the row has nothing stored in `tree`, which is then
@@ -869,10 +870,10 @@ struct Neighbours {
     next: Neighbour,
 }
 
-/// The neighbours of the chunks under `keys` (the first, when it is not the
-/// row part, and the last of them, which are stored) to merge with what a
-/// write leaves of them, `new_size` bytes: only chunks stored whole, only
-/// where all fit one chunk, and with nothing left only both.
+/// The row's chunks just before and just after the chunks under `keys`
+/// (a write's, in key order) to merge with the `new_size` bytes the write
+/// leaves of them: only chunks stored whole, only where all fit one
+/// chunk, and when nothing is left, only both together.
 fn neighbours_to_merge(
     layout: &Layout,
     tree: &Tree,
