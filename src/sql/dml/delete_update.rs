@@ -355,7 +355,8 @@ impl Session {
             Arc::clone(view.shape()),
             self.write_settings(),
         );
-        let build = |batch: &RecordBatch, _| Ok(writer.delete(batch));
+        let deleter = writer.clone();
+        let build = move |batch: &RecordBatch, _| Ok(deleter.delete(batch));
         if streamed {
             return Ok(apply_input(writer.store().clone(), input, true, build).await?);
         }
@@ -431,7 +432,8 @@ impl Session {
             Arc::clone(view.shape()),
             self.write_settings(),
         );
-        let build = |batch: &RecordBatch, _| writer.update(&columns, batch);
+        let updater = writer.clone();
+        let build = move |batch: &RecordBatch, _| updater.update(&columns, batch);
         if streamed {
             return Ok(apply_input(writer.store().clone(), input, true, build).await?);
         }

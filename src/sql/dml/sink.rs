@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::sql::dml::write::{apply_input, RowWriter};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::Result;
 use datafusion::datasource::sink::DataSink;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -50,7 +51,7 @@ impl WideSink {
             self.writer.store().clone(),
             data,
             self.streamed,
-            |batch, first_row| writer.insert(batch, first_row),
+            move |batch: &RecordBatch, first_row| writer.insert(batch, first_row),
         )
         .await
     }

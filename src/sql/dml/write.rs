@@ -485,6 +485,14 @@ impl RowWriter {
     }
 }
 
+/// Turns one batch of a statement's input into row changes; it also gets
+/// the input's number (from 0) of the batch's first row. It may read the
+/// table (INSERT looks up the rows its DEFAULTs go into), so it runs off
+/// the async runtime, as writes do.
+pub trait BuildRows: Fn(&RecordBatch, u64) -> Result<RowChanges> + Send + Sync + 'static {}
+
+impl<F> BuildRows for F where F: Fn(&RecordBatch, u64) -> Result<RowChanges> + Send + Sync + 'static {}
+
 /// Applies the rows `build` makes of each batch of `input` as one
 /// statement, and returns how many rows were written.
 ///
@@ -497,23 +505,22 @@ pub async fn apply_input(
     store: TableStore,
     mut input: SendableRecordBatchStream,
     streamed: bool,
-    build: impl Fn(&RecordBatch, u64) -> Result<RowChanges>,
+    build: impl BuildRows,
 ) -> Result<u64> {
     if !streamed {
         let rows = collect_rows(input, build).await?;
         return apply(store, rows).await;
     }
+    let build = Arc::new(build);
     let mut writer = StatementWriter::new(store).map_err(to_df)?;
     let mut seen = 0;
     while let Some(batch) = input.next().await {
-        let rows = batch
-            .and_then(|batch| {
-                let first_row = seen;
-                seen += batch.num_rows() as u64;
-                build(&batch, first_row)
-            })
-            .map_err(|e| to_df(writer.stopped(from_df(e))))?;
+        let batch = batch.map_err(|e| to_df(writer.stopped(from_df(e))))?;
+        let first_row = seen;
+        seen += batch.num_rows() as u64;
+        let build = Arc::clone(&build);
         writer = blocking(move || {
+            let rows = build(&batch, first_row).map_err(|e| writer.stopped(from_df(e)))?;
             for (key, mutation) in rows {
                 writer.push(key, mutation)?;
             }
@@ -524,18 +531,20 @@ pub async fn apply_input(
     Ok(blocking(move || writer.finish()).await? as u64)
 }
 
-/// The rows `build` makes of every batch of `input`; `build` also gets the
-/// input's number (from 0) of the batch's first row.
+/// The rows `build` makes of every batch of `input`.
 pub async fn collect_rows(
     mut input: SendableRecordBatchStream,
-    build: impl Fn(&RecordBatch, u64) -> Result<RowChanges>,
+    build: impl BuildRows,
 ) -> Result<RowChanges> {
+    let build = Arc::new(build);
     let mut rows = RowChanges::new();
     let mut seen = 0;
     while let Some(batch) = input.next().await {
         let batch = batch?;
-        rows.extend(build(&batch, seen)?);
+        let first_row = seen;
         seen += batch.num_rows() as u64;
+        let build = Arc::clone(&build);
+        rows.extend(off_runtime(move || build(&batch, first_row)).await?);
     }
     Ok(rows)
 }
