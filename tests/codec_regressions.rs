@@ -95,3 +95,87 @@ fn nan_key_parts_are_the_canonical_nan() {
         );
     }
 }
+
+/// The nested types of the value_codec target: its type bytes 24 and 25.
+fn list_and_struct_types() -> [ValueType; 2] {
+    use datafusion::arrow::datatypes::{DataType, Field, Fields};
+    use widesql::ArrowType;
+    [
+        ValueType::Arrow(ArrowType(DataType::new_list(DataType::Int32, true))),
+        ValueType::Arrow(ArrowType(DataType::Struct(Fields::from(vec![
+            Field::new("x", DataType::Float64, true),
+            Field::new("label", DataType::Utf8, true),
+        ])))),
+    ]
+}
+
+/// value_codec crash-89b20aab (a buffer offset past the message's body) and
+/// crash-3874e3c0 (a column longer than its null bitmap): Arrow's IPC
+/// reader trusts both and panicked, ending the query that read the cell.
+/// Both are the cell's error now.
+#[test]
+fn corrupt_nested_cells_are_errors_not_panics() {
+    use widesql::internals::append_cell;
+    let crashes: [(&[u8], usize); 2] = [
+        (
+            include_bytes!(
+                "../fuzz/regressions/value_codec/crash-89b20aab1b87f9fe16d4122d18d7c7b4fec6f1cb"
+            ),
+            1,
+        ),
+        (
+            include_bytes!(
+                "../fuzz/regressions/value_codec/crash-3874e3c014a8e31ca1efaaa585166148aa14c7a5"
+            ),
+            0,
+        ),
+    ];
+    let types = list_and_struct_types();
+    for (input, type_at) in crashes {
+        let value_type = &types[type_at];
+        let mut b = builder(value_type, 1);
+        // The target's first four bytes choose the type; the rest is the cell.
+        let e = append_cell(b.as_mut(), value_type, Some(&input[4..]))
+            .expect_err("corrupt bytes decoded");
+        assert!(e.to_string().contains("is not a"), "{e}");
+    }
+}
+
+/// The same bytes written into a STRUCT column's cell with the embedded API
+/// (which stores any bytes): a query reading the column fails naming it,
+/// and the table's other rows and columns still read.
+#[test]
+fn a_corrupt_struct_cell_fails_the_query_that_reads_it() -> Result<(), common::BoxError> {
+    use widesql::RowMutation;
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path().join("db"))?;
+    common::run(
+        &db,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n INT, pos STRUCT<x DOUBLE, label VARCHAR>);
+         INSERT INTO t VALUES ('a', 1, {x: 1.5, label: 'ok'}), ('b', 2, NULL)",
+    )?;
+    let family = common::query(
+        &db,
+        "SELECT DISTINCT family FROM cells('t') WHERE qualifier = 'n'",
+    )?;
+    let corrupt = &include_bytes!(
+        "../fuzz/regressions/value_codec/crash-89b20aab1b87f9fe16d4122d18d7c7b4fec6f1cb"
+    )[4..];
+    db.open_table("default", "public", "t")?.mutate_row(
+        b"b",
+        &RowMutation::new().set(family[0][0].as_str(), "pos", corrupt),
+    )?;
+    let e = common::query(&db, "SELECT pos FROM t")
+        .err()
+        .ok_or("the corrupt cell was read")?;
+    assert!(e.to_string().contains("pos"), "{e}");
+    assert_eq!(
+        common::query(&db, "SELECT _key, n, pos['label'] FROM t WHERE _key = 'a'")?,
+        vec![vec!["a".to_string(), "1".into(), "ok".into()]]
+    );
+    assert_eq!(
+        common::query(&db, "SELECT _key, n FROM t ORDER BY _key")?.len(),
+        2
+    );
+    Ok(())
+}

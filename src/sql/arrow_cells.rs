@@ -25,7 +25,7 @@ use datafusion::arrow::ipc::reader::read_record_batch;
 use datafusion::arrow::ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions,
 };
-use datafusion::arrow::ipc::{root_as_message, MetadataVersion};
+use datafusion::arrow::ipc::{root_as_message, MetadataVersion, RecordBatch as RecordBatchMessage};
 
 use super::values::DecodeError;
 
@@ -111,6 +111,35 @@ fn encode_batch_message(array: &ArrayRef, row: usize) -> Result<Vec<u8>, DecodeE
     Ok(bytes)
 }
 
+/// Checks the commonest damage to a record-batch message before Arrow's
+/// IPC reader, which takes buffer bounds on trust and panics on them:
+/// every buffer lies within the `body_len` bytes of the body, no length is
+/// negative, and the body is not compressed (cells never are).
+fn check_batch_message(batch: &RecordBatchMessage<'_>, body_len: usize) -> Result<(), String> {
+    if batch.compression().is_some() {
+        return Err("it claims a compressed body".into());
+    }
+    for buffer in batch.buffers().iter().flatten() {
+        let end = usize::try_from(buffer.offset())
+            .ok()
+            .zip(usize::try_from(buffer.length()).ok())
+            .and_then(|(offset, length)| offset.checked_add(length));
+        if end.is_none_or(|end| end > body_len) {
+            return Err(format!(
+                "a buffer at {} of {} bytes lies outside its {body_len}-byte body",
+                buffer.offset(),
+                buffer.length()
+            ));
+        }
+    }
+    for node in batch.nodes().iter().flatten() {
+        if node.length() < 0 || node.null_count() < 0 {
+            return Err("a column has a negative length".into());
+        }
+    }
+    Ok(())
+}
+
 /// Builds a column of one Arrow type from cells (or NULLs).
 #[derive(Debug)]
 pub struct ArrowCellBuilder {
@@ -188,15 +217,31 @@ impl ArrowCellBuilder {
         let batch = message
             .header_as_record_batch()
             .ok_or_else(|| bad("it holds no record batch".into()))?;
-        let decoded = read_record_batch(
-            &Buffer::from(body.to_vec()),
-            batch,
-            Arc::clone(&self.schema),
-            &HashMap::new(),
-            None,
-            &message.version(),
-        )
-        .map_err(|e| bad(e.to_string()))?;
+        check_batch_message(&batch, body.len()).map_err(bad)?;
+        // The reader trusts the message's lengths too (a column's length
+        // against its null bitmap, for one), and the bytes may be anything
+        // a user wrote into the cell with the embedded API: a panic in it
+        // is this cell's error, not the query's end.
+        let (schema, version) = (Arc::clone(&self.schema), message.version());
+        let read = std::panic::catch_unwind(|| {
+            read_record_batch(
+                &Buffer::from(body.to_vec()),
+                batch,
+                schema,
+                &HashMap::new(),
+                None,
+                &version,
+            )
+        });
+        let decoded = match read {
+            Ok(decoded) => decoded.map_err(|e| bad(e.to_string()))?,
+            Err(panic) => {
+                return Err(bad(format!(
+                    "Arrow's IPC reader failed on it: {}",
+                    crate::error::panic_message(panic.as_ref())
+                )))
+            }
+        };
         match decoded.columns() {
             [column] if column.len() == 1 => Ok(Arc::clone(column)),
             [column] => Err(bad(format!("it holds {} values", column.len()))),
