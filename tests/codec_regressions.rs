@@ -141,6 +141,21 @@ fn corrupt_nested_cells_are_errors_not_panics() {
     }
 }
 
+/// value_codec crash-7f8f83bd: a struct message whose one value is NULL
+/// decoded as NULL, a value no cell holds (a NULL is no cell), so it did not
+/// encode back. It is the cell's error now.
+#[test]
+fn a_nested_cell_holding_a_null_is_corrupt() {
+    use widesql::internals::append_cell;
+    let input = include_bytes!(
+        "../fuzz/regressions/value_codec/crash-7f8f83bdfd20f4be1c4b2d8efcabecacb667e842"
+    );
+    let value_type = &list_and_struct_types()[1];
+    let mut b = builder(value_type, 1);
+    let e = append_cell(b.as_mut(), value_type, Some(&input[4..])).expect_err("a NULL decoded");
+    assert!(e.to_string().contains("holds a NULL"), "{e}");
+}
+
 /// The same bytes written into a STRUCT column's cell with the embedded API
 /// (which stores any bytes): a query reading the column fails naming it,
 /// and the table's other rows and columns still read.

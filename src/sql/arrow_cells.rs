@@ -243,6 +243,11 @@ impl ArrowCellBuilder {
             }
         };
         match decoded.columns() {
+            // A NULL is no cell at all, so a message of one is not a value
+            // widesql wrote.
+            [column] if column.len() == 1 && column.is_null(0) => {
+                Err(bad("it holds a NULL".into()))
+            }
             [column] if column.len() == 1 => Ok(Arc::clone(column)),
             [column] => Err(bad(format!("it holds {} values", column.len()))),
             columns => Err(bad(format!("it holds {} columns", columns.len()))),
