@@ -104,10 +104,13 @@ fn decode(value_type: &ValueType, bytes: &[u8]) -> Option<ArrayRef> {
     Some(b.finish())
 }
 
-/// libfuzzer-sys aborts on every panic, also one that is caught. widesql
-/// catches the panics of Arrow's IPC reader on a corrupt message and makes
-/// them the cell's error, so the hook lets those unwind; any other panic
-/// still reaches libfuzzer-sys, which aborts.
+/// libfuzzer-sys's panic hook aborts on every panic, also one that is
+/// caught. widesql catches the panics of Arrow's IPC reader on a corrupt
+/// message and makes them the cell's error, so this hook lets panics in
+/// Arrow's crates unwind, silently; a panic anywhere else aborts through
+/// libfuzzer-sys's hook, with its message. An Arrow panic that nothing in
+/// widesql catches still ends the run: libfuzzer-sys catches it and aborts,
+/// though without printing it (replay the input in a test to see it).
 fn let_arrow_panics_unwind() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

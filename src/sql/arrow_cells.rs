@@ -7,7 +7,9 @@
 //! other value (a list, a struct, a union, a nested map) is the record-batch
 //! message of a one-row Arrow IPC stream: Arrow's own stable format, so
 //! whatever Arrow can hold, a cell holds, and an Arrow IPC reader given the
-//! column's type decodes a cell read with the embedded API.
+//! column's type decodes a cell read with the embedded API. A NULL is no
+//! cell, so a message whose one value is NULL is refused as corrupt, as
+//! are messages the IPC reader cannot read.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -221,7 +223,9 @@ impl ArrowCellBuilder {
         // The reader trusts the message's lengths too (a column's length
         // against its null bitmap, for one), and the bytes may be anything
         // a user wrote into the cell with the embedded API: a panic in it
-        // is this cell's error, not the query's end.
+        // is this cell's error, not the query's end. (The process's panic
+        // hook still runs first, and a build with `panic = "abort"` still
+        // aborts.)
         let (schema, version) = (Arc::clone(&self.schema), message.version());
         let read = std::panic::catch_unwind(|| {
             read_record_batch(
