@@ -194,3 +194,40 @@ fn a_corrupt_struct_cell_fails_the_query_that_reads_it() -> Result<(), common::B
     );
     Ok(())
 }
+
+/// A nested cell says how many values it holds, and a `LIST<NULL>` cell of
+/// two billion NULLs takes a few bytes. Two of them in one batch pass the
+/// 32-bit offsets of an Arrow list: the second is the cell's error, not a
+/// panic when the batch is built.
+#[test]
+fn nested_cells_past_arrows_offsets_are_errors_not_panics() {
+    use datafusion::arrow::array::{Array, ListArray, NullArray};
+    use datafusion::arrow::buffer::OffsetBuffer;
+    use datafusion::arrow::datatypes::{DataType, Field};
+    use widesql::internals::append_cell;
+    use widesql::ArrowType;
+    let most = i32::MAX as usize;
+    let huge: ArrayRef = Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(DataType::Null, true)),
+        OffsetBuffer::from_lengths([most]),
+        Arc::new(NullArray::new(most)),
+        None,
+    ));
+    let cell = encode_cell(&huge, 0).expect("encodes").expect("not NULL");
+    assert!(cell.len() < 1024, "{} bytes", cell.len());
+    let value_type = ValueType::Arrow(ArrowType(huge.data_type().clone()));
+    let mut b = builder(&value_type, 2);
+    append_cell(b.as_mut(), &value_type, Some(&cell)).expect("one fits");
+    let e = append_cell(b.as_mut(), &value_type, Some(&cell)).expect_err("two do not fit");
+    assert!(e.to_string().contains("2 GiB"), "{e}");
+    let built = b.finish();
+    assert_eq!(built.len(), 1);
+    assert_eq!(
+        built
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .expect("a list")
+            .value_length(0),
+        most as i32
+    );
+}

@@ -154,7 +154,24 @@ pub struct ArrowCellBuilder {
     nulls: NullBufferBuilder,
     /// Decoded IPC values, one row each.
     decoded: Vec<ArrayRef>,
+    /// The sum of the decoded values' [`extent`]s: what bounds the 32-bit
+    /// offsets of the batch they are built into.
+    decoded_extent: u64,
     len: usize,
+}
+
+/// At least the largest offset any 32-bit offset buffer needs to hold
+/// `data` (a count of values or of bytes): the largest length or buffer
+/// at any depth of it.
+fn extent(data: &ArrayData) -> u64 {
+    let own = data
+        .buffers()
+        .iter()
+        .map(|b| b.len())
+        .sum::<usize>()
+        .max(data.len());
+    let children = data.child_data().iter().map(extent).max().unwrap_or(0);
+    (own as u64).max(children)
 }
 
 impl ArrowCellBuilder {
@@ -172,6 +189,7 @@ impl ArrowCellBuilder {
             fixed: MutableBuffer::with_capacity(capacity * width),
             nulls: NullBufferBuilder::new(capacity),
             decoded: Vec::new(),
+            decoded_extent: 0,
             len: 0,
         }
     }
@@ -198,10 +216,28 @@ impl ArrowCellBuilder {
                 self.fixed.extend_zeros(width);
                 self.nulls.append_null();
             }
-            (Codec::Ipc, Some(bytes)) => self.decoded.push(self.decode_ipc(bytes)?),
-            (Codec::Ipc, None) => self.decoded.push(new_null_array(&self.data_type, 1)),
+            (Codec::Ipc, Some(bytes)) => self.push_decoded(self.decode_ipc(bytes)?)?,
+            (Codec::Ipc, None) => self.push_decoded(new_null_array(&self.data_type, 1))?,
         }
         self.len += 1;
+        Ok(())
+    }
+
+    /// Adds a decoded value unless the batch's values would then pass the
+    /// 32-bit offsets of an Arrow array, which building it would panic on.
+    /// A scan's batches hold at most a few MiB of cells, so this is a value
+    /// of that size, or a cell that claims one: a `LIST<NULL>` of two
+    /// billion NULLs takes a few bytes.
+    fn push_decoded(&mut self, value: ArrayRef) -> Result<(), DecodeError> {
+        let total = self.decoded_extent + extent(&value.to_data());
+        if total > i32::MAX as u64 {
+            return Err(format!(
+                "is too large a {} value for one batch: with the values before it, it passes Arrow's 2 GiB offsets",
+                self.data_type
+            ));
+        }
+        self.decoded_extent = total;
+        self.decoded.push(value);
         Ok(())
     }
 
@@ -264,10 +300,10 @@ impl ArrowCellBuilder {
             Codec::Ipc if len == 0 => new_empty_array(&self.data_type),
             Codec::Ipc => {
                 let parts = std::mem::take(&mut self.decoded);
+                self.decoded_extent = 0;
                 let refs: Vec<&dyn Array> = parts.iter().map(AsRef::as_ref).collect();
-                // Every part was checked to have the builder's type; what
-                // is left is a column too large for one Arrow array, which
-                // a scan cannot return as anything else.
+                // Every part was checked to have the builder's type and
+                // to fit the batch's offsets (`push_decoded`).
                 concat(&refs).unwrap_or_else(|e| {
                     panic!("a batch of {} values cannot be built: {e}", self.data_type)
                 })
@@ -311,6 +347,7 @@ impl ArrayBuilder for ArrowCellBuilder {
             copy.nulls.append_n_non_nulls(self.len);
         }
         copy.decoded.clone_from(&self.decoded);
+        copy.decoded_extent = self.decoded_extent;
         copy.len = self.len;
         copy.build()
     }

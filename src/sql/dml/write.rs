@@ -520,11 +520,22 @@ pub async fn apply_input(
         seen += batch.num_rows() as u64;
         let build = Arc::clone(&build);
         writer = blocking(move || {
-            let rows = build(&batch, first_row).map_err(|e| writer.stopped(from_df(e)))?;
-            for (key, mutation) in rows {
-                writer.push(key, mutation)?;
+            // A panic here must still say how many rows earlier batches
+            // wrote, so it is caught while the writer, which counts them,
+            // is at hand. (The writer is not used again after one.)
+            let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let rows = build(&batch, first_row).map_err(from_df)?;
+                rows.into_iter()
+                    .try_for_each(|(key, mutation)| writer.push(key, mutation))
+            }));
+            match added {
+                Ok(Ok(())) => Ok(writer),
+                Ok(Err(e)) => Err(writer.stopped(e)),
+                Err(panic) => Err(writer.stopped(crate::Error::Sql(format!(
+                    "the statement stopped on an internal error: {}",
+                    crate::error::panic_message(panic.as_ref())
+                )))),
             }
-            Ok(writer)
         })
         .await?;
     }
@@ -572,4 +583,78 @@ pub fn marker_family(store: &TableStore) -> Option<String> {
         .iter()
         .find(|f| f.qualifier_type.is_none())
         .map(|f| f.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::apply_input;
+    use crate::{Db, DbOptions, Error, RowMutation};
+    use datafusion::arrow::array::{ArrayRef, StringArray};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+    use std::sync::Arc;
+
+    /// A panic while a streamed statement builds its rows still says how
+    /// many rows its earlier atomic batches wrote, as any other error does.
+    #[tokio::test]
+    async fn a_panic_in_a_streamed_statement_says_what_was_written() -> crate::Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let db = Db::open_with(
+            dir.path(),
+            DbOptions::default().with_statement_batch_rows(2),
+        )?;
+        let session = db.session();
+        session
+            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+            .await?;
+        let store = db.open_table("default", "public", "t")?.store()?;
+        let batches: Vec<RecordBatch> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|key| {
+                let keys: ArrayRef = Arc::new(StringArray::from(vec![*key]));
+                RecordBatch::try_from_iter([("_key", keys)]).map_err(Error::from)
+            })
+            .collect::<crate::Result<_>>()?;
+        let schema = batches[0].schema();
+        let input = Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(batches.into_iter().map(Ok)),
+        ));
+        let family = super::marker_family(&store).ok_or(Error::Sql("no family".into()))?;
+        let build = move |batch: &RecordBatch, first_row: u64| {
+            if first_row == 3 {
+                panic!("row building failed");
+            }
+            let key = batch.column(0).as_any().downcast_ref::<StringArray>();
+            let key = key
+                .map(|k| k.value(0).as_bytes().to_vec())
+                .unwrap_or_default();
+            // A `_key VARCHAR` row key is the string's bytes.
+            Ok(vec![(
+                key,
+                RowMutation::new().set(family.as_str(), "n", [0u8; 8]),
+            )])
+        };
+        let e = apply_input(store, input, true, build)
+            .await
+            .err()
+            .map(crate::sql::error::from_df)
+            .ok_or(Error::Sql("the panic was not reported".into()))?;
+        match &e {
+            Error::PartlyApplied { written, source } => {
+                assert_eq!(*written, 2, "{e}");
+                assert!(source.to_string().contains("row building failed"), "{e}");
+            }
+            other => panic!("not PartlyApplied: {other}"),
+        }
+        let keys = session
+            .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
+            .await?
+            .collect()
+            .await
+            .map_err(crate::sql::error::from_df)?;
+        let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
+        assert_eq!(keys, "a,b");
+        Ok(())
+    }
 }
