@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
-use widesql::{Db, DbOptions, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, Table};
+use widesql::{
+    Db, DbOptions, Durability, Filter, QualifierFilter, ReadOptions, RowMutation, RowSet, Table,
+};
 
 use super::datafusion_mem::{language_counts, page_batches, row_count, single_i64};
 use super::System;
@@ -42,7 +44,12 @@ pub fn open_db(path: &Path, cache_bytes: u64) -> Res<Db> {
 /// Stores `pages` in the table `pages` of `db` through the embedded API,
 /// durably.
 pub fn bulk_load(db: &Db, pages: &[Page]) -> Res<()> {
-    let table = db.open_table("default", "public", "pages")?;
+    bulk_load_into(db, &db.open_table("default", "public", "pages")?, pages)
+}
+
+/// Stores `pages` in `table` of `db` with the table handle's durability,
+/// then flushes: durable at return either way.
+fn bulk_load_into(db: &Db, table: &Table, pages: &[Page]) -> Res<()> {
     table.bulk_mutate(pages.iter().map(|p| (p.key.as_bytes(), page_mutation(p))))?;
     db.flush()?;
     Ok(())
@@ -269,6 +276,9 @@ impl System for WidesqlSql {
 pub struct WidesqlEmbedded {
     db: Db,
     table: Table,
+    /// Whether the load flushes each of its 1,000-row batches (the default)
+    /// or only at its end, as SQLite's `synchronous = NORMAL` commits do.
+    durability: Durability,
 }
 
 impl WidesqlEmbedded {
@@ -285,7 +295,17 @@ impl WidesqlEmbedded {
         )?;
         let db = sql.db().clone();
         let table = db.open_table("default", "public", "pages")?;
-        Ok(WidesqlEmbedded { db, table })
+        Ok(WidesqlEmbedded {
+            db,
+            table,
+            durability: Durability::Immediate,
+        })
+    }
+
+    /// The same, loading with `durability` (W1).
+    pub fn loading_with(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
     }
 
     /// The database.
@@ -332,11 +352,15 @@ pub fn page_mutation(p: &Page) -> RowMutation {
 
 impl System for WidesqlEmbedded {
     fn name(&self) -> String {
-        "widesql embedded".into()
+        match self.durability {
+            Durability::Immediate => "widesql embedded".into(),
+            Durability::Eventual => "widesql embedded, durability eventual".into(),
+        }
     }
 
     fn load(&mut self, pages: &[Page]) -> Res<()> {
-        bulk_load(&self.db, pages)
+        let table = self.table.with_durability(self.durability);
+        bulk_load_into(&self.db, &table, pages)
     }
 
     fn point(&mut self, key: &str) -> Res<bool> {
