@@ -968,43 +968,29 @@ fn w7_concurrent(config: &Config, stores: &Stores) -> Res<()> {
             e.to_string(),
         ]);
     };
-    // widesql flushes each write before it returns by default; SQLite's
-    // `synchronous = NORMAL` in WAL mode and raw sled do not, so widesql
-    // also runs with eventual durability, the same promise as theirs.
-    for (name, durability) in [
-        (
-            "widesql embedded (durability immediate, the default)",
-            Durability::Immediate,
+    let widesql_table = stores.embedded.table().clone();
+    line(
+        "widesql embedded",
+        concurrently(
+            secs,
+            |i| {
+                let key = data::page_key(i % rows);
+                let m = RowMutation::new().set("cf", "language", "XX").set(
+                    "page",
+                    "contents",
+                    key.as_bytes(),
+                );
+                Ok(widesql_table.mutate_row(key.as_bytes(), &m)?)
+            },
+            |i| {
+                let row = widesql_table.read_row(
+                    data::page_key(i % rows).as_bytes(),
+                    &Filter::all().with_latest_versions(1),
+                )?;
+                row.map(|_| ()).ok_or_else(|| "missing row".into())
+            },
         ),
-        (
-            "widesql embedded, durability eventual",
-            Durability::Eventual,
-        ),
-    ] {
-        let widesql_table = stores.embedded.table().with_durability(durability);
-        line(
-            name,
-            concurrently(
-                secs,
-                |i| {
-                    let key = data::page_key(i % rows);
-                    let m = RowMutation::new().set("cf", "language", "XX").set(
-                        "page",
-                        "contents",
-                        key.as_bytes(),
-                    );
-                    Ok(widesql_table.mutate_row(key.as_bytes(), &m)?)
-                },
-                |i| {
-                    let row = widesql_table.read_row(
-                        data::page_key(i % rows).as_bytes(),
-                        &Filter::all().with_latest_versions(1),
-                    )?;
-                    row.map(|_| ()).ok_or_else(|| "missing row".into())
-                },
-            ),
-        );
-    }
+    );
     let (small, blobs) = (
         stores.sled.db().open_tree("small")?,
         stores.sled.db().open_tree("blobs")?,
