@@ -131,3 +131,11 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".into())
 }
+
+/// The error text of a statement that a panic stopped.
+pub(crate) fn stopped_by_panic(panic: &(dyn std::any::Any + Send)) -> String {
+    format!(
+        "the statement stopped on an internal error: {}",
+        panic_message(panic)
+    )
+}

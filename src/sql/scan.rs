@@ -352,9 +352,8 @@ pub async fn off_runtime<T: Send + 'static>(
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?,
         _ => std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
-            Err(DataFusionError::Execution(format!(
-                "the statement stopped on an internal error: {}",
-                crate::error::panic_message(panic.as_ref())
+            Err(DataFusionError::Execution(crate::error::stopped_by_panic(
+                panic.as_ref(),
             )))
         }),
     }

@@ -531,10 +531,9 @@ pub async fn apply_input(
             match added {
                 Ok(Ok(())) => Ok(writer),
                 Ok(Err(e)) => Err(writer.stopped(e)),
-                Err(panic) => Err(writer.stopped(crate::Error::Sql(format!(
-                    "the statement stopped on an internal error: {}",
-                    crate::error::panic_message(panic.as_ref())
-                )))),
+                Err(panic) => Err(writer.stopped(crate::Error::Sql(
+                    crate::error::stopped_by_panic(panic.as_ref()),
+                ))),
             }
         })
         .await?;
