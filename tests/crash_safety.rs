@@ -12,12 +12,23 @@
 //!   REPLACE TABLE latest AS SELECT`, and for the table three generations
 //!   back `ALTER TABLE … RENAME` and `DROP TABLE`.
 //!
+//! Beside them a thread compacts the database over and over (every family
+//! keeps one version, so each pass removes the versions the writes hid).
+//! Every fourth child is killed at a random moment within the time the
+//! last child took to open the database, so mostly while it opens it and
+//! sled recovers its log.
+//!
 //! It prints a line for each write after the call returned (writes use the
 //! default durability, immediate). After every kill the parent checks: the
 //! database opens; every acknowledged write is there; no row is torn (all
 //! cells of a mutation or none, all rows of a statement or none); every
 //! table is whole, none is both renamed and not, none that was dropped
 //! comes back; and no table data is left without a table.
+//!
+//! The run counts only if the children acknowledged at least
+//! [`MIN_ACKS_PER_KIND`] of each kind of operation (row writes, statements,
+//! alters, renames, drops, compaction passes) for every 20 kills, and
+//! some kills came before a child was ready.
 //!
 //! `cargo test --test crash_safety` kills 20 times;
 //! `WIDESQL_CRASH_KILLS=500 WIDESQL_CRASH_SEED=7` runs longer.
@@ -60,6 +71,12 @@ const GENERATIONS_PER_CHILD: u64 = 1_000_000;
 /// periodic full check still finds, and the check no longer grows with the
 /// number of kills so far.
 const FULL_CHECK_EVERY: u64 = 25;
+/// Every this many kills, one comes while the child opens the database.
+const KILL_AT_OPEN_EVERY: u64 = 4;
+/// Acknowledgements of each kind that every 20 kills must have produced.
+const MIN_ACKS_PER_KIND: usize = 2;
+/// The kinds counted.
+const KINDS: [&str; 6] = ["row", "stmt", "alter", "rename", "drop", "compact"];
 
 fn main() {
     if let (Ok(dir), Ok(first)) = (std::env::var(CHILD_DB), std::env::var(CHILD_FIRST_GEN)) {
@@ -87,6 +104,13 @@ fn child(dir: &Path, first: u64) {
         .and_then(|d| d.open_table("rows"))
         .expect("table rows");
     let blob = "b".repeat(1024);
+    let compactor = db.clone();
+    std::thread::spawn(move || {
+        for pass in 0.. {
+            compactor.compact().expect("compaction");
+            println!("compact {pass}");
+        }
+    });
     println!("ready");
     for gen in first.. {
         let key = format!("r{:02}", gen % ROW_KEYS);
@@ -170,6 +194,8 @@ struct Acks {
     started: BTreeSet<u64>,
     /// Acknowledgements read.
     acknowledged: usize,
+    /// Acknowledgements by kind.
+    kinds: BTreeMap<String, usize>,
 }
 
 impl Acks {
@@ -178,10 +204,15 @@ impl Acks {
             return;
         };
         let Ok(gen) = gen.parse::<u64>() else { return };
-        self.started.insert(gen);
         if !what.ends_with("ing") {
             self.acknowledged += 1;
+            *self.kinds.entry(what.to_string()).or_default() += 1;
         }
+        if what == "compact" {
+            // A pass number, not a generation.
+            return;
+        }
+        self.started.insert(gen);
         match what {
             "row" => {
                 let key = format!("r{:02}", gen % ROW_KEYS);
@@ -241,9 +272,13 @@ fn parent() -> Res<()> {
         db.default_dataset()?.create_table(
             "rows",
             TableSpec::new()
-                .with_family(FamilySpec::new("a"))
-                .with_family(FamilySpec::new("b").with_locality_group("blobs"))
-                .with_family(FamilySpec::new("c")),
+                .with_family(FamilySpec::new("a").with_max_versions(1))
+                .with_family(
+                    FamilySpec::new("b")
+                        .with_max_versions(1)
+                        .with_locality_group("blobs"),
+                )
+                .with_family(FamilySpec::new("c").with_max_versions(1)),
         )?;
         run(
             &db,
@@ -252,8 +287,13 @@ fn parent() -> Res<()> {
     }
     let exe = std::env::current_exe()?;
     let mut acks = Acks::default();
+    let mut killed_at_open = 0;
+    // How long the last child took from its start to "ready": a kill
+    // meant for the open comes at a random moment within it.
+    let mut open_time = Duration::from_millis(20);
     for kill in 0..kills {
         let first = (kill + 1) * GENERATIONS_PER_CHILD;
+        let spawned = std::time::Instant::now();
         let mut child = Command::new(&exe)
             .env(CHILD_DB, &path)
             .env(CHILD_FIRST_GEN, first.to_string())
@@ -273,26 +313,38 @@ fn parent() -> Res<()> {
                 line.clear();
             }
         });
-        match lines.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) if line == "ready" => {}
-            other => {
-                let _ = child.kill();
-                let output = child.wait_with_output()?;
-                return Err(format!(
-                    "child {kill} did not start ({other:?}): {}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-                .into());
+        let mut ready = false;
+        if kill % KILL_AT_OPEN_EVERY == KILL_AT_OPEN_EVERY - 1 {
+            // While it opens (and recovers) the database.
+            let micros = rng.below(open_time.as_micros().max(1) as u64);
+            std::thread::sleep(Duration::from_micros(micros));
+        } else {
+            match lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) if line == "ready" => {
+                    ready = true;
+                    open_time = spawned.elapsed();
+                }
+                other => {
+                    let _ = child.kill();
+                    let output = child.wait_with_output()?;
+                    return Err(format!(
+                        "child {kill} did not start ({other:?}): {}",
+                        String::from_utf8_lossy(&output.stderr)
+                    )
+                    .into());
+                }
             }
+            std::thread::sleep(Duration::from_millis(5 + rng.below(300)));
         }
-        std::thread::sleep(Duration::from_millis(5 + rng.below(300)));
         child.kill()?;
         let status = child.wait()?;
         reader.join().map_err(|_| "the reader thread panicked")?;
         let before = acks.count();
         for line in lines.try_iter() {
+            ready |= line == "ready";
             acks.add(&line);
         }
+        killed_at_open += u64::from(!ready);
         if status.success() {
             return Err(format!("child {kill} ended by itself").into());
         }
@@ -306,11 +358,22 @@ fn parent() -> Res<()> {
         );
     }
     println!(
-        "crash: {kills} kills (seed {seed}), {} acknowledged writes checked, 0 lost, 0 torn",
-        acks.count()
+        "crash: {kills} kills (seed {seed}, {killed_at_open} while opening), {} acknowledged writes checked ({:?}), 0 lost, 0 torn",
+        acks.count(),
+        acks.kinds
     );
-    if acks.count() < kills as usize {
-        return Err("the children acknowledged almost nothing: the kills came too early".into());
+    let least = MIN_ACKS_PER_KIND * (kills as usize).div_ceil(20);
+    for kind in KINDS {
+        let count = acks.kinds.get(kind).copied().unwrap_or(0);
+        if count < least {
+            return Err(format!(
+                "the children acknowledged {count} {kind} operations, fewer than {least}: the run does not count"
+            )
+            .into());
+        }
+    }
+    if kills >= KILL_AT_OPEN_EVERY && killed_at_open == 0 {
+        return Err("no kill came while a child opened the database".into());
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! missed target is a printed fact. Results of the systems are compared
 //! with each other, and a disagreement stops the run.
 
+mod concurrent;
 mod data;
 mod report;
 mod systems;

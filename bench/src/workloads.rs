@@ -57,7 +57,7 @@ impl Config {
     }
 
     /// A fresh folder for one store.
-    fn fresh(&self, name: &str) -> Res<PathBuf> {
+    pub(crate) fn fresh(&self, name: &str) -> Res<PathBuf> {
         let path = self.root.join(name);
         if path.exists() {
             std::fs::remove_dir_all(&path)?;
@@ -135,7 +135,7 @@ pub fn run(config: &Config) -> Res<()> {
     }
     if config.wants("W7") {
         reset_peak_rss();
-        w7_concurrent(config, &stores)?;
+        crate::concurrent::w7(config, &mut ratios)?;
     }
     if config.wants("W8") {
         reset_peak_rss();
@@ -915,149 +915,6 @@ fn w6_versions(config: &Config) -> Res<()> {
         versions_read(reps, 10, "SQLite latest 10", || query(10))?,
         versions_read(reps, n, "SQLite history", || query(-1))?,
     ]);
-    table.print();
-    Ok(())
-}
-
-/// Ops and errors of 2 writers and 2 readers over `secs` seconds.
-fn concurrently(
-    secs: f64,
-    write: impl Fn(usize) -> Res<()> + Sync,
-    read: impl Fn(usize) -> Res<()> + Sync,
-) -> (u64, u64, u64) {
-    let stop = AtomicBool::new(false);
-    let (writes, reads, errors) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    std::thread::scope(|s| {
-        for t in 0..4 {
-            let (stop, writes, reads, errors) = (&stop, &writes, &reads, &errors);
-            let (write, read) = (&write, &read);
-            s.spawn(move || {
-                let mut rng = Rng::new(70 + t);
-                while !stop.load(Ordering::Relaxed) {
-                    let i = rng.below(usize::MAX >> 1);
-                    let (result, counter) = if t < 2 {
-                        (write(i), writes)
-                    } else {
-                        (read(i), reads)
-                    };
-                    match result {
-                        Ok(()) => counter.fetch_add(1, Ordering::Relaxed),
-                        Err(_) => errors.fetch_add(1, Ordering::Relaxed),
-                    };
-                }
-            });
-        }
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        stop.store(true, Ordering::Relaxed);
-    });
-    (writes.into_inner(), reads.into_inner(), errors.into_inner())
-}
-
-fn w7_concurrent(config: &Config, stores: &Stores) -> Res<()> {
-    let rows = config.rows;
-    let secs = config.concurrent_secs;
-    let mut table = MdTable::new(
-        format!("W7 two writers (a page's language and contents) and two readers (a whole page) for {secs} s"),
-        &["system", "writes/s", "reads/s", "errors"],
-    );
-    let mut line = |name: &str, (w, r, e): (u64, u64, u64)| {
-        table.row(vec![
-            name.into(),
-            rate(w as f64 / secs),
-            rate(r as f64 / secs),
-            e.to_string(),
-        ]);
-    };
-    let widesql_table = stores.embedded.table().clone();
-    line(
-        "widesql embedded",
-        concurrently(
-            secs,
-            |i| {
-                let key = data::page_key(i % rows);
-                let m = RowMutation::new().set("cf", "language", "XX").set(
-                    "page",
-                    "contents",
-                    key.as_bytes(),
-                );
-                Ok(widesql_table.mutate_row(key.as_bytes(), &m)?)
-            },
-            |i| {
-                let row = widesql_table.read_row(
-                    data::page_key(i % rows).as_bytes(),
-                    &Filter::all().with_latest_versions(1),
-                )?;
-                row.map(|_| ()).ok_or_else(|| "missing row".into())
-            },
-        ),
-    );
-    let (small, blobs) = (
-        stores.sled.db().open_tree("small")?,
-        stores.sled.db().open_tree("blobs")?,
-    );
-    line(
-        "raw sled",
-        concurrently(
-            secs,
-            |i| {
-                let key = data::page_key(i % rows);
-                let (mut a, mut b) = (sled::Batch::default(), sled::Batch::default());
-                a.insert(cell_key(&key, 0, b"language")?, &b"XX"[..]);
-                b.insert(cell_key(&key, 2, b"contents")?, key.as_bytes());
-                // Two trees: a transaction keeps them atomic, as widesql does.
-                (&small, &blobs)
-                    .transaction(|(s, t)| {
-                        s.apply_batch(&a)?;
-                        t.apply_batch(&b)?;
-                        Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
-                    })
-                    .map_err(|e| format!("{e:?}"))?;
-                Ok(())
-            },
-            |i| {
-                let mut prefix = Vec::new();
-                widesql::internals::put_bytes(&mut prefix, data::page_key(i % rows).as_bytes());
-                let n = small.scan_prefix(&prefix).count() + blobs.scan_prefix(&prefix).count();
-                if n > 0 {
-                    Ok(())
-                } else {
-                    Err("missing row".into())
-                }
-            },
-        ),
-    );
-    let path = stores.sqlite.path().to_path_buf();
-    let connections: Vec<std::sync::Mutex<rusqlite::Connection>> = (0..4)
-        .map(|_| open_connection(&path).map(std::sync::Mutex::new))
-        .collect::<Res<_>>()?;
-    line(
-        "SQLite (a connection per thread)",
-        concurrently(
-            secs,
-            |i| {
-                let conn = connections[i % 2].lock().map_err(|_| "poisoned")?;
-                let key = data::page_key(i % rows);
-                conn.execute(
-                    "UPDATE pages SET language = 'XX', contents = ?1 WHERE key = ?1",
-                    [&key],
-                )?;
-                Ok(())
-            },
-            |i| {
-                let conn = connections[2 + i % 2].lock().map_err(|_| "poisoned")?;
-                let key = data::page_key(i % rows);
-                let n: i64 =
-                    conn.query_row("SELECT count(*) FROM pages WHERE key = ?1", [&key], |r| {
-                        r.get(0)
-                    })?;
-                if n == 1 {
-                    Ok(())
-                } else {
-                    Err("missing row".into())
-                }
-            },
-        ),
-    );
     table.print();
     Ok(())
 }

@@ -68,7 +68,7 @@ impl Db {
         options: DbOptions,
     ) -> Result<Db> {
         let path = PathBuf::from(name);
-        let storage = Storage::with_backend(backend, &path)?;
+        let storage = Storage::with_backend(backend, &path, options.storage.stall_limit)?;
         Ok(Db {
             inner: Db::start(storage, path, &options)?,
         })
@@ -126,6 +126,39 @@ impl Db {
     /// Waits until every write is durable on disk.
     pub fn flush(&self) -> Result<()> {
         Ok(self.inner.engine.storage.flush()?)
+    }
+
+    /// Whether the database serves writes. It stops (and stays
+    /// [`Health::ReadOnly`](crate::Health::ReadOnly) until reopened) when a
+    /// storage write or flush has run past the stall limit
+    /// ([`DbOptions::with_stall_limit`]) or a flush failed; reads go on. A
+    /// server reports this in its health check.
+    ///
+    /// ```
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = widesql::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.health(), widesql::Health::Healthy);
+    /// # Ok(()) }
+    /// ```
+    pub fn health(&self) -> crate::Health {
+        self.inner.engine.storage.health()
+    }
+
+    /// Counters of the commit pipeline: how many writes it answered, how
+    /// many flushes they cost, the largest group one flush acknowledged.
+    ///
+    /// ```
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = widesql::Db::open(dir.path().join("db"))?;
+    /// let before = db.commit_stats();
+    /// db.flush()?;
+    /// assert_eq!(db.commit_stats().flushes, before.flushes + 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn commit_stats(&self) -> crate::CommitStats {
+        self.inner.engine.storage.commit_stats()
     }
 
     /// The sled trees the database holds, for diagnostics: `catalog`, and

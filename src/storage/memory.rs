@@ -4,13 +4,17 @@
 //!
 //! Its state is shared by every clone of a [`MemoryBackend`], so a test can
 //! "crash" a database (stop applying writes, or tear a batch in the middle)
-//! and open a new database over what reached the store.
+//! and open a new database over what reached the store
+//! ([`MemoryBackend::restart`]) or over what was flushed
+//! ([`MemoryBackend::restart_from_flushed`], a power loss). Flushes can be
+//! held back ([`MemoryBackend::hold_flushes`]) or failed
+//! ([`Fault::FailFlush`]), for tests of group commit and of the watchdog.
 
 use std::any::Any;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use super::backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, Write};
 use super::Bytes;
@@ -39,6 +43,16 @@ pub enum Fault {
         /// How many of its writes land.
         writes: usize,
     },
+    /// The N-th flush (counted from 1, like batches) fails and makes
+    /// nothing durable; the data stays readable.
+    FailFlush(u64),
+}
+
+/// A write that reached the store and is not flushed yet.
+#[derive(Debug, Clone)]
+enum Unflushed {
+    Write(Vec<u8>, Write),
+    DropTree(Vec<u8>),
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +64,29 @@ struct State {
     batches: AtomicU64,
     dead: AtomicBool,
     fault: Mutex<Option<Fault>>,
+    flushes: AtomicU64,
+    /// Writes since the last flush, in the order they landed.
+    unflushed: Mutex<Vec<Unflushed>>,
+    /// What the flushes made durable, by tree.
+    flushed: Mutex<BTreeMap<Vec<u8>, Map>>,
+    /// How many [`FlushHold`]s are alive; flushes wait while any is.
+    holds: Mutex<usize>,
+    released: Condvar,
+}
+
+/// Holds every flush of a [`MemoryBackend`] back until dropped.
+#[must_use = "flushes go on when the hold is dropped"]
+#[derive(Debug)]
+pub struct FlushHold {
+    state: Arc<State>,
+}
+
+impl Drop for FlushHold {
+    fn drop(&mut self) {
+        let mut holds = self.state.holds.lock().unwrap_or_else(|p| p.into_inner());
+        *holds = holds.saturating_sub(1);
+        self.state.released.notify_all();
+    }
 }
 
 /// An in-memory store; clones share the data.
@@ -81,10 +118,60 @@ impl MemoryBackend {
         self.state.batches.load(Ordering::SeqCst)
     }
 
+    /// Flushes attempted so far.
+    pub fn flushes(&self) -> u64 {
+        self.state.flushes.load(Ordering::SeqCst)
+    }
+
+    /// Makes every flush wait (without failing) until the hold is dropped:
+    /// a slow disk, or a flush stuck as in sled's deadlock.
+    pub fn hold_flushes(&self) -> FlushHold {
+        *self.state.holds.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        FlushHold {
+            state: Arc::clone(&self.state),
+        }
+    }
+
+    /// A new backend over what the flushes made durable (and the meta
+    /// keys, which are written durably), alive and without faults: what a
+    /// restart finds after the machine lost power.
+    pub fn restart_from_flushed(&self) -> MemoryBackend {
+        let flushed = self
+            .state
+            .flushed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let trees = flushed
+            .iter()
+            .map(|(name, map)| {
+                let tree = MemoryTree {
+                    name: name.clone(),
+                    map: Arc::new(RwLock::new(map.clone())),
+                };
+                (name.clone(), Arc::new(tree))
+            })
+            .collect();
+        let meta = self
+            .state
+            .meta
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        MemoryBackend {
+            state: Arc::new(State {
+                trees: RwLock::new(trees),
+                meta: RwLock::new(meta),
+                flushed: Mutex::new(flushed),
+                ..State::default()
+            }),
+        }
+    }
+
     /// A new backend over the data that reached this one, alive and without
     /// faults: what a process that restarts after a crash finds.
     pub fn restart(&self) -> MemoryBackend {
-        let trees = self
+        let trees: BTreeMap<Vec<u8>, Arc<MemoryTree>> = self
             .state
             .trees
             .read()
@@ -105,10 +192,18 @@ impl MemoryBackend {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let flushed = trees
+            .iter()
+            .map(|(name, tree)| {
+                let map = tree.map.read().unwrap_or_else(|p| p.into_inner()).clone();
+                (name.clone(), map)
+            })
+            .collect();
         MemoryBackend {
             state: Arc::new(State {
                 trees: RwLock::new(trees),
                 meta: RwLock::new(meta),
+                flushed: Mutex::new(flushed),
                 ..State::default()
             }),
         }
@@ -153,7 +248,13 @@ impl Backend for MemoryBackend {
 
     fn drop_tree(&self, name: &[u8]) -> Result<bool, BackendError> {
         self.check_alive()?;
+        let _serial = self.state.apply.lock().unwrap_or_else(|p| p.into_inner());
         let mut trees = self.state.trees.write().unwrap_or_else(|p| p.into_inner());
+        self.state
+            .unflushed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Unflushed::DropTree(name.to_vec()));
         Ok(trees.remove(name).is_some())
     }
 
@@ -220,6 +321,11 @@ impl Backend for MemoryBackend {
                 )
             })
             .collect();
+        let mut unflushed = self
+            .state
+            .unflushed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         for (tree, (_, writes)) in trees.iter().zip(batch) {
             let Some(map) = guards.get_mut(&tree.name[..]) else {
                 continue;
@@ -231,6 +337,7 @@ impl Backend for MemoryBackend {
                 }
                 budget -= 1;
                 apply_write(map, write);
+                unflushed.push(Unflushed::Write(tree.name.clone(), write.clone()));
             }
         }
         if crash_after {
@@ -240,7 +347,42 @@ impl Backend for MemoryBackend {
     }
 
     fn flush(&self) -> Result<(), BackendError> {
-        self.check_alive()
+        let number = self.state.flushes.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut holds = self.state.holds.lock().unwrap_or_else(|p| p.into_inner());
+        while *holds > 0 {
+            holds = self
+                .state
+                .released
+                .wait(holds)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        drop(holds);
+        self.check_alive()?;
+        let fault = *self.state.fault.lock().unwrap_or_else(|p| p.into_inner());
+        if fault == Some(Fault::FailFlush(number)) {
+            return Err(format!("flush {number} failed (injected fault)").into());
+        }
+        // Under the apply lock, so the flush covers a prefix of the batches.
+        let _serial = self.state.apply.lock().unwrap_or_else(|p| p.into_inner());
+        let writes = std::mem::take(
+            &mut *self
+                .state
+                .unflushed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        let mut flushed = self.state.flushed.lock().unwrap_or_else(|p| p.into_inner());
+        for write in writes {
+            match write {
+                Unflushed::Write(tree, write) => {
+                    apply_write(flushed.entry(tree).or_default(), &write)
+                }
+                Unflushed::DropTree(tree) => {
+                    flushed.remove(&tree);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn size_on_disk(&self) -> Result<u64, BackendError> {

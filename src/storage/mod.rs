@@ -23,6 +23,7 @@
 
 mod backend;
 mod bytes;
+mod commit;
 mod memory;
 mod read_ahead;
 mod sled_backend;
@@ -32,11 +33,13 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use crate::keys::{prefix_successor, FORMAT_VERSION, READS_AS_CURRENT};
 
 pub use backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, Write};
 pub use bytes::Bytes;
+pub use commit::{CommitStats, Health};
 pub use memory::{Fault, MemoryBackend};
 pub use sled_backend::SledBackend;
 
@@ -78,6 +81,28 @@ pub enum StorageError {
         /// The version this build reads.
         supported: u32,
     },
+    /// A storage call has not returned within the stall limit (sled 0.34
+    /// can deadlock, see the README's *Concurrency* section). The write
+    /// that met it may or may not land; the database refuses writes from
+    /// now on.
+    #[error("database '{path}': {operation} has not returned after {:.1} s; whether this write lands is unknown, and the database refuses writes until it is reopened", .waited.as_secs_f64())]
+    Stalled {
+        /// The database directory.
+        path: String,
+        /// The operation that is stuck.
+        operation: String,
+        /// How long it had run.
+        waited: Duration,
+    },
+    /// The database refuses writes since a storage call stalled or a flush
+    /// failed; reopen it (restart the process) to write again.
+    #[error("database '{path}' refuses writes until it is reopened: {reason}")]
+    ReadOnly {
+        /// The database directory.
+        path: String,
+        /// What happened.
+        reason: String,
+    },
     /// The directory holds something that is not a widesql database.
     #[error("'{path}' is not a widesql database: {reason}")]
     NotWidesql {
@@ -87,6 +112,11 @@ pub enum StorageError {
         reason: String,
     },
 }
+
+/// How long a storage call may run before it counts as stalled: far past
+/// any flush seen here (the slowest, of a 64 MiB batch, takes about a
+/// second), far short of the 20 minutes a deadlocked writer was left.
+pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(60);
 
 /// How to open the storage.
 #[derive(Debug, Clone)]
@@ -98,6 +128,9 @@ pub struct StorageOptions {
     pub flush_every_ms: Option<u64>,
     /// Remove the directory when the database is closed. Default: `false`.
     pub temporary: bool,
+    /// How long a storage write or flush may run before it counts as
+    /// stalled. Default: 60 s.
+    pub stall_limit: Duration,
 }
 
 impl Default for StorageOptions {
@@ -106,13 +139,18 @@ impl Default for StorageOptions {
             cache_capacity: 64 * 1024 * 1024,
             flush_every_ms: Some(500),
             temporary: false,
+            stall_limit: DEFAULT_STALL_LIMIT,
         }
     }
 }
 
-/// An open store: a backend and the trees opened on it.
+/// An open store: a backend, the trees opened on it, and the commit
+/// pipeline every write goes through.
 #[derive(Debug)]
 pub struct Storage {
+    /// Declared first: dropping it ends the commit thread before the
+    /// backend's last handle goes.
+    commit: commit::Pipeline,
     backend: Arc<dyn Backend>,
     path: PathBuf,
     /// Open trees and key spaces by backend tree name and key prefix.
@@ -141,12 +179,27 @@ impl Storage {
     /// Opens (creating if needed) the sled store in `path`.
     pub fn open(path: &Path, options: &StorageOptions) -> Result<Storage, StorageError> {
         let backend = SledBackend::open(path, options)?;
-        Storage::with_backend(Arc::new(backend), path)
+        Storage::with_backend(Arc::new(backend), path, options.stall_limit)
     }
 
-    /// A store over `backend`; `path` names it in errors.
-    pub fn with_backend(backend: Arc<dyn Backend>, path: &Path) -> Result<Storage, StorageError> {
+    /// A store over `backend`; `path` names it in errors. A write or flush
+    /// that runs past `stall_limit` fails and stops writes.
+    pub fn with_backend(
+        backend: Arc<dyn Backend>,
+        path: &Path,
+        stall_limit: Duration,
+    ) -> Result<Storage, StorageError> {
+        let commit = commit::Pipeline::start(
+            Arc::clone(&backend),
+            path.display().to_string(),
+            stall_limit,
+        )
+        .map_err(|source| StorageError::Store {
+            path: path.display().to_string(),
+            source: format!("cannot start the commit thread: {source}").into(),
+        })?;
         let storage = Storage {
+            commit,
             backend,
             path: path.to_path_buf(),
             trees: RwLock::new(HashMap::new()),
@@ -171,9 +224,7 @@ impl Storage {
                 if READS_AS_CURRENT.contains(&found) {
                     // Nothing to rewrite; from now on the database may hold
                     // what only this format reads.
-                    self.backend
-                        .meta_put_durable(META_FORMAT, &FORMAT_VERSION.to_be_bytes())
-                        .map_err(|e| self.err(e))?;
+                    self.meta_put_durable(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
                 } else if found != FORMAT_VERSION {
                     return Err(StorageError::UnsupportedFormat {
                         path: self.path_str(),
@@ -189,9 +240,7 @@ impl Storage {
                         reason: "it has data but no format version".into(),
                     });
                 }
-                self.backend
-                    .meta_put_durable(META_FORMAT, &FORMAT_VERSION.to_be_bytes())
-                    .map_err(|e| self.err(e))?;
+                self.meta_put_durable(META_FORMAT, &FORMAT_VERSION.to_be_bytes())?;
             }
         }
         Ok(())
@@ -254,7 +303,7 @@ impl Storage {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(n, _), _| n.as_slice() != name);
-        self.backend.drop_tree(name).map_err(|e| self.err(e))
+        self.commit(commit::Work::DropTree(name.to_vec()), true)
     }
 
     /// Deletes every key of `tree`, in atomic batches of up to `batch_keys`
@@ -303,35 +352,61 @@ impl Storage {
 
     /// Writes a meta value of the default tree and waits until it is durable.
     pub fn meta_put_durable(&self, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
-        self.backend
-            .meta_put_durable(key, value)
-            .map_err(|e| self.err(e))
+        let work = commit::Work::PutMeta {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        self.commit(work, false).map(|_| ())
     }
 
     /// Applies every write of `batch` atomically: after a crash either all of
     /// them or none are on disk, and no reader sees a part of them. An
-    /// [`Durability::Immediate`] batch is on disk when this returns.
+    /// [`Durability::Immediate`] batch is on disk when this returns: it
+    /// waits for the flush of its group (see [`commit`]).
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
         if batch.trees.is_empty() {
             return Ok(());
         }
-        let durability = batch.durability;
-        let epochs = batch.epochs;
-        let writes: Vec<TreeWrites> = batch.trees;
-        let result = self.backend.apply(&writes).map_err(|e| self.err(e));
-        for epoch in epochs {
-            epoch.fetch_add(1, Ordering::SeqCst);
-        }
-        result?;
-        match durability {
-            Durability::Immediate => self.flush(),
-            Durability::Eventual => Ok(()),
-        }
+        let work = commit::Work::Apply {
+            writes: batch.trees,
+            epochs: batch.epochs,
+        };
+        self.commit(work, batch.durability == Durability::Immediate)
+            .map(|_| ())
     }
 
     /// Waits until every applied write is durable on disk.
     pub fn flush(&self) -> Result<(), StorageError> {
-        self.backend.flush().map_err(|e| self.err(e))
+        self.commit(commit::Work::Flush, true).map(|_| ())
+    }
+
+    /// Hands `work` to the commit pipeline and waits for it.
+    fn commit(&self, work: commit::Work, durable: bool) -> Result<bool, StorageError> {
+        self.commit
+            .submit(work, durable)
+            .map_err(|error| match error {
+                commit::CommitError::Backend(source) => self.err(source),
+                commit::CommitError::Stalled { operation, waited } => StorageError::Stalled {
+                    path: self.path_str(),
+                    operation,
+                    waited,
+                },
+                commit::CommitError::ReadOnly { reason } => StorageError::ReadOnly {
+                    path: self.path_str(),
+                    reason,
+                },
+            })
+    }
+
+    /// Whether the store serves writes: a stalled call or a failed flush
+    /// makes it refuse them until it is reopened.
+    pub fn health(&self) -> Health {
+        self.commit.health()
+    }
+
+    /// The commit pipeline's counters.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.commit.stats()
     }
 
     /// Bytes the store occupies on disk.
@@ -559,8 +634,12 @@ mod tests {
 
     #[test]
     fn key_spaces_share_a_tree_without_seeing_each_other() {
-        let storage =
-            Storage::with_backend(Arc::new(MemoryBackend::new()), Path::new("mem")).expect("open");
+        let storage = Storage::with_backend(
+            Arc::new(MemoryBackend::new()),
+            Path::new("mem"),
+            DEFAULT_STALL_LIMIT,
+        )
+        .expect("open");
         let a = storage.key_space(b"t", b"a\x00\x01").expect("a");
         let b = storage.key_space(b"t", b"b\x00\x01").expect("b");
         // A prefix with no successor: its space runs to the end of the tree.

@@ -1149,8 +1149,12 @@ mod tests {
         use crate::table::layout::Placement;
         use crate::table::spec::{FamilySpec, TableSpec};
 
-        let storage =
-            Storage::with_backend(Arc::new(MemoryBackend::new()), "mem".as_ref()).expect("storage");
+        let storage = Storage::with_backend(
+            Arc::new(MemoryBackend::new()),
+            "mem".as_ref(),
+            crate::storage::DEFAULT_STALL_LIMIT,
+        )
+        .expect("storage");
         let spec = TableSpec::new().with_family(FamilySpec::new("f"));
         let layout = Layout::new(
             &storage,

@@ -1,0 +1,258 @@
+//! The commit pipeline on the in-memory backend, whose flushes a test can
+//! hold back or fail:
+//! - writers that arrive while a flush runs share the next one;
+//! - a failed flush fails exactly the writers of its group, nothing
+//!   acknowledged before is lost (a restart from what was flushed has it),
+//!   and the database then refuses writes until it is reopened;
+//! - a flush stuck past the stall limit is an error naming it, and the
+//!   database reports itself read-only;
+//! - a reader of another row does not wait for a writer's flush.
+
+#![allow(
+    clippy::expect_used,
+    reason = "a test: a failed expectation is the test failing"
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use widesql::internals::{Fault, MemoryBackend};
+use widesql::{
+    Db, DbOptions, ErrorKind, FamilySpec, Filter, Health, RowMutation, StorageError, Table,
+    TableSpec,
+};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn open(backend: &MemoryBackend, stall_limit: Duration) -> widesql::Result<Db> {
+    Db::open_on_backend(
+        "memory:group-commit",
+        Arc::new(backend.clone()),
+        DbOptions::new()
+            .with_compaction_interval(None)
+            .with_stall_limit(stall_limit),
+    )
+}
+
+fn table(db: &Db) -> widesql::Result<Table> {
+    match db.default_dataset()?.table("t")? {
+        Some(table) => Ok(table),
+        None => db
+            .default_dataset()?
+            .create_table("t", TableSpec::new().with_family(FamilySpec::new("f"))),
+    }
+}
+
+fn write(table: &Table, key: &str) -> widesql::Result<()> {
+    table.mutate_row(key.as_bytes(), &RowMutation::new().set("f", "v", key))
+}
+
+fn exists(table: &Table, key: &str) -> widesql::Result<bool> {
+    Ok(table.read_row(key.as_bytes(), &Filter::all())?.is_some())
+}
+
+/// Waits (up to 10 s) until `done` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting until {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
+}
+
+#[test]
+fn writers_that_arrive_during_a_flush_share_the_next_one() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_secs(60))?;
+    let t = table(&db)?;
+    let before = db.commit_stats();
+    let flushes = backend.flushes();
+    let hold = backend.hold_flushes();
+    std::thread::scope(|scope| -> TestResult {
+        // The first writer's flush is held; seven more queue behind it.
+        let first = scope.spawn(|| write(&t, "w0"));
+        wait_until("the first flush started", || {
+            backend.flushes() == flushes + 1
+        })?;
+        let rest: Vec<_> = (1..8)
+            .map(|i| {
+                let t = t.clone();
+                scope.spawn(move || write(&t, &format!("w{i}")))
+            })
+            .collect();
+        wait_until("eight writes are waiting", || db.commit_stats().queued == 8)?;
+        drop(hold);
+        first.join().map_err(|_| "writer panicked")??;
+        for writer in rest {
+            writer.join().map_err(|_| "writer panicked")??;
+        }
+        Ok(())
+    })?;
+    let after = db.commit_stats();
+    assert_eq!(after.jobs - before.jobs, 8);
+    assert_eq!(after.flushes - before.flushes, 2, "{after:?}");
+    assert_eq!(after.largest_group, 7, "{after:?}");
+    for i in 0..8 {
+        assert!(exists(&t, &format!("w{i}"))?);
+    }
+    // All eight were flushed: a restart from what was flushed has them.
+    drop((t, db));
+    let db = open(&backend.restart_from_flushed(), Duration::from_secs(60))?;
+    let t = table(&db)?;
+    for i in 0..8 {
+        assert!(exists(&t, &format!("w{i}"))?, "w{i} lost");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_failed_flush_fails_exactly_its_group_and_loses_nothing_acknowledged() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_secs(60))?;
+    let t = table(&db)?;
+    write(&t, "before")?;
+    let hold = backend.hold_flushes();
+    let flushes = backend.flushes();
+    let (first, group) = std::thread::scope(|scope| -> Result<_, Box<dyn std::error::Error>> {
+        let first = scope.spawn(|| write(&t, "a"));
+        wait_until("a's flush started", || backend.flushes() == flushes + 1)?;
+        let group: Vec<_> = ["b", "c", "d"]
+            .into_iter()
+            .map(|key| {
+                let t = t.clone();
+                scope.spawn(move || write(&t, key))
+            })
+            .collect();
+        wait_until("b, c and d wait", || db.commit_stats().queued == 4)?;
+        // a's flush succeeds; the next one, b's, c's and d's, fails.
+        backend.inject(Fault::FailFlush(flushes + 2));
+        drop(hold);
+        let first = first.join().map_err(|_| "writer panicked")?;
+        let group: Vec<widesql::Result<()>> = group
+            .into_iter()
+            .map(|w| w.join().map_err(|_| "writer panicked"))
+            .collect::<Result<_, _>>()?;
+        Ok((first, group))
+    })?;
+    first?;
+    for outcome in group {
+        let error = outcome
+            .err()
+            .ok_or("a write of the failed group succeeded")?;
+        assert_eq!(error.kind(), ErrorKind::Storage);
+        assert!(
+            error
+                .to_string()
+                .contains("flush of this write's group failed"),
+            "{error}"
+        );
+    }
+    // The database refuses writes now, and says why; reads go on.
+    let Health::ReadOnly { reason } = db.health() else {
+        return Err("the database is still healthy".into());
+    };
+    assert!(reason.contains("a flush failed"), "{reason}");
+    let refused = write(&t, "e").err().ok_or("a write was accepted")?;
+    assert!(
+        matches!(
+            refused,
+            widesql::Error::Storage(StorageError::ReadOnly { .. })
+        ),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("refuses writes"), "{refused}");
+    assert!(exists(&t, "a")?);
+    // After a power loss, what was acknowledged is there; what the failed
+    // flush should have made durable is not; the reopened database writes.
+    drop((t, db));
+    let db = open(&backend.restart_from_flushed(), Duration::from_secs(60))?;
+    let t = table(&db)?;
+    assert_eq!(db.health(), Health::Healthy);
+    assert!(exists(&t, "before")? && exists(&t, "a")?);
+    for key in ["b", "c", "d", "e"] {
+        assert!(!exists(&t, key)?, "{key} survived");
+    }
+    write(&t, "after")?;
+    assert!(exists(&t, "after")?);
+    Ok(())
+}
+
+#[test]
+fn a_stalled_flush_is_an_error_naming_it_and_stops_writes() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_millis(200))?;
+    let t = table(&db)?;
+    write(&t, "before")?;
+    let hold = backend.hold_flushes();
+    let started = Instant::now();
+    let error = write(&t, "stuck").err().ok_or("the write returned")?;
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let widesql::Error::Storage(StorageError::Stalled { operation, .. }) = &error else {
+        return Err(format!("not a stall: {error}").into());
+    };
+    assert!(operation.contains("flushing"), "{operation}");
+    assert!(error.to_string().contains("refuses writes"), "{error}");
+    let Health::ReadOnly { reason } = db.health() else {
+        return Err("the database is still healthy".into());
+    };
+    assert!(reason.contains("flushing") && reason.contains("has not returned"));
+    // Later writes are refused at once; reads are served.
+    let started = Instant::now();
+    assert!(write(&t, "later").is_err());
+    assert!(started.elapsed() < Duration::from_millis(200));
+    assert!(db.flush().is_err());
+    assert!(exists(&t, "before")?);
+    drop(hold);
+    Ok(())
+}
+
+#[test]
+fn a_reader_of_another_row_does_not_wait_for_a_writers_flush() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_secs(60))?;
+    let t = table(&db)?;
+    write(&t, "other")?;
+    let hold = backend.hold_flushes();
+    std::thread::scope(|scope| -> TestResult {
+        let writer = scope.spawn(|| write(&t, "held"));
+        wait_until("the write waits for its flush", || {
+            db.commit_stats().queued == 1
+        })?;
+        // The writer holds its row's lock until its flush; another row
+        // reads at once (two rows share a lock stripe once in 4,096 tries,
+        // so one row might wait: the hold goes in any case).
+        let reader = scope.spawn(|| exists(&t, "other"));
+        let read = wait_until("the other row was read", || reader.is_finished());
+        let queued = db.commit_stats().queued;
+        drop(hold);
+        read?;
+        assert!(reader.join().map_err(|_| "reader panicked")??);
+        assert_eq!(queued, 1, "the flush was not held");
+        writer.join().map_err(|_| "writer panicked")??;
+        Ok(())
+    })?;
+    assert!(exists(&t, "held")?);
+    Ok(())
+}
+
+#[test]
+fn eventual_writes_do_not_wait_for_a_flush() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_secs(60))?;
+    let t = table(&db)?.with_durability(widesql::Durability::Eventual);
+    let hold = backend.hold_flushes();
+    // Answered after their apply: the held flush does not hold them.
+    write(&t, "e1")?;
+    write(&t, "e2")?;
+    assert!(exists(&t, "e1")? && exists(&t, "e2")?);
+    drop(hold);
+    db.flush()?;
+    drop((t, db));
+    let db = open(&backend.restart_from_flushed(), Duration::from_secs(60))?;
+    let t = table(&db)?;
+    assert!(exists(&t, "e1")? && exists(&t, "e2")?);
+    Ok(())
+}
