@@ -4,8 +4,9 @@
 //! - a failed flush fails exactly the writers of its group, nothing
 //!   acknowledged before is lost (a restart from what was flushed has it),
 //!   and the database then refuses writes until it is reopened;
-//! - a flush stuck past the stall limit is an error naming it, and the
-//!   database reports itself read-only;
+//! - a flush stuck past the stall limit is an error naming it for its
+//!   writer and for a writer queued behind it, and the database reports
+//!   itself read-only;
 //! - a reader of another row does not wait for a writer's flush.
 
 #![allow(
@@ -109,6 +110,48 @@ fn writers_that_arrive_during_a_flush_share_the_next_one() -> TestResult {
 }
 
 #[test]
+fn a_group_applies_in_arrival_order_and_a_refused_batch_fails_its_writer_only() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_secs(60))?;
+    let t = table(&db)?;
+    let flushes = backend.flushes();
+    let hold = backend.hold_flushes();
+    let outcomes = std::thread::scope(|scope| -> Result<_, Box<dyn std::error::Error>> {
+        let first = scope.spawn(|| write(&t, "first"));
+        wait_until("the first flush started", || {
+            backend.flushes() == flushes + 1
+        })?;
+        // Three writers queue one after the other; the second one's batch
+        // will be the second applied, and the store refuses it.
+        let mut queued = Vec::new();
+        for (i, key) in ["x", "y", "z"].into_iter().enumerate() {
+            let t = t.clone();
+            queued.push(scope.spawn(move || write(&t, key)));
+            wait_until("the writer queued", || {
+                db.commit_stats().queued == 2 + i as u64
+            })?;
+        }
+        backend.inject(Fault::FailBatch(backend.batches() + 2));
+        drop(hold);
+        first.join().map_err(|_| "writer panicked")??;
+        queued
+            .into_iter()
+            .map(|w| w.join().map_err(|_| "writer panicked".into()))
+            .collect::<Result<Vec<widesql::Result<()>>, Box<dyn std::error::Error>>>()
+    })?;
+    let [x, y, z] = <[widesql::Result<()>; 3]>::try_from(outcomes).map_err(|_| "three writers")?;
+    x?;
+    z?;
+    let error = y.err().ok_or("the refused batch succeeded")?;
+    assert!(error.to_string().contains("injected fault"), "{error}");
+    assert!(exists(&t, "x")? && exists(&t, "z")? && !exists(&t, "y")?);
+    // A refused batch is its writer's error only: the store goes on.
+    assert_eq!(db.health(), Health::Healthy);
+    write(&t, "after")?;
+    Ok(())
+}
+
+#[test]
 fn a_failed_flush_fails_exactly_its_group_and_loses_nothing_acknowledged() -> TestResult {
     let backend = MemoryBackend::new();
     let db = open(&backend, Duration::from_secs(60))?;
@@ -187,14 +230,26 @@ fn a_stalled_flush_is_an_error_naming_it_and_stops_writes() -> TestResult {
     let t = table(&db)?;
     write(&t, "before")?;
     let hold = backend.hold_flushes();
+    let flushes = backend.flushes();
     let started = Instant::now();
-    let error = write(&t, "stuck").err().ok_or("the write returned")?;
+    let (error, queued) = std::thread::scope(|scope| -> Result<_, Box<dyn std::error::Error>> {
+        let stuck = scope.spawn(|| write(&t, "stuck"));
+        wait_until("the flush started", || backend.flushes() == flushes + 1)?;
+        // Queued behind the stuck flush: its own batch never ran.
+        let behind = scope.spawn(|| write(&t, "behind"));
+        let stuck = stuck.join().map_err(|_| "writer panicked")?;
+        let behind = behind.join().map_err(|_| "writer panicked")?;
+        Ok((stuck.err(), behind.err()))
+    })?;
     assert!(started.elapsed() >= Duration::from_millis(200));
-    let widesql::Error::Storage(StorageError::Stalled { operation, .. }) = &error else {
-        return Err(format!("not a stall: {error}").into());
-    };
-    assert!(operation.contains("flushing"), "{operation}");
-    assert!(error.to_string().contains("refuses writes"), "{error}");
+    for error in [error, queued] {
+        let error = error.ok_or("a write returned")?;
+        let widesql::Error::Storage(StorageError::Stalled { operation, .. }) = &error else {
+            return Err(format!("not a stall: {error}").into());
+        };
+        assert!(operation.contains("flushing"), "{operation}");
+        assert!(error.to_string().contains("refuses writes"), "{error}");
+    }
     let Health::ReadOnly { reason } = db.health() else {
         return Err("the database is still healthy".into());
     };
@@ -248,11 +303,33 @@ fn eventual_writes_do_not_wait_for_a_flush() -> TestResult {
     write(&t, "e1")?;
     write(&t, "e2")?;
     assert!(exists(&t, "e1")? && exists(&t, "e2")?);
+    assert!(!exists_after_power_loss(&backend, "e1")?);
     drop(hold);
+    // The third eventual batch since the last flush brings one.
+    let flushes = backend.flushes();
+    write(&t, "e3")?;
+    wait_until("the third batch's flush ran", || {
+        backend.flushes() == flushes + 1
+    })?;
+    write(&t, "e4")?;
+    assert_eq!(backend.flushes(), flushes + 1);
+    assert!(exists_after_power_loss(&backend, "e3")?);
     db.flush()?;
     drop((t, db));
     let db = open(&backend.restart_from_flushed(), Duration::from_secs(60))?;
     let t = table(&db)?;
-    assert!(exists(&t, "e1")? && exists(&t, "e2")?);
+    for key in ["e1", "e2", "e3", "e4"] {
+        assert!(exists(&t, key)?, "{key} lost");
+    }
     Ok(())
+}
+
+/// Whether `key` is in what the flushes made durable.
+fn exists_after_power_loss(backend: &MemoryBackend, key: &str) -> widesql::Result<bool> {
+    let db = open(&backend.restart_from_flushed(), Duration::from_secs(60))?;
+    let found = match db.default_dataset()?.table("t")? {
+        Some(t) => exists(&t, key)?,
+        None => false,
+    };
+    Ok(found)
 }

@@ -1,8 +1,8 @@
 //! W7: many writers at once, each durability, with and without readers,
 //! next to SQLite and raw sled doing the same writes.
 //!
-//! A write stores one row of 20,000: a short cell and a 600-byte cell in
-//! two locality groups (two sled trees for raw sled, one transaction; one
+//! A write stores one row of 20,000: a short cell and a 600-byte cell
+//! (new bytes every time) in two locality groups (two sled trees for raw sled, one transaction; one
 //! autocommitted UPSERT for SQLite). Immediate durability: every write is
 //! on disk when it returns (widesql's default, SQLite WAL with
 //! `synchronous = FULL`, raw sled with `flush()` after each write).
@@ -40,10 +40,15 @@ const GRACE: Duration = Duration::from_secs(60);
 trait Store: Send + Sync {
     fn write(&self, key: usize, value: &[u8]) -> Res<()>;
     fn read(&self, key: usize) -> Res<()>;
+    /// Writes answered and flushes run so far, where the system counts
+    /// them (widesql's commit pipeline).
+    fn commits(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 struct Widesql {
-    _db: Db,
+    db: Db,
     table: Table,
 }
 
@@ -69,7 +74,7 @@ impl Widesql {
         table.bulk_mutate((0..KEYS).map(|i| (page_key(i).into_bytes(), mutation(&value))))?;
         db.flush()?;
         Ok(Widesql {
-            _db: db,
+            db,
             table: table.with_durability(durability),
         })
     }
@@ -94,6 +99,11 @@ impl Store for Widesql {
             &Filter::all().with_latest_versions(1),
         )?;
         row.map(|_| ()).ok_or_else(|| "missing row".into())
+    }
+
+    fn commits(&self) -> Option<(u64, u64)> {
+        let stats = self.db.commit_stats();
+        Some((stats.jobs, stats.flushes))
     }
 }
 
@@ -202,7 +212,7 @@ impl Sqlite {
     }
 
     fn connection(&self) -> Res<std::sync::MutexGuard<'_, rusqlite::Connection>> {
-        let slot = THREAD_SLOT.with(|s| *s) % self.connections.len();
+        let slot = THREAD_SLOT.with(|s| s.get()) % self.connections.len();
         self.connections[slot]
             .lock()
             .map_err(|_| "a connection's lock is poisoned".into())
@@ -238,8 +248,18 @@ impl Store for Sqlite {
     }
 }
 
-/// Writes and reads per second and errors of one run; `None`: it hung.
-type Outcome = Option<(f64, f64, u64)>;
+/// One run: writes and reads per second, errors, and the writes (and
+/// other jobs) per flush where the system counts them.
+#[derive(Clone, Copy)]
+struct Run {
+    writes: f64,
+    reads: f64,
+    errors: u64,
+    per_flush: Option<f64>,
+}
+
+/// A run, or `None` when it hung.
+type Outcome = Option<Run>;
 
 /// Runs `writers` writer and `readers` reader threads on `store` for
 /// `secs`, on threads of their own so that a hung system is left behind.
@@ -255,6 +275,7 @@ fn measure(store: Arc<dyn Store>, writers: usize, readers: usize, secs: f64) -> 
                 Arc::new(AtomicU64::new(0)),
             );
             let started = Instant::now();
+            let commits_before = store.commits();
             let threads: Vec<_> = (0..writers + readers)
                 .map(|t| {
                     let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
@@ -263,10 +284,15 @@ fn measure(store: Arc<dyn Store>, writers: usize, readers: usize, secs: f64) -> 
                     std::thread::spawn(move || {
                         THREAD_SLOT.with(|s| s.set(t));
                         let mut rng = Rng::new(700 + t as u64);
-                        let value = vec![b'a' + (t % 26) as u8; VALUE_BYTES];
+                        let mut value = vec![b'a' + (t % 26) as u8; VALUE_BYTES];
+                        let mut sequence = (t as u64) << 40;
                         while !stop.load(Ordering::Relaxed) {
                             let key = rng.below(KEYS);
                             let result = if t < writers {
+                                // Every write changes its row: SQLite skips
+                                // an UPDATE that stores the same bytes.
+                                sequence += 1;
+                                value[..8].copy_from_slice(&sequence.to_be_bytes());
                                 store.write(key, &value)
                             } else {
                                 store.read(key)
@@ -283,11 +309,18 @@ fn measure(store: Arc<dyn Store>, writers: usize, readers: usize, secs: f64) -> 
                 let _ = thread.join();
             }
             let elapsed = started.elapsed().as_secs_f64();
-            let _ = done.send((
-                writes.load(Ordering::Relaxed) as f64 / elapsed,
-                reads.load(Ordering::Relaxed) as f64 / elapsed,
-                errors.load(Ordering::Relaxed),
-            ));
+            let per_flush = match (commits_before, store.commits()) {
+                (Some((jobs0, flushes0)), Some((jobs, flushes))) if flushes > flushes0 => {
+                    Some((jobs - jobs0) as f64 / (flushes - flushes0) as f64)
+                }
+                _ => None,
+            };
+            let _ = done.send(Run {
+                writes: writes.load(Ordering::Relaxed) as f64 / elapsed,
+                reads: reads.load(Ordering::Relaxed) as f64 / elapsed,
+                errors: errors.load(Ordering::Relaxed),
+                per_flush,
+            });
         });
     if spawned.is_err() {
         return None;
@@ -295,6 +328,53 @@ fn measure(store: Arc<dyn Store>, writers: usize, readers: usize, secs: f64) -> 
     finished
         .recv_timeout(Duration::from_secs_f64(secs) + GRACE)
         .ok()
+}
+
+/// A fresh store of `system` ("widesql", "SQLite" or "raw sled") loaded
+/// with the rows.
+fn open_store(config: &Config, system: &str, durability: Durability) -> Res<Arc<dyn Store>> {
+    let label = durability_label(durability);
+    let path = config.fresh(&format!("w7-{system}-{label}").replace(' ', "-"))?;
+    let threads = WRITERS.iter().max().copied().unwrap_or(1) + 2;
+    Ok(match system {
+        "widesql" => Arc::new(Widesql::open(&path, durability, config.cache_bytes)?),
+        "SQLite" => Arc::new(Sqlite::open(&path, durability, threads)?),
+        "raw sled" => Arc::new(RawSled::open(&path, durability, config.cache_bytes)?),
+        other => return Err(format!("W7 has no system '{other}'").into()),
+    })
+}
+
+fn durability_label(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Immediate => "immediate",
+        _ => "eventual",
+    }
+}
+
+/// Runs one W7 run alone, for a profiler: `spec` is
+/// `SYSTEM:DURABILITY:WRITERS[:READERS]`, e.g. `widesql:immediate:16`.
+pub fn w7_one(config: &Config, spec: &str) -> Res<()> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let [system, durability, writers, rest @ ..] = parts.as_slice() else {
+        return Err(format!("'{spec}' is not SYSTEM:DURABILITY:WRITERS[:READERS]").into());
+    };
+    let durability: Durability = durability.parse()?;
+    let writers: usize = writers.parse()?;
+    let readers: usize = rest.first().map_or(Ok(0), |r| r.parse())?;
+    let store = open_store(config, system, durability)?;
+    println!("loaded; running {spec} for {} s", config.concurrent_secs);
+    match measure(store, writers, readers, config.concurrent_secs) {
+        Some(run) => println!(
+            "{spec}: {:.0} writes/s, {:.0} reads/s, {} errors, {} writes a flush",
+            run.writes,
+            run.reads,
+            run.errors,
+            run.per_flush
+                .map_or_else(|| "-".into(), |n| format!("{n:.1}"))
+        ),
+        None => println!("{spec}: hung"),
+    }
+    Ok(())
 }
 
 fn shown(value: Option<f64>) -> String {
@@ -314,23 +394,15 @@ pub fn w7(config: &Config, ratios: &mut Ratios) -> Res<()> {
             "writes/s",
             "reads/s",
             "errors",
+            "writes a flush",
         ],
     );
     // (system, durability, writers, readers) -> writes/s
     let mut found: Vec<(&str, Durability, usize, usize, Option<f64>)> = Vec::new();
     for durability in [Durability::Immediate, Durability::Eventual] {
-        let label = match durability {
-            Durability::Immediate => "immediate",
-            _ => "eventual",
-        };
+        let label = durability_label(durability);
         for system in ["widesql", "SQLite", "raw sled"] {
-            let path = config.fresh(&format!("w7-{system}-{label}").replace(' ', "-"))?;
-            let threads = WRITERS.iter().max().copied().unwrap_or(1) + 2;
-            let store: Arc<dyn Store> = match system {
-                "widesql" => Arc::new(Widesql::open(&path, durability, config.cache_bytes)?),
-                "SQLite" => Arc::new(Sqlite::open(&path, durability, threads)?),
-                _ => Arc::new(RawSled::open(&path, durability, config.cache_bytes)?),
-            };
+            let store = open_store(config, system, durability)?;
             let mut runs: Vec<(usize, usize)> = WRITERS.iter().map(|&w| (w, 0)).collect();
             if system != "raw sled" {
                 runs.push((4, 2));
@@ -348,15 +420,24 @@ pub fn w7(config: &Config, ratios: &mut Ratios) -> Res<()> {
                     label.into(),
                     writers.to_string(),
                     readers.to_string(),
-                    shown(outcome.map(|o| o.0)),
+                    shown(outcome.map(|o| o.writes)),
                     if readers > 0 {
-                        shown(outcome.map(|o| o.1))
+                        shown(outcome.map(|o| o.reads))
                     } else {
                         "".into()
                     },
-                    outcome.map_or_else(|| "hung".into(), |o| o.2.to_string()),
+                    outcome.map_or_else(|| "hung".into(), |o| o.errors.to_string()),
+                    outcome
+                        .and_then(|o| o.per_flush)
+                        .map_or_else(String::new, |n| format!("{n:.1}")),
                 ]);
-                found.push((system, durability, writers, readers, outcome.map(|o| o.0)));
+                found.push((
+                    system,
+                    durability,
+                    writers,
+                    readers,
+                    outcome.map(|o| o.writes),
+                ));
             }
             if hung {
                 // Its threads are stuck; the store is left to them.
@@ -376,26 +457,37 @@ pub fn w7(config: &Config, ratios: &mut Ratios) -> Res<()> {
     let mut ratio = |name: &str, value: f64, target: f64| {
         ratios.add(name, value, Some(Target::AtLeast(target)));
     };
-    ratio(
-        "W7 immediate, 1 writer, widesql / SQLite FULL",
-        get("widesql", imm, 1, 0) / get("SQLite", imm, 1, 0),
-        1.0,
-    );
-    ratio(
-        "W7 immediate, 16 writers, widesql / SQLite FULL",
-        get("widesql", imm, 16, 0) / get("SQLite", imm, 16, 0),
-        3.0,
-    );
-    ratio(
-        "W7 immediate, widesql 16 writers / 1 writer",
-        get("widesql", imm, 16, 0) / get("widesql", imm, 1, 0),
-        4.0,
-    );
-    ratio(
-        "W7 eventual, 16 writers, widesql / SQLite NORMAL",
-        get("widesql", ev, 16, 0) / get("SQLite", ev, 16, 0),
-        1.0,
-    );
+    // (name, numerator, denominator, target), each (system, durability,
+    // writers, readers).
+    let targets = [
+        (
+            "W7 immediate, 1 writer, widesql / SQLite FULL",
+            ("widesql", imm, 1, 0),
+            ("SQLite", imm, 1, 0),
+            1.0,
+        ),
+        (
+            "W7 immediate, 16 writers, widesql / SQLite FULL",
+            ("widesql", imm, 16, 0),
+            ("SQLite", imm, 16, 0),
+            3.0,
+        ),
+        (
+            "W7 immediate, widesql 16 writers / 1 writer",
+            ("widesql", imm, 16, 0),
+            ("widesql", imm, 1, 0),
+            4.0,
+        ),
+        (
+            "W7 eventual, 16 writers, widesql / SQLite NORMAL",
+            ("widesql", ev, 16, 0),
+            ("SQLite", ev, 16, 0),
+            1.0,
+        ),
+    ];
+    for (name, (s1, d1, w1, r1), (s2, d2, w2, r2), target) in targets {
+        ratio(name, get(s1, d1, w1, r1) / get(s2, d2, w2, r2), target);
+    }
     for (durability, label) in [(imm, "immediate"), (ev, "eventual")] {
         ratio(
             &format!("W7 {label}, widesql writes with 2 readers / without (4 writers)"),

@@ -55,6 +55,14 @@ struct Args {
     /// `--quick`); its table of 256 KiB values has 1/80 as many.
     #[arg(long)]
     scan_rows: Option<usize>,
+    /// Runs one W7 run alone (for a profiler) and nothing else:
+    /// `SYSTEM:DURABILITY:WRITERS[:READERS]`, e.g. `widesql:immediate:16`
+    /// (systems: widesql, SQLite, "raw sled"); `--secs` sets its length.
+    #[arg(long)]
+    w7: Option<String>,
+    /// Seconds of each W7 run (default 5; 1 with `--quick`).
+    #[arg(long)]
+    secs: Option<f64>,
     /// Internal: runs one W9 step on `--w9-db` in this process.
     #[arg(long, hide = true)]
     w9_step: Option<String>,
@@ -87,7 +95,7 @@ fn main() -> Res<()> {
         points: if args.quick { 300 } else { 2_000 },
         ranges: if args.quick { 20 } else { 50 },
         versions: 10_000,
-        concurrent_secs: if args.quick { 1.0 } else { 5.0 },
+        concurrent_secs: args.secs.unwrap_or(if args.quick { 1.0 } else { 5.0 }),
         durable_statements: if args.quick { 50 } else { 300 },
         scan_memory_rows: args
             .scan_rows
@@ -97,6 +105,9 @@ fn main() -> Res<()> {
         runtime: Arc::new(tokio::runtime::Runtime::new()?),
         only: args.only.iter().map(|w| w.to_uppercase()).collect(),
     };
+    if let Some(spec) = &args.w7 {
+        return concurrent::w7_one(&config, spec);
+    }
     println!(
         "# widesql-bench: {} rows (W3 also {}), median of {} runs\n\n{}",
         config.rows,

@@ -1,11 +1,9 @@
 //! The workloads W1–W8, each measuring every system that can run it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sled::Transactional;
 use widesql::{Durability, Filter, RowMutation};
 
 use crate::data::{self, Page, Rng};
@@ -16,7 +14,7 @@ use crate::report::{
 use crate::systems::datafusion_mem::DataFusionMem;
 use crate::systems::gluesql::GlueSql;
 use crate::systems::raw_sled::{cell_key, RawSled};
-use crate::systems::sqlite::{open_connection, Sqlite};
+use crate::systems::sqlite::Sqlite;
 use crate::systems::widesql::{
     bulk_load, open_db, Load, WidesqlEmbedded, WidesqlSql, STATEMENT_ROWS,
 };

@@ -142,7 +142,30 @@ impl MemoryBackend {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let trees = flushed
+        self.restarted_over(flushed)
+    }
+
+    /// A new backend over the data that reached this one, alive and without
+    /// faults: what a process that restarts after a crash finds.
+    pub fn restart(&self) -> MemoryBackend {
+        let reached = self
+            .state
+            .trees
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(name, tree)| {
+                let map = tree.map.read().unwrap_or_else(|p| p.into_inner()).clone();
+                (name.clone(), map)
+            })
+            .collect();
+        self.restarted_over(reached)
+    }
+
+    /// A new backend holding `data` (all of it flushed) and this one's meta
+    /// keys.
+    fn restarted_over(&self, data: BTreeMap<Vec<u8>, Map>) -> MemoryBackend {
+        let trees = data
             .iter()
             .map(|(name, map)| {
                 let tree = MemoryTree {
@@ -162,48 +185,7 @@ impl MemoryBackend {
             state: Arc::new(State {
                 trees: RwLock::new(trees),
                 meta: RwLock::new(meta),
-                flushed: Mutex::new(flushed),
-                ..State::default()
-            }),
-        }
-    }
-
-    /// A new backend over the data that reached this one, alive and without
-    /// faults: what a process that restarts after a crash finds.
-    pub fn restart(&self) -> MemoryBackend {
-        let trees: BTreeMap<Vec<u8>, Arc<MemoryTree>> = self
-            .state
-            .trees
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(name, tree)| {
-                let map = tree.map.read().unwrap_or_else(|p| p.into_inner()).clone();
-                let copy = MemoryTree {
-                    name: name.clone(),
-                    map: Arc::new(RwLock::new(map)),
-                };
-                (name.clone(), Arc::new(copy))
-            })
-            .collect();
-        let meta = self
-            .state
-            .meta
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let flushed = trees
-            .iter()
-            .map(|(name, tree)| {
-                let map = tree.map.read().unwrap_or_else(|p| p.into_inner()).clone();
-                (name.clone(), map)
-            })
-            .collect();
-        MemoryBackend {
-            state: Arc::new(State {
-                trees: RwLock::new(trees),
-                meta: RwLock::new(meta),
-                flushed: Mutex::new(flushed),
+                flushed: Mutex::new(data),
                 ..State::default()
             }),
         }

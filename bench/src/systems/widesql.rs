@@ -313,11 +313,6 @@ impl WidesqlEmbedded {
         &self.db
     }
 
-    /// The table.
-    pub fn table(&self) -> &Table {
-        &self.table
-    }
-
     /// Visits the value of column `name` of family `cf` of every row, in
     /// place ([`widesql::RowIter::next_ref`]).
     fn for_each_value(&self, name: &str, mut visit: impl FnMut(&[u8]) -> Res<()>) -> Res<()> {
