@@ -3,10 +3,10 @@
 //! - writers that arrive while a flush runs share the next one;
 //! - a failed flush fails exactly the writers of its group, nothing
 //!   acknowledged before is lost (a restart from what was flushed has it),
-//!   and the database then refuses writes until it is reopened;
+//!   and the database then refuses writes until the process restarts;
 //! - a flush stuck past the stall limit is an error naming it for its
 //!   writer and for a writer queued behind it, and the database reports
-//!   itself read-only;
+//!   itself read-only until the flush returns;
 //! - a reader of another row does not wait for a writer's flush.
 
 #![allow(
@@ -224,7 +224,7 @@ fn a_failed_flush_fails_exactly_its_group_and_loses_nothing_acknowledged() -> Te
 }
 
 #[test]
-fn a_stalled_flush_is_an_error_naming_it_and_stops_writes() -> TestResult {
+fn a_stalled_flush_is_an_error_naming_it_and_stops_writes_until_it_returns() -> TestResult {
     let backend = MemoryBackend::new();
     let db = open(&backend, Duration::from_millis(200))?;
     let t = table(&db)?;
@@ -260,7 +260,14 @@ fn a_stalled_flush_is_an_error_naming_it_and_stops_writes() -> TestResult {
     assert!(started.elapsed() < Duration::from_millis(200));
     assert!(db.flush().is_err());
     assert!(exists(&t, "before")?);
+    // The flush returns after all: what follows is ordered after it, and
+    // writes are served again.
     drop(hold);
+    wait_until("the database serves writes again", || {
+        db.health() == Health::Healthy
+    })?;
+    write(&t, "after")?;
+    assert!(exists(&t, "after")?);
     Ok(())
 }
 
@@ -332,4 +339,39 @@ fn exists_after_power_loss(backend: &MemoryBackend, key: &str) -> widesql::Resul
         None => false,
     };
     Ok(found)
+}
+
+#[test]
+fn eventual_batches_of_one_group_still_flush_after_every_third() -> TestResult {
+    let backend = MemoryBackend::new();
+    let db = open(&backend, Duration::from_secs(60))?;
+    let t = table(&db)?;
+    let eventual = t.with_durability(widesql::Durability::Eventual);
+    let flushes = backend.flushes();
+    let hold = backend.hold_flushes();
+    std::thread::scope(|scope| -> TestResult {
+        // An immediate write holds the commit thread in its flush while
+        // seven eventual writes queue: they are applied as one group.
+        let first = scope.spawn(|| write(&t, "immediate"));
+        wait_until("the flush started", || backend.flushes() == flushes + 1)?;
+        let queued: Vec<_> = (0..7)
+            .map(|i| {
+                let eventual = eventual.clone();
+                scope.spawn(move || write(&eventual, &format!("e{i}")))
+            })
+            .collect();
+        wait_until("seven eventual writes wait", || {
+            db.commit_stats().queued == 8
+        })?;
+        drop(hold);
+        first.join().map_err(|_| "writer panicked")??;
+        for writer in queued {
+            writer.join().map_err(|_| "writer panicked")??;
+        }
+        Ok(())
+    })?;
+    // The held flush, then one after the third and one after the sixth.
+    wait_until("two more flushes ran", || backend.flushes() == flushes + 3)?;
+    assert_eq!(backend.flushes(), flushes + 3);
+    Ok(())
 }

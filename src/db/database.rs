@@ -128,11 +128,12 @@ impl Db {
         Ok(self.inner.engine.storage.flush()?)
     }
 
-    /// Whether the database serves writes. It stops (and stays
-    /// [`Health::ReadOnly`](crate::Health::ReadOnly) until reopened) when a
-    /// storage write or flush has run past the stall limit
-    /// ([`DbOptions::with_stall_limit`]) or a flush failed; reads go on. A
-    /// server reports this in its health check.
+    /// Whether the database serves writes. It refuses them
+    /// ([`Health::ReadOnly`](crate::Health::ReadOnly)) while a storage
+    /// write or flush has run past the stall limit
+    /// ([`DbOptions::with_stall_limit`]), until that call returns, and for
+    /// good (until the process restarts) after a failed flush; reads go
+    /// on. A server reports this in its health check.
     ///
     /// ```
     /// # fn main() -> widesql::Result<()> {

@@ -86,8 +86,9 @@ impl DbOptions {
 
     /// How long one storage write or flush may run before it counts as
     /// stalled: its writer gets an error naming the operation, and the
-    /// database refuses writes until it is reopened (see
-    /// [`Db::health`](super::Db::health)). Default: 60 s; at least 1 ms.
+    /// database refuses writes until the call returns or the process
+    /// restarts (see [`Db::health`](super::Db::health)). Default: 60 s; at
+    /// least 1 ms.
     pub fn with_stall_limit(mut self, limit: Duration) -> Self {
         self.storage.stall_limit = limit.max(Duration::from_millis(1));
         self

@@ -14,21 +14,22 @@
 //! locks until they are answered, so a reader waits only for a flush that
 //! covers the row it reads.
 //!
-//! One thread applying every batch also means only one thread ever writes
-//! into sled's log at a time, which is one of the two conditions of sled
-//! 0.34's segment-rotation deadlock (see the README's *Concurrency*
-//! section); the other, sled's own I/O threads, widesql cannot control.
+//! One thread applies every batch, so sled's queue of log writes can be
+//! bounded by flushing from that thread (see [`EVENTUAL_BACKLOG`] and the
+//! README's *Hangs*).
 //!
 //! **The watchdog.** A writer waits for its answer in slices. When the
 //! operation the commit thread runs (an apply or a flush, its own or
 //! another writer's) has not returned after the stall limit, the writer
 //! gets [`StorageError::Stalled`](super::StorageError::Stalled) naming that
-//! operation, the store prints one line saying so on standard error, and
-//! the database refuses every later write ([`Health::ReadOnly`]) until it is
-//! reopened: the stuck call may still land, so nothing after it can be
-//! ordered. A failed flush does the same (after a failed fsync the state of
-//! the file is unknown, PostgreSQL's rule; sled itself refuses every write
-//! after an I/O error). Reads go on.
+//! operation and gives up its row locks, and the database refuses every
+//! later write ([`Health::ReadOnly`]): the stuck call may still land, so
+//! nothing after it can be ordered. If the call does return after all, and
+//! succeeds, writes are served again; sled 0.34's deadlock never returns,
+//! and then the process must restart. A failed flush stops writes for good
+//! (after a failed fsync the state of the file is unknown, PostgreSQL's
+//! rule; sled itself refuses every write after an I/O error), and so does a
+//! panic inside the store. Reads go on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -71,9 +72,9 @@ pub(super) enum CommitError {
 pub enum Health {
     /// Reads and writes are served.
     Healthy,
-    /// A storage call stalled past the limit, a flush failed, or the store
-    /// panicked: writes are refused until the database is reopened; reads
-    /// go on.
+    /// A storage call has run past the stall limit (until it returns), or a
+    /// flush failed or the store panicked (until the process restarts):
+    /// writes are refused; reads go on.
     ReadOnly {
         /// What happened, naming the operation.
         reason: String,
@@ -136,15 +137,33 @@ impl Running {
     }
 }
 
+/// The operation the commit thread runs and when it started.
+struct Operation {
+    /// Numbers the operations, so a stall is lifted only by the call that
+    /// stalled.
+    number: u64,
+    since: Instant,
+    what: Running,
+}
+
+/// Why writes are refused.
+struct Refusal {
+    reason: String,
+    /// The operation whose stall refused them: they are served again when
+    /// it returns and succeeds. `None`: refused until a restart.
+    stalled: Option<u64>,
+}
+
 /// What the writers and the commit thread share.
 struct Shared {
     backend: Arc<dyn Backend>,
-    /// The operation in progress and when it started.
-    running: Mutex<Option<(Instant, Running)>>,
-    /// Set once writes are refused; the reason is in `refusal`.
+    /// The operation in progress. Its lock is taken before `refusal`'s.
+    running: Mutex<Option<Operation>>,
+    operations: AtomicU64,
+    /// Set while writes are refused; the reason is in `refusal`.
     read_only: AtomicBool,
-    refusal: Mutex<Option<String>>,
-    /// Names the store in the watchdog's message.
+    refusal: Mutex<Option<Refusal>>,
+    /// Names the store in the message a refusal prints.
     path: String,
     jobs: AtomicU64,
     submitted: AtomicU64,
@@ -153,59 +172,113 @@ struct Shared {
 }
 
 impl Shared {
-    fn start(&self, running: Running) {
-        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), running));
-    }
-
-    fn finish(&self) {
-        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-
-    /// The operation that has run longer than `limit`, and for how long.
-    fn stalled(&self, limit: Duration) -> Option<(String, Duration)> {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let (since, what) = running.as_ref()?;
-        let waited = since.elapsed();
-        (waited >= limit).then(|| (what.describe(), waited))
-    }
-
-    /// Refuses writes from now on; the first reason is kept and printed.
-    fn refuse_writes(&self, reason: String) {
-        let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
-        if refusal.is_none() {
+    /// Refuses writes from now on, unless they are refused already; the
+    /// first reason is kept and printed on standard error.
+    fn refuse_writes(&self, reason: String, stalled: Option<u64>) {
+        let first = {
+            let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+            let first = refusal.is_none();
+            if first {
+                *refusal = Some(Refusal {
+                    reason: reason.clone(),
+                    stalled,
+                });
+            }
+            self.read_only.store(true, Ordering::SeqCst);
+            first
+        };
+        if first {
             eprintln!(
-                "widesql: database '{}': {reason}; it refuses writes until it is reopened",
+                "widesql: database '{}': {reason}; it refuses writes",
                 self.path
             );
-            *refusal = Some(reason);
         }
-        self.read_only.store(true, Ordering::SeqCst);
+    }
+
+    /// The operation that has run `limit` or longer, described, and for
+    /// how long; it is also made the reason writes are refused, under the
+    /// same lock as the commit thread's end of the call, so a call that
+    /// ends meanwhile lifts the refusal.
+    fn refuse_if_stalled(&self, limit: Duration) -> Option<(String, Duration)> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let operation = running.as_ref()?;
+        let waited = operation.since.elapsed();
+        if waited < limit {
+            return None;
+        }
+        let what = operation.what.describe();
+        self.refuse_writes(
+            format!(
+                "{what} has not returned after {:.1} s",
+                waited.as_secs_f64()
+            ),
+            Some(operation.number),
+        );
+        Some((what, waited))
     }
 
     fn health(&self) -> Health {
         if !self.read_only.load(Ordering::SeqCst) {
             return Health::Healthy;
         }
-        let reason = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        let refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
         Health::ReadOnly {
-            reason: reason.clone().unwrap_or_default(),
+            reason: refusal
+                .as_ref()
+                .map(|r| r.reason.clone())
+                .unwrap_or_default(),
         }
     }
 
     /// Runs one backend call, reporting a panic as an error: the store's
     /// state after a panic inside it is unknown, so writes stop.
-    fn call<T>(&self, running: Running, f: impl FnOnce(&dyn Backend) -> T) -> Result<T, String> {
-        self.start(running);
+    fn call<T>(
+        &self,
+        what: Running,
+        f: impl FnOnce(&dyn Backend) -> Result<T, BackendError>,
+    ) -> Result<T, BackendError> {
+        let number = self.operations.fetch_add(1, Ordering::SeqCst);
+        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(Operation {
+            number,
+            since: Instant::now(),
+            what,
+        });
         let result = catch_unwind(AssertUnwindSafe(|| f(self.backend.as_ref())));
-        self.finish();
-        result.map_err(|panic| {
+        {
+            let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+            *running = None;
+            if matches!(result, Ok(Ok(_))) {
+                self.lift_stall(number);
+            }
+        }
+        result.unwrap_or_else(|panic| {
             let reason = format!(
                 "the store panicked: {}",
                 crate::error::panic_message(panic.as_ref())
             );
-            self.refuse_writes(reason.clone());
-            reason
+            self.refuse_writes(reason.clone(), None);
+            Err(reason.into())
         })
+    }
+
+    /// Serves writes again if the stall of operation `number` refused them:
+    /// it returned, so what follows is ordered after it.
+    fn lift_stall(&self, number: u64) {
+        if !self.read_only.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        if refusal.as_ref().is_some_and(|r| r.stalled == Some(number)) {
+            *refusal = None;
+            self.read_only.store(false, Ordering::SeqCst);
+        }
+    }
+
+    fn refusal_text(&self) -> String {
+        match self.health() {
+            Health::ReadOnly { reason } => reason,
+            Health::Healthy => String::new(),
+        }
     }
 }
 
@@ -248,6 +321,7 @@ impl Pipeline {
         let shared = Arc::new(Shared {
             backend,
             running: Mutex::new(None),
+            operations: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
             refusal: Mutex::new(None),
             path,
@@ -262,8 +336,9 @@ impl Pipeline {
         std::thread::Builder::new()
             .name("widesql-commit".into())
             .spawn(move || {
-                commit_loop(&thread_shared, &queue);
-                drop(thread_shared);
+                let guard = Stopped(thread_shared);
+                commit_loop(&guard.0, &queue);
+                drop(guard);
                 drop(ended_tx);
             })?;
         Ok(Pipeline {
@@ -313,30 +388,43 @@ impl Pipeline {
             })
             .is_err()
         {
-            return Err(self.thread_gone());
+            self.shared.submitted.fetch_sub(1, Ordering::SeqCst);
+            return Err(CommitError::ReadOnly {
+                reason: self.shared.refusal_text(),
+            });
         }
         let slice = (self.stall_limit / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
         loop {
             match answer.recv_timeout(slice) {
                 Ok(result) => return result,
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Some((operation, waited)) = self.shared.stalled(self.stall_limit) {
-                        self.shared.refuse_writes(format!(
-                            "{operation} has not returned after {:.1} s",
-                            waited.as_secs_f64()
-                        ));
-                        return Err(CommitError::Stalled { operation, waited });
+                    if let Some((operation, waited)) = self.shared.refuse_if_stalled(self.stall_limit)
+                    {
+                        // The answer may have come meanwhile.
+                        return answer
+                            .try_recv()
+                            .unwrap_or(Err(CommitError::Stalled { operation, waited }));
                     }
                 }
-                Err(RecvTimeoutError::Disconnected) => return Err(self.thread_gone()),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(CommitError::Backend(
+                        "the commit thread stopped before it answered; whether this write landed is unknown".into(),
+                    ))
+                }
             }
         }
     }
+}
 
-    fn thread_gone(&self) -> CommitError {
-        let reason = "the commit thread has stopped".to_string();
-        self.shared.refuse_writes(reason.clone());
-        CommitError::ReadOnly { reason }
+/// Held by the commit thread: if it ends by a panic, writes stop.
+struct Stopped(Arc<Shared>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0
+                .refuse_writes("the commit thread stopped".into(), None);
+        }
     }
 }
 
@@ -346,7 +434,7 @@ impl Drop for Pipeline {
         // drops its handle of the backend, which closes sled), but not for
         // a thread already stuck, and no longer than a stall.
         self.sender = None;
-        if self.shared.stalled(self.stall_limit).is_none() {
+        if self.shared.health() == Health::Healthy {
             let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
             let _ = ended.recv_timeout(self.stall_limit);
         }
@@ -368,61 +456,71 @@ fn commit_loop(shared: &Shared, queue: &mpsc::Receiver<Job>) {
     }
 }
 
-/// Applies a group's jobs in order, then flushes once for its durable ones,
-/// or when `backlog` eventual batches have been applied since the last
-/// flush.
+/// The answers that wait for a flush.
+type Waiting = Vec<(mpsc::SyncSender<Result<bool, CommitError>>, bool)>;
+
+/// Applies a group's jobs in order, then flushes once for its durable
+/// ones; also as soon as `backlog` reaches [`EVENTUAL_BACKLOG`] eventual
+/// batches applied since the last flush.
 fn commit_group(shared: &Shared, group: Vec<Job>, backlog: &mut usize) {
-    let mut waiting = Vec::new();
+    let mut waiting: Waiting = Vec::new();
     for job in group {
-        let batch = matches!(job.work, Work::Apply { .. });
+        let work = job.work;
+        let (batch, meta) = (
+            matches!(work, Work::Apply { .. }),
+            matches!(work, Work::PutMeta { .. }),
+        );
         let outcome = if shared.read_only.load(Ordering::SeqCst) {
             Err(CommitError::ReadOnly {
                 reason: shared.refusal_text(),
             })
         } else {
-            run(shared, job.work)
+            run(shared, work)
         };
-        *backlog += usize::from(batch && outcome.is_ok());
+        match (&outcome, meta) {
+            // A meta write flushes: what was applied before is durable.
+            (Ok(_), true) => *backlog = 0,
+            (Ok(_), false) => *backlog += usize::from(batch && !job.durable),
+            (Err(CommitError::Backend(e)), true) => {
+                shared.refuse_writes(format!("a durable meta write failed: {e}"), None)
+            }
+            (Err(_), _) => {}
+        }
         match outcome {
             Ok(answer) if job.durable => waiting.push((job.reply, answer)),
             outcome => answer(shared, &job.reply, outcome),
         }
+        if *backlog >= EVENTUAL_BACKLOG {
+            flush(shared, &mut waiting, backlog);
+        }
     }
-    if waiting.is_empty() && *backlog < EVENTUAL_BACKLOG {
-        return;
+    if !waiting.is_empty() {
+        flush(shared, &mut waiting, backlog);
     }
+}
+
+/// Flushes, then answers every job in `waiting`.
+fn flush(shared: &Shared, waiting: &mut Waiting, backlog: &mut usize) {
     *backlog = 0;
     let jobs = waiting.len();
-    let flushed = shared
-        .call(Running::Flush { jobs }, |backend| backend.flush())
-        .map_err(BackendError::from)
-        .and_then(|r| r);
+    let flushed = shared.call(Running::Flush { jobs }, |backend| backend.flush());
     shared.flushes.fetch_add(1, Ordering::SeqCst);
     shared
         .largest_group
         .fetch_max(jobs as u64, Ordering::SeqCst);
     match flushed {
         Ok(()) => {
-            for (reply, value) in waiting {
+            for (reply, value) in waiting.drain(..) {
                 answer(shared, &reply, Ok(value));
             }
         }
         Err(e) => {
             let message = e.to_string();
-            shared.refuse_writes(format!("a flush failed: {message}"));
-            for (reply, _) in waiting {
+            shared.refuse_writes(format!("a flush failed: {message}"), None);
+            for (reply, _) in waiting.drain(..) {
                 let error = format!("the flush of this write's group failed: {message}");
                 answer(shared, &reply, Err(CommitError::Backend(error.into())));
             }
-        }
-    }
-}
-
-impl Shared {
-    fn refusal_text(&self) -> String {
-        match self.health() {
-            Health::ReadOnly { reason } => reason,
-            Health::Healthy => String::new(),
         }
     }
 }
@@ -452,21 +550,17 @@ fn run(shared: &Shared, work: Work) -> Result<bool, CommitError> {
             for epoch in epochs {
                 epoch.fetch_add(1, Ordering::SeqCst);
             }
-            applied.map(|r| r.map(|()| true))
+            applied.map(|()| true)
         }
         Work::PutMeta { key, value } => shared
             .call(Running::PutMeta, |backend| {
                 backend.meta_put_durable(&key, &value)
             })
-            .map(|r| r.map(|()| true)),
+            .map(|()| true),
         Work::DropTree(name) => shared.call(Running::DropTree(name.clone()), |backend| {
             backend.drop_tree(&name)
         }),
         Work::Flush => return Ok(true),
     };
-    match result {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(CommitError::Backend(e)),
-        Err(panic) => Err(CommitError::Backend(panic.into())),
-    }
+    result.map_err(CommitError::Backend)
 }

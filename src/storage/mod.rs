@@ -82,10 +82,10 @@ pub enum StorageError {
         supported: u32,
     },
     /// A storage call has not returned within the stall limit (sled 0.34
-    /// can deadlock, see the README's *Concurrency* section). The write
-    /// that met it may or may not land; the database refuses writes from
-    /// now on.
-    #[error("database '{path}': {operation} has not returned after {:.1} s; whether this write lands is unknown, and the database refuses writes until it is reopened", .waited.as_secs_f64())]
+    /// can deadlock, see the README's *Hangs*). The write that met it may
+    /// or may not land; the database refuses writes until the call returns
+    /// or the process restarts.
+    #[error("database '{path}': {operation} has not returned after {:.1} s; whether this write lands is unknown, and the database refuses writes until that call returns or the process restarts", .waited.as_secs_f64())]
     Stalled {
         /// The database directory.
         path: String,
@@ -94,9 +94,9 @@ pub enum StorageError {
         /// How long it had run.
         waited: Duration,
     },
-    /// The database refuses writes since a storage call stalled or a flush
-    /// failed; reopen it (restart the process) to write again.
-    #[error("database '{path}' refuses writes until it is reopened: {reason}")]
+    /// The database refuses writes since a storage call stalled (until it
+    /// returns) or a flush failed; restarting the process opens it again.
+    #[error("database '{path}' refuses writes: {reason}")]
     ReadOnly {
         /// The database directory.
         path: String,
@@ -398,8 +398,8 @@ impl Storage {
             })
     }
 
-    /// Whether the store serves writes: a stalled call or a failed flush
-    /// makes it refuse them until it is reopened.
+    /// Whether the store serves writes: a stalled call (until it returns)
+    /// or a failed flush makes it refuse them.
     pub fn health(&self) -> Health {
         self.commit.health()
     }
