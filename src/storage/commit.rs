@@ -434,7 +434,14 @@ impl Drop for Pipeline {
         // drops its handle of the backend, which closes sled), but not for
         // a thread already stuck, and no longer than a stall.
         self.sender = None;
-        if self.shared.health() == Health::Healthy {
+        let stalled = self
+            .shared
+            .refusal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|r| r.stalled.is_some());
+        if !stalled {
             let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
             let _ = ended.recv_timeout(self.stall_limit);
         }
