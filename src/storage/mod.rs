@@ -22,6 +22,7 @@
 //! [`crate::clock`].
 
 mod backend;
+mod batch;
 mod bytes;
 mod commit;
 mod memory;
@@ -38,6 +39,7 @@ use std::time::Duration;
 use crate::keys::{prefix_successor, FORMAT_VERSION, READS_AS_CURRENT};
 
 pub use backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, Write};
+pub use batch::{Durability, WriteBatch};
 pub use bytes::Bytes;
 pub use commit::{CommitStats, Health};
 pub use memory::{Fault, MemoryBackend};
@@ -508,116 +510,6 @@ impl Iterator for RangeIter {
                 source,
             })
         })
-    }
-}
-
-/// When a write reaches the disk.
-///
-/// The default is [`Durability::Immediate`]: a write that returned survives
-/// a crash of the process or the machine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Durability {
-    /// The write is flushed to disk before the call returns. Readers of its
-    /// rows wait for the flush, so nobody acts on a write a crash could
-    /// still take back.
-    #[default]
-    Immediate,
-    /// The write is visible when the call returns and reaches the disk with
-    /// the next background flush (every 500 ms by default, see
-    /// `DbOptions::with_flush_interval`), or at the next immediate write,
-    /// `Db::flush` or close. A crash may lose the writes of that interval,
-    /// never a part of one atomic batch.
-    Eventual,
-}
-
-impl std::str::FromStr for Durability {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.to_ascii_lowercase().as_str() {
-            "immediate" => Ok(Durability::Immediate),
-            "eventual" => Ok(Durability::Eventual),
-            _ => Err(format!(
-                "'{text}' is not a durability: use 'immediate' or 'eventual'"
-            )),
-        }
-    }
-}
-
-/// Writes to one or more trees that are applied atomically by
-/// [`Storage::apply`], and made durable as the batch's [`Durability`] says.
-#[derive(Debug, Default)]
-pub struct WriteBatch {
-    /// The writes of each backend tree, keys with their key space's prefix.
-    trees: Vec<TreeWrites>,
-    /// The write epochs of the trees and key spaces written.
-    epochs: Vec<Arc<AtomicU64>>,
-    durability: Durability,
-    /// Bytes of the keys and values written, which the store holds in
-    /// memory, several times over, until the batch is applied.
-    bytes: usize,
-}
-
-impl WriteBatch {
-    /// An empty batch with the given durability.
-    pub fn with_durability(durability: Durability) -> Self {
-        Self {
-            durability,
-            ..Self::default()
-        }
-    }
-
-    /// The writes of `tree`'s backend tree. A batch writes one to three
-    /// trees or key spaces, so a linear search is cheaper than a map.
-    fn writes_for(&mut self, tree: &Tree) -> &mut Vec<Write> {
-        if !self
-            .epochs
-            .iter()
-            .any(|e| Arc::ptr_eq(e, &tree.write_epoch))
-        {
-            self.epochs.push(Arc::clone(&tree.write_epoch));
-        }
-        let at = match self
-            .trees
-            .iter()
-            .position(|(t, _)| Arc::ptr_eq(t, &tree.inner) || t.name() == tree.inner.name())
-        {
-            Some(at) => at,
-            None => {
-                self.trees.push((Arc::clone(&tree.inner), Vec::new()));
-                self.trees.len() - 1
-            }
-        };
-        &mut self.trees[at].1
-    }
-
-    /// Sets `key` to `value` in `tree`.
-    pub fn put(&mut self, tree: &Tree, key: impl Into<Bytes>, value: impl Into<Bytes>) {
-        let key = stored(tree, key.into());
-        let value = value.into();
-        self.bytes += key.len() + value.len();
-        self.writes_for(tree).push(Write::Put(key, value));
-    }
-
-    /// Removes `key` from `tree`.
-    pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
-        let key = stored(tree, key.into());
-        self.bytes += key.len();
-        self.writes_for(tree).push(Write::Delete(key));
-    }
-
-    /// Bytes of the keys and values written so far.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-}
-
-/// `key` of `tree` as its backend tree stores it.
-fn stored(tree: &Tree, key: Bytes) -> Bytes {
-    if tree.prefix.is_empty() {
-        key
-    } else {
-        Bytes::from(tree.stored_key(&key))
     }
 }
 
