@@ -12,6 +12,9 @@
 //! purpose (see [`Verdict::Skip`]) are rolled back on SQLite and not run on
 //! widesql.
 //!
+//! Half of the time after a statement, a random `SELECT * FROM t WHERE …`
+//! runs on both engines too, and the rows must match.
+//!
 //! `cargo test --test sql_differential` runs a bounded number of statements.
 //! `WIDESQL_DIFF_STATEMENTS=<total>` and `WIDESQL_DIFF_SEED=<first seed>`
 //! make a longer run; every divergence is printed with its seed, the script
@@ -29,18 +32,6 @@ use widesql::{Db, DbOptions, Session};
 const STATEMENTS_PER_SEED: usize = 150;
 /// Total statements of the run inside `cargo test`.
 const DEFAULT_STATEMENTS: usize = 3000;
-
-// ---------------------------------------------------------------------------
-// Known bugs of the reference engines
-// ---------------------------------------------------------------------------
-
-// A DataFusion bug the generator steers around.
-
-/// Not widesql's: DataFusion 55 evaluates `x NOT IN (subquery)` combined
-/// with OR as if the subquery had no NULLs (plain in-memory DataFusion does
-/// the same). While set, NOT IN subqueries are only generated as a whole
-/// WHERE clause, where DataFusion gets NULLs right.
-const DATAFUSION_BUG_NOT_IN_INSIDE_OR_IGNORES_NULLS: bool = true;
 
 /// `-x`, written so that no engine can read it as a comment.
 fn negate(x: &str) -> String {
@@ -759,7 +750,7 @@ impl Generator {
     /// `SELECT * FROM t WHERE <predicate>` over a random table, drawn from
     /// `rng` so that the write statements of a seed stay the same whether
     /// or not queries are checked.
-    fn query(&mut self, rng: &mut Rng) -> Option<String> {
+    fn query(&mut self, rng: &mut Rng) -> Option<Sql> {
         if self.model.tables.is_empty() {
             return None;
         }
@@ -771,10 +762,10 @@ impl Generator {
             outer: None,
             subqueries: true,
         };
-        let predicate = self.predicate(&scope).widesql;
+        let predicate = self.predicate(&scope);
         rng.next_u64();
         self.rng = saved;
-        Some(format!("SELECT * FROM {} WHERE {predicate}", table.name))
+        Some(predicate.map(|p| format!("SELECT * FROM {} WHERE {p}", table.name)))
     }
 
     fn other_table(&mut self) -> TableModel {
@@ -818,11 +809,11 @@ impl Generator {
     /// A WHERE clause: constant, key ranges, subqueries or any boolean
     /// expression.
     fn predicate(&mut self, scope: &Scope) -> Sql {
-        self.predicate_part(scope, true)
+        self.predicate_part(scope)
     }
 
-    /// A predicate that is the whole WHERE clause (`alone`) or a part of one.
-    fn predicate_part(&mut self, scope: &Scope, alone: bool) -> Sql {
+    /// A predicate that is a WHERE clause or a part of one.
+    fn predicate_part(&mut self, scope: &Scope) -> Sql {
         let roll = self.rng.below(100);
         let key = scope.table.keyed;
         let alias = scope.alias;
@@ -847,13 +838,21 @@ impl Generator {
                     _ => format!("{alias}.id >= {a} AND {alias}.id < {b}"),
                 })
             }
-            28..=39 if scope.subqueries => self.in_subquery(scope, alone),
+            28..=39 if scope.subqueries => self.in_subquery(scope),
             40..=51 if scope.subqueries => self.exists_subquery(scope),
             52..=59 => {
                 let a = if scope.subqueries && self.rng.chance(40) {
-                    self.in_subquery(scope, false)
+                    // Every position of a filter: under NOT, IS [NOT] NULL
+                    // and a comparison too.
+                    let a = self.in_subquery(scope);
+                    match self.rng.below(4) {
+                        0 => a.map(|a| format!("NOT ({a})")),
+                        1 => a.map(|a| format!("(({a}) IS NULL)")),
+                        2 => a.map(|a| format!("(({a}) IS NOT NULL)")),
+                        _ => a,
+                    }
                 } else {
-                    self.predicate_part(scope, false)
+                    self.predicate_part(scope)
                 };
                 let b = self.bool_expr(scope, 2);
                 let op = *self.rng.pick(&["AND", "OR"]);
@@ -863,32 +862,33 @@ impl Generator {
         }
     }
 
-    /// `x [NOT] IN (SELECT q.y FROM other q WHERE …)`; NOT IN only when
-    /// `alone` (the whole WHERE clause).
-    fn in_subquery(&mut self, scope: &Scope, alone: bool) -> Sql {
+    /// `x [NOT] IN (SELECT q.y FROM other q WHERE …)`, where `x` is a
+    /// column or an expression and the subquery may read the outer row.
+    fn in_subquery(&mut self, scope: &Scope) -> Sql {
         let other = self.other_table();
         let class = self.comparable_class();
-        let Some(outer) = self.column_ref(class, scope) else {
+        let Some(column) = self.column_ref(class, scope) else {
             return self.bool_expr(scope, 2);
+        };
+        let outer = if self.rng.chance(30) {
+            self.expr(class, scope, 1)
+        } else {
+            column
         };
         let candidates = Self::columns_of(&other, class);
         if candidates.is_empty() {
             return self.bool_expr(scope, 2);
         }
         let inner_column = candidates[self.rng.below(candidates.len())].name.clone();
+        let correlated = self.rng.chance(40);
         let inner = Scope {
             alias: "q",
             table: &other,
-            outer: None,
+            outer: correlated.then_some((scope.alias, scope.table)),
             subqueries: false,
         };
         let filter = self.bool_expr(&inner, 2);
-        let not_in_allowed = alone || !DATAFUSION_BUG_NOT_IN_INSIDE_OR_IGNORES_NULLS;
-        let not = if not_in_allowed && self.rng.chance(25) {
-            "NOT "
-        } else {
-            ""
-        };
+        let not = if self.rng.chance(40) { "NOT " } else { "" };
         let name = other.name.clone();
         outer.zip(&filter, |o, f| {
             format!("{o} {not}IN (SELECT q.{inner_column} FROM {name} AS q WHERE {f})")
@@ -1621,11 +1621,13 @@ impl Sqlite {
     }
 
     fn table(&self, name: &str) -> Result<TableData, String> {
+        self.rows(&format!("SELECT * FROM {name}"))
+    }
+
+    /// The rows of a query, sorted.
+    fn rows(&self, sql: &str) -> Result<TableData, String> {
         let err = |e: rusqlite::Error| e.to_string();
-        let mut statement = self
-            .conn
-            .prepare(&format!("SELECT * FROM {name}"))
-            .map_err(err)?;
+        let mut statement = self.conn.prepare(sql).map_err(err)?;
         let columns: Vec<String> = statement
             .column_names()
             .iter()
@@ -1824,7 +1826,7 @@ struct SeedReport {
     expected_errors: usize,
     /// Statements not comparable (rolled back, not run on widesql).
     skipped: usize,
-    /// Queries compared with in-memory DataFusion.
+    /// Queries compared with SQLite.
     queries: usize,
     divergence: Option<String>,
 }
@@ -1933,7 +1935,7 @@ fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
         let problem = match problem {
             None if query_rng.chance(QUERY_PERCENT) => {
                 report.queries += 1;
-                check_query(&mut generator, &mut query_rng, &widesql)?
+                check_query(&mut generator, &mut query_rng, &widesql, &sqlite)?
             }
             other => other,
         };
@@ -1952,15 +1954,20 @@ fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
 }
 
 /// After this share of statements (percent), a random query runs on widesql
-/// and on in-memory DataFusion over the same rows.
+/// and on SQLite over the same rows.
 const QUERY_PERCENT: usize = 50;
 
-/// Runs a random query on widesql and on in-memory DataFusion; the
-/// difference, if any. Both may fail (a cast error, say), but not one.
+/// Runs a random query on widesql and on SQLite; the difference, if any.
+/// Where only widesql fails, the query must fail on in-memory DataFusion
+/// over the same rows too (a cast SQLite makes and DataFusion refuses,
+/// say). Where SQLite fails, widesql must answer as in-memory DataFusion
+/// does: scans, key-range pushdown and locality groups must not change an
+/// answer.
 fn check_query(
     generator: &mut Generator,
     rng: &mut Rng,
     widesql: &Widesql,
+    sqlite: &Sqlite,
 ) -> Result<Option<String>, String> {
     let Some(sql) = generator.query(rng) else {
         return Ok(None);
@@ -1971,23 +1978,39 @@ fn check_query(
         .iter()
         .map(|t| t.name.clone())
         .collect();
-    let wide = widesql.query(&sql);
-    let memory = widesql.query_in_memory(&sql, &tables);
-    Ok(match (wide, memory) {
-        (Ok(wide), Ok(memory)) => compare_tables(&wide, &memory).map(|difference| {
+    let wide = widesql.query(&sql.widesql);
+    let reference = sqlite.rows(&sql.sqlite);
+    let query = &sql.widesql;
+    Ok(match (wide, reference) {
+        (Ok(wide), Ok(reference)) => compare_tables(&wide, &reference).map(|difference| {
             format!(
-                "query {sql}: {difference}\nwidesql:\n{}in-memory DataFusion:\n{}",
+                "query {query}: {difference}\nwidesql:\n{}sqlite:\n{}",
                 wide.render(),
-                memory.render()
+                reference.render()
             )
         }),
-        (Err(e), Ok(_)) => Some(format!(
-            "query {sql}: widesql failed, DataFusion did not: {e}"
-        )),
-        (Ok(_), Err(e)) => Some(format!(
-            "query {sql}: DataFusion failed, widesql did not: {e}"
-        )),
-        (Err(_), Err(_)) => None,
+        (Err(e), Ok(_)) => match widesql.query_in_memory(query, &tables) {
+            Err(_) => None,
+            Ok(_) => Some(format!(
+                "query {query}: widesql failed, SQLite and in-memory DataFusion did not: {e}"
+            )),
+        },
+        (wide, Err(_)) => match (wide, widesql.query_in_memory(query, &tables)) {
+            (Ok(wide), Ok(memory)) => compare_tables(&wide, &memory).map(|difference| {
+                format!(
+                    "query {query} (SQLite failed): {difference} (against in-memory DataFusion)\nwidesql:\n{}in-memory DataFusion:\n{}",
+                    wide.render(),
+                    memory.render()
+                )
+            }),
+            (Err(e), Ok(_)) => Some(format!(
+                "query {query}: widesql failed, DataFusion did not: {e}"
+            )),
+            (Ok(_), Err(e)) => Some(format!(
+                "query {query}: DataFusion failed, widesql did not: {e}"
+            )),
+            (Err(_), Err(_)) => None,
+        },
     })
 }
 
@@ -2020,7 +2043,7 @@ fn widesql_matches_sqlite() {
     println!(
         "differential: {executed} statements, {seeds} seeds, {} divergences \
          ({expected_errors} expected errors, {skipped} skipped, {queries} queries \
-         compared with in-memory DataFusion)",
+         compared with SQLite)",
         divergences.len()
     );
     assert!(

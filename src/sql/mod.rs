@@ -13,6 +13,7 @@ mod ddl;
 mod dispatch;
 pub mod dml;
 mod error;
+mod in_subquery;
 mod key_lookup;
 mod literal;
 pub(crate) mod names;

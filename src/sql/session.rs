@@ -21,6 +21,7 @@ use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::in_subquery::InSubqueryNulls;
 use crate::sql::key_lookup::KeyLookup;
 use crate::sql::literal::Numbers;
 use crate::sql::scan::scans_of;
@@ -210,6 +211,7 @@ impl Session {
             .with_config(config)
             .with_default_features()
             .with_type_planner(Arc::new(types::WidesqlTypes::default()))
+            .with_analyzer_rule(Arc::new(InSubqueryNulls))
             .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())))
             .build();
         let ctx = SessionContext::new_with_state(state);
