@@ -17,7 +17,8 @@
 //!
 //! `cargo test --test sql_differential` runs a bounded number of statements.
 //! `WIDESQL_DIFF_STATEMENTS=<total>` and `WIDESQL_DIFF_SEED=<first seed>`
-//! make a longer run; every divergence is printed with its seed, the script
+//! make a longer run, `WIDESQL_DIFF_PLAN_CACHE=off` runs it with the plan
+//! cache off (it is on by default); every divergence is printed with its seed, the script
 //! so far and both tables, and the run fails if there was any.
 
 use std::cmp::Ordering;
@@ -1416,9 +1417,15 @@ impl Widesql {
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
+        let session = db.session();
+        if env_flag_off("WIDESQL_DIFF_PLAN_CACHE") {
+            runtime
+                .block_on(session.run("SET widesql.plan_cache = off"))
+                .map_err(|e| e.to_string())?;
+        }
         Ok(Widesql {
             _dir: dir,
-            session: db.session(),
+            session,
             runtime,
         })
     }
@@ -2012,6 +2019,11 @@ fn check_query(
             (Err(_), Err(_)) => None,
         },
     })
+}
+
+/// Whether the variable `name` is set to `off`.
+fn env_flag_off(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.trim().eq_ignore_ascii_case("off"))
 }
 
 fn env_number(name: &str) -> Option<u64> {

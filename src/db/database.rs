@@ -114,6 +114,12 @@ impl Db {
         Ok(inner)
     }
 
+    /// Tells open databases apart within the process: the same number for
+    /// every handle of one open database, while any handle lives.
+    pub(crate) fn instance(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     /// The directory of this database.
     pub fn path(&self) -> &Path {
         &self.inner.path

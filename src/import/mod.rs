@@ -202,7 +202,7 @@ impl Session {
         let schema = Arc::clone(&source.schema);
         let provider = StreamingTable::try_new(schema, vec![Arc::new(source)])?;
         session
-            .context()
+            .own_context()
             .register_table(source_ref.clone(), Arc::new(provider))?;
         let from = quoted(&[&project, &dataset, &source_name]);
         let list = file_columns
@@ -216,7 +216,7 @@ impl Session {
             format!("CREATE TABLE {target} AS SELECT {list} FROM {from}")
         };
         let result = session.run(&statement).await;
-        session.context().deregister_table(source_ref)?;
+        session.own_context().deregister_table(source_ref)?;
         result?;
         Ok(rows.load(Ordering::Relaxed))
     }

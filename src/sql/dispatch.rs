@@ -8,7 +8,9 @@ use datafusion::common::DataFusionError;
 use datafusion::dataframe::DataFrame;
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
-use datafusion::sql::sqlparser::ast::{ObjectType, SchemaName, Set, ShowStatementIn, Statement};
+use datafusion::sql::sqlparser::ast::{
+    ObjectName, ObjectType, SchemaName, Set, ShowStatementIn, Statement,
+};
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
 use datafusion::arrow::compute::concat_batches;
@@ -160,6 +162,13 @@ impl Session {
                 let n = self.update(update).await?;
                 self.count(n)
             }
+            Statement::ShowVariable { variable }
+                if ObjectName::from(variable.clone())
+                    .to_string()
+                    .eq_ignore_ascii_case("widesql.plan_cache") =>
+            {
+                self.frame(self.plan_cache_batch()?)
+            }
             Statement::Set(Set::SingleAssignment {
                 variable, values, ..
             }) if variable.to_string().to_lowercase().starts_with("widesql.") => {
@@ -197,6 +206,17 @@ impl Session {
         }
         if inserts_values(&plan) {
             return self.insert_values(plan).await;
+        }
+        // DataFusion's DDL (views, external tables) and settings change
+        // what the session's queries plan to.
+        if matches!(
+            plan,
+            LogicalPlan::Ddl(_)
+                | LogicalPlan::Statement(
+                    PlanStatement::SetVariable(_) | PlanStatement::ResetVariable(_)
+                )
+        ) {
+            self.cache.settings_changed();
         }
         let prepares = matches!(
             plan,

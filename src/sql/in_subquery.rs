@@ -350,27 +350,27 @@ impl Probes {
     }
 }
 
-/// `plan` (of one column) with its column named apart: a cast keeps the
-/// name of the column it casts (`CAST(q.c AS BIGINT)` is `q.c`), and
+/// `plan` (of one column) with its column named apart when it is a cast:
+/// a cast keeps the name of the column it casts (`CAST(q.c AS BIGINT)` is `q.c`), and
 /// decorrelating a subquery whose correlated filter reads `q.c` too would
 /// then project two columns of one name (DataFusion 55 fails the
 /// statement).
 fn with_own_column_name(plan: LogicalPlan) -> Result<LogicalPlan> {
     const NAME: &str = "__widesql_in_value";
     match plan {
-        LogicalPlan::Projection(projection) if projection.expr.len() == 1 => {
+        LogicalPlan::Projection(projection)
+            if projection.expr.len() == 1
+                && matches!(
+                    projection.expr[0].clone().unalias(),
+                    Expr::Cast(_) | Expr::TryCast(_)
+                ) =>
+        {
             let expr = projection.expr.into_iter().map(|e| e.unalias().alias(NAME));
             LogicalPlanBuilder::from(Arc::unwrap_or_clone(projection.input))
                 .project(expr)?
                 .build()
         }
-        other => {
-            let (qualifier, field) = other.schema().qualified_field(0);
-            let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
-            LogicalPlanBuilder::from(other)
-                .project([column.alias(NAME)])?
-                .build()
-        }
+        other => Ok(other),
     }
 }
 

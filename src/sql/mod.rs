@@ -17,6 +17,8 @@ mod in_subquery;
 mod key_lookup;
 mod literal;
 pub(crate) mod names;
+mod plan_cache;
+mod planned;
 mod prepared;
 pub mod pushdown;
 pub mod scan;
@@ -30,5 +32,6 @@ pub mod values;
 pub mod versions;
 
 pub use error::from_df;
+pub use plan_cache::PlanCacheStats;
 pub use prepared::Prepared;
 pub use session::{Session, SessionOptions, StatementOutput};

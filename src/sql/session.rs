@@ -11,7 +11,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_plan::execute_stream;
+use datafusion::physical_plan::{collect, execute_stream};
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
@@ -24,8 +24,9 @@ use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::in_subquery::InSubqueryNulls;
 use crate::sql::key_lookup::KeyLookup;
 use crate::sql::literal::Numbers;
+use crate::sql::plan_cache::{CacheSwitches, PlanCache};
 use crate::sql::scan::scans_of;
-use crate::sql::{catalog, dml, from_df, shape, types, versions};
+use crate::sql::{catalog, dml, from_df, planned, shape, types, versions};
 use crate::table::TableStore;
 
 /// The result of one statement of a script.
@@ -107,6 +108,10 @@ pub struct Session {
     /// parameters for their rows, and the plan each has (`None`: not one
     /// of constants).
     pub(super) insert_shapes: Arc<Shapes<Option<LogicalPlan>>>,
+    /// The session's switches for the plan cache.
+    pub(super) cache: Arc<CacheSwitches>,
+    /// The database's plan cache.
+    pub(super) plan_cache: Arc<PlanCache>,
 }
 
 /// Statements seen before, by their text with literals replaced by
@@ -212,8 +217,8 @@ impl Session {
             .with_default_features()
             .with_type_planner(Arc::new(types::WidesqlTypes::default()))
             .with_analyzer_rule(Arc::new(InSubqueryNulls))
-            .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())))
-            .build();
+            .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())));
+        let state = planned::with_planner(state).build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udtf(
             dml::ROWS_FUNCTION,
@@ -224,12 +229,14 @@ impl Session {
         ctx.register_udtf("as_of", Arc::new(functions.as_of()));
         ctx.register_udtf("history", Arc::new(functions.history()));
         Session {
+            plan_cache: PlanCache::of(&db),
             db,
             ctx,
             options,
             prepared: Arc::default(),
             lookup_shapes: Arc::default(),
             insert_shapes: Arc::default(),
+            cache: Arc::default(),
         }
     }
 
@@ -288,8 +295,17 @@ impl Session {
     }
 
     /// The DataFusion context: register Parquet or CSV files or your own
-    /// providers here to join them with widesql tables.
+    /// providers here to join them with widesql tables. From then on the
+    /// session's queries use plans of their own in the plan cache, since
+    /// what its names resolve to may have changed.
     pub fn context(&self) -> &SessionContext {
+        self.cache.settings_changed();
+        &self.ctx
+    }
+
+    /// The DataFusion context, for the crate's own registrations that it
+    /// undoes itself (an import's source) and that no cached plan reads.
+    pub(crate) fn own_context(&self) -> &SessionContext {
         &self.ctx
     }
 
@@ -350,8 +366,15 @@ impl Session {
     /// The result of the parsed statement `statement` as a [`DataFrame`]
     /// (a key lookup answered without planning).
     pub(crate) async fn frame_of(&self, statement: DfStatement) -> Result<DataFrame> {
-        match self.key_lookup_of(&statement).await? {
-            Some(batch) => self.frame(batch),
+        if let Some(batch) = self.key_lookup_of(&statement).await? {
+            return self.frame(batch);
+        }
+        match self.cached_query(&statement).await? {
+            Some(ready) => Ok(planned::frame(
+                self.planning_state().0.as_ref().clone(),
+                ready.physical,
+                ready.schema,
+            )),
             None => self.execute(statement).await,
         }
     }
@@ -405,6 +428,16 @@ impl Session {
                 sql,
                 schema: batch.schema(),
                 batches: vec![batch],
+            });
+        }
+        if let Some(ready) = self.cached_query(&statement).await? {
+            let schema = Arc::new(ready.schema.as_arrow().clone());
+            let (_, task) = self.planning_state();
+            let batches = collect(ready.physical, task).await?;
+            return Ok(StatementOutput {
+                sql,
+                schema,
+                batches,
             });
         }
         let (schema, batches) = retrying_async(|| async {

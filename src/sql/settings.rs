@@ -9,11 +9,12 @@ use crate::sql::Session;
 use crate::storage::Durability;
 
 /// The settings `SET widesql.<name>` knows.
-const SETTINGS: &str = "'widesql.write_timestamp' and 'widesql.durability'";
+const SETTINGS: &str = "'widesql.write_timestamp', 'widesql.durability' and 'widesql.plan_cache'";
 
 impl Session {
     /// `SET widesql.write_timestamp = '2024-01-01T00:00:00Z' | <micros> | DEFAULT`,
-    /// `SET widesql.durability = 'immediate' | 'eventual' | DEFAULT`.
+    /// `SET widesql.durability = 'immediate' | 'eventual' | DEFAULT`,
+    /// `SET widesql.plan_cache = 'on' | 'off' | DEFAULT` (on).
     pub(super) fn set_widesql(&self, variable: &ObjectName, values: &[SqlExpr]) -> Result<()> {
         let name = variable.to_string().to_lowercase();
         let text = match values {
@@ -24,6 +25,20 @@ impl Session {
         let default = text.eq_ignore_ascii_case("default") || text.eq_ignore_ascii_case("null");
         let mut settings = self.write_settings();
         match name.as_str() {
+            "widesql.plan_cache" => {
+                let on = match text.to_lowercase().as_str() {
+                    _ if default => true,
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    _ => {
+                        return Err(Error::Sql(format!(
+                            "widesql.plan_cache is 'on' or 'off', not '{text}'"
+                        )))
+                    }
+                };
+                self.cache.set_enabled(on);
+                return Ok(());
+            }
             "widesql.write_timestamp" => {
                 settings.timestamp = if default {
                     None
@@ -46,6 +61,7 @@ impl Session {
         }
         let state = self.ctx.state_ref();
         state.write().config_mut().set_extension(Arc::new(settings));
+        self.cache.state_changed();
         Ok(())
     }
 }

@@ -15,7 +15,9 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session as DfSession, TableProvider};
-use datafusion::common::{not_impl_err, plan_err, Constraint, Constraints, DFSchema, Result};
+use datafusion::common::{
+    not_impl_err, plan_err, Constraint, Constraints, DFSchema, Result, ScalarValue,
+};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::dml::InsertOp;
@@ -304,7 +306,17 @@ impl TableProvider for WideTable {
             .map(|f| match push(&self.shape, f) {
                 Some(p) if p.exact => TableProviderFilterPushDown::Exact,
                 Some(_) => TableProviderFilterPushDown::Inexact,
-                None => TableProviderFilterPushDown::Unsupported,
+                // A cached plan's parameters (`_key = $1`): the scan sees
+                // their values when the plan runs. Exact when any value of
+                // each parameter's type converts to a key as a literal
+                // would (it has its column's type).
+                None => match with_sample_values(f).and_then(|g| push(&self.shape, &g)) {
+                    Some(p) if p.exact && parameters_have_column_types(&self.shape.schema, f) => {
+                        TableProviderFilterPushDown::Exact
+                    }
+                    Some(_) => TableProviderFilterPushDown::Inexact,
+                    None => TableProviderFilterPushDown::Unsupported,
+                },
             })
             .collect())
     }
@@ -381,4 +393,71 @@ impl TableProvider for WideTable {
             Arc::new(move || crate::sql::dml::delete_all(&store)),
         )))
     }
+}
+
+/// `filter` with each typed parameter replaced by a value of its type, to
+/// ask whether the filter can bound keys once its parameters are bound;
+/// `None` when it has no parameters or one without a type.
+fn with_sample_values(filter: &Expr) -> Option<Expr> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::logical_expr::expr::Placeholder;
+    if !filter
+        .exists(|e| Ok(matches!(e, Expr::Placeholder(_))))
+        .ok()?
+    {
+        return None;
+    }
+    filter
+        .clone()
+        .transform(|e| match e {
+            Expr::Placeholder(Placeholder {
+                field: Some(field), ..
+            }) => {
+                let value = ScalarValue::new_default(field.data_type())?;
+                Ok(Transformed::yes(Expr::Literal(value, None)))
+            }
+            Expr::Placeholder(_) => plan_err!("an untyped parameter"),
+            other => Ok(Transformed::no(other)),
+        })
+        .ok()
+        .map(|t| t.data)
+}
+
+/// Whether each parameter of `filter` is compared straight with a column
+/// of `schema` of the parameter's own type.
+fn parameters_have_column_types(schema: &SchemaRef, filter: &Expr) -> bool {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::expr::{Between, InList, Placeholder};
+    use datafusion::logical_expr::BinaryExpr;
+    let column_type = |e: &Expr| match e {
+        Expr::Column(c) => schema
+            .field_with_name(&c.name)
+            .ok()
+            .map(|f| f.data_type().clone()),
+        _ => None,
+    };
+    let fits = |column: &Expr, value: &Expr| match (column_type(column), value) {
+        (Some(t), Expr::Placeholder(Placeholder { field: Some(f), .. })) => *f.data_type() == t,
+        _ => false,
+    };
+    let (mut all, mut fitting) = (0, 0);
+    let _ = filter.apply(|e| {
+        match e {
+            Expr::Placeholder(_) => all += 1,
+            Expr::BinaryExpr(BinaryExpr { left, right, .. }) => {
+                fitting += usize::from(fits(left, right)) + usize::from(fits(right, left));
+            }
+            Expr::InList(InList { expr, list, .. }) => {
+                fitting += list.iter().filter(|v| fits(expr, v)).count();
+            }
+            Expr::Between(Between {
+                expr, low, high, ..
+            }) => {
+                fitting += usize::from(fits(expr, low)) + usize::from(fits(expr, high));
+            }
+            _ => {}
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    all == fitting
 }

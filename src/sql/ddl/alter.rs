@@ -155,7 +155,7 @@ impl Session {
         let fill = match &default {
             Some(sql) => {
                 let batches = self
-                    .context()
+                    .ctx
                     .sql(&format!("SELECT {sql}"))
                     .await?
                     .collect()

@@ -38,7 +38,7 @@ impl Session {
     pub(super) async fn plan_create_table(&self, create: CreateTable) -> Result<CreateMemoryTable> {
         let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
         let plan = self
-            .context()
+            .ctx
             .state()
             .statement_to_plan(statement)
             .await

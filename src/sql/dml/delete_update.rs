@@ -292,15 +292,15 @@ impl Session {
         select.from.extend(others.iter().cloned());
         select.selection = selection.cloned();
         let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
-        let plan = self.context().state().statement_to_plan(statement).await?;
+        let plan = self.ctx.state().statement_to_plan(statement).await?;
         let physical = self
-            .context()
+            .ctx
             .execute_logical_plan(plan)
             .await?
             .create_physical_plan()
             .await?;
         let streamed = others.is_empty() && scans_of(&physical, table.id()) == 1;
-        let rows = execute_stream(physical, self.context().task_ctx())?;
+        let rows = execute_stream(physical, self.ctx.task_ctx())?;
         Ok((rows, streamed))
     }
 

@@ -1,0 +1,310 @@
+//! The plan cache: a query shape is planned once and run with each
+//! statement's values; DDL, settings and functions whose value changes
+//! never let a cached plan answer for what it no longer means.
+
+mod common;
+use common::{query_in, run_in, BoxError};
+
+use widesql::{Db, DbOptions, PlanCacheStats, Session};
+
+fn open() -> Result<(tempfile::TempDir, Db), BoxError> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
+    Ok((dir, db))
+}
+
+/// A database with table `t (_key, n)` holding `('a', 1)`, and a session.
+fn one_row_table() -> Result<(tempfile::TempDir, Db, Session), BoxError> {
+    let (dir, db) = open()?;
+    let session = db.session();
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1)",
+    )?;
+    Ok((dir, db, session))
+}
+
+/// Rows of `sql` through `Session::run` (the last statement's).
+fn run_rows(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
+    let outputs = common::runtime().block_on(session.run(sql))?;
+    let output = outputs.last().ok_or("no output")?;
+    let mut rows = Vec::new();
+    for batch in &output.batches {
+        for r in 0..batch.num_rows() {
+            rows.push(
+                batch
+                    .columns()
+                    .iter()
+                    .map(|c| datafusion::arrow::util::display::array_value_to_string(c, r))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+    }
+    Ok(rows)
+}
+
+fn rows(values: &[&[&str]]) -> Vec<Vec<String>> {
+    values
+        .iter()
+        .map(|r| r.iter().map(|v| v.to_string()).collect())
+        .collect()
+}
+
+/// A session with its own cache switched off, to compare answers with.
+fn uncached(db: &Db) -> Result<Session, BoxError> {
+    let session = db.session();
+    run_in(&session, "SET widesql.plan_cache = off")?;
+    Ok(session)
+}
+
+fn delta(before: PlanCacheStats, after: PlanCacheStats) -> (u64, u64) {
+    (after.hits - before.hits, after.misses - before.misses)
+}
+
+#[test]
+fn one_shape_is_planned_once_and_answers_for_each_value() -> Result<(), BoxError> {
+    let (_dir, db) = open()?;
+    let session = db.session();
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT, s VARCHAR);
+         INSERT INTO t VALUES ('a', 1, 'x'), ('b', 2, 'y'), ('c', 3, 'z')",
+    )?;
+    let before = session.plan_cache_stats();
+    for (bound, expected) in [(1, "b,c"), (2, "c"), (0, "a,b,c"), (3, "")] {
+        let sql = format!("SELECT _key FROM t WHERE n > {bound} ORDER BY _key");
+        for found in [query_in(&session, &sql)?, run_rows(&session, &sql)?] {
+            let keys: Vec<String> = found.into_iter().map(|r| r[0].clone()).collect();
+            assert_eq!(keys.join(","), expected, "{sql}");
+        }
+    }
+    // One miss for the shape, then every statement of it is a hit.
+    assert_eq!(delta(before, session.plan_cache_stats()), (7, 1));
+    // Another session of the database shares the plans.
+    let other = db.session();
+    let before = other.plan_cache_stats();
+    assert_eq!(
+        query_in(&other, "SELECT _key FROM t WHERE n > 1 ORDER BY _key")?,
+        rows(&[&["b"], &["c"]])
+    );
+    assert_eq!(delta(before, other.plan_cache_stats()), (1, 0));
+    Ok(())
+}
+
+#[test]
+fn a_dataframe_of_a_cached_plan_runs_again_and_sees_new_rows() -> Result<(), BoxError> {
+    let (_dir, _db, session) = one_row_table()?;
+    let sql = "SELECT count(*) AS c FROM t WHERE n >= 1";
+    query_in(&session, sql)?;
+    let runtime = common::runtime();
+    let frame = runtime.block_on(session.sql(sql))?;
+    // The DataFrame holds the plan made already: collect only runs it.
+    let logical = frame.logical_plan().display().to_string();
+    assert!(logical.starts_with("Planned"), "{logical}");
+    run_in(&session, "INSERT INTO t VALUES ('b', 2)")?;
+    for _ in 0..2 {
+        let batches = runtime.block_on(frame.clone().collect())?;
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+        assert!(text.contains("| 2 |"), "{text}");
+    }
+    // Operations added to the DataFrame run on top of the cached plan.
+    let filtered = runtime.block_on(
+        frame
+            .filter(datafusion::prelude::col("c").gt(datafusion::prelude::lit(5)))?
+            .collect(),
+    )?;
+    assert_eq!(filtered.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+    Ok(())
+}
+
+#[test]
+fn ddl_of_every_kind_replans_what_it_changed() -> Result<(), BoxError> {
+    let (_dir, db) = open()?;
+    let session = db.session();
+    let star = "SELECT * FROM t WHERE _key >= 'a' ORDER BY _key";
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1)",
+    )?;
+    assert_eq!(query_in(&session, star)?, rows(&[&["a", "1"]]));
+
+    run_in(
+        &session,
+        "ALTER TABLE t ADD COLUMN s VARCHAR; UPDATE t SET s = 'x'",
+    )?;
+    assert_eq!(query_in(&session, star)?, rows(&[&["a", "1", "x"]]));
+
+    run_in(&session, "ALTER TABLE t DROP COLUMN n")?;
+    assert_eq!(query_in(&session, star)?, rows(&[&["a", "x"]]));
+
+    run_in(&session, "ALTER TABLE t RENAME TO t2")?;
+    assert!(query_in(&session, star).is_err(), "t is gone");
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, d DOUBLE, b BOOLEAN)
+             WITH ('cf.max_versions' = '3');
+         INSERT INTO t VALUES ('a', 1.5, true)",
+    )?;
+    assert_eq!(query_in(&session, star)?, rows(&[&["a", "1.5", "true"]]));
+
+    run_in(
+        &session,
+        "DROP TABLE t;
+         CREATE TABLE t (_key VARCHAR PRIMARY KEY, page VARCHAR, lang VARCHAR)
+             WITH ('page.locality_group' = 'blobs');
+         INSERT INTO t VALUES ('a', 'p', 'en')",
+    )?;
+    assert_eq!(query_in(&session, star)?, rows(&[&["a", "p", "en"]]));
+
+    // A GC policy change: fewer versions are visible.
+    let versions = "SELECT count(*) FROM cells('t') WHERE _key = 'a'";
+    run_in(
+        &session,
+        "DROP TABLE t;
+         CREATE TABLE t (_key VARCHAR PRIMARY KEY, v VARCHAR) WITH ('cf.max_versions' = '3');
+         SET widesql.write_timestamp = 10; INSERT INTO t VALUES ('a', '1');
+         SET widesql.write_timestamp = 20; INSERT INTO t VALUES ('a', '2');
+         SET widesql.write_timestamp = DEFAULT",
+    )?;
+    let uncached = uncached(&db)?;
+    let first = query_in(&session, versions)?;
+    assert_eq!(first, rows(&[&["2"]]));
+    assert_eq!(first, query_in(&uncached, versions)?);
+    run_in(&session, "ALTER TABLE t SET ('cf.max_versions' = '1')")?;
+    let after = query_in(&session, versions)?;
+    assert_eq!(after, query_in(&uncached, versions)?);
+    assert_ne!(first, after, "the GC policy change shows");
+    Ok(())
+}
+
+#[test]
+fn functions_whose_value_changes_are_evaluated_every_time() -> Result<(), BoxError> {
+    let (_dir, _db, session) = one_row_table()?;
+    let now = "SELECT CAST(now() AS VARCHAR) FROM t WHERE n = 1";
+    let first = query_in(&session, now)?;
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_ne!(first, query_in(&session, now)?, "now() moves on");
+    let random = "SELECT random() FROM t WHERE n = 1";
+    assert_ne!(query_in(&session, random)?, query_in(&session, random)?);
+    Ok(())
+}
+
+#[test]
+fn a_shape_is_planned_for_the_types_of_its_values() -> Result<(), BoxError> {
+    let (_dir, db) = open()?;
+    let session = db.session();
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT, s VARCHAR);
+         INSERT INTO t VALUES ('1', 5, '5'), ('2', 6, '6.5')",
+    )?;
+    let uncached = uncached(&db)?;
+    // The same text with a number, a fraction and a string where a key,
+    // a number column and a text column are compared.
+    for sql in [
+        "SELECT _key FROM t WHERE _key = '1'",
+        "SELECT _key FROM t WHERE _key = 1",
+        "SELECT _key FROM t WHERE n = 5",
+        "SELECT _key FROM t WHERE n = 5.5",
+        "SELECT _key FROM t WHERE n = '5'",
+        "SELECT _key FROM t WHERE n < 5.5",
+        "SELECT _key FROM t WHERE s = '6.5'",
+        "SELECT _key FROM t WHERE s = 5",
+        "SELECT _key FROM t WHERE _key IN ('1', '2') AND n BETWEEN 5 AND 5.5",
+    ] {
+        let cached = query_in(&session, sql).map_err(|e| e.to_string());
+        let again = query_in(&session, sql).map_err(|e| e.to_string());
+        let plain = query_in(&uncached, sql).map_err(|e| e.to_string());
+        assert_eq!(cached, plain, "{sql}");
+        assert_eq!(again, plain, "{sql}, cached");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_cache_is_bounded_and_reported() -> Result<(), BoxError> {
+    let (_dir, _db, session) = one_row_table()?;
+    session.set_plan_cache_limits(2, 1 << 30);
+    for column in ["n", "_key", "n + 1", "n * 2"] {
+        query_in(&session, &format!("SELECT {column} FROM t WHERE n > 0"))?;
+    }
+    let stats = session.plan_cache_stats();
+    assert_eq!(stats.entries, 2);
+    assert_eq!(stats.evictions, 2);
+    // The most recently used shapes stayed.
+    let before = session.plan_cache_stats();
+    query_in(&session, "SELECT n * 2 FROM t WHERE n > 5")?;
+    assert_eq!(delta(before, session.plan_cache_stats()), (1, 0));
+    let before = session.plan_cache_stats();
+    query_in(&session, "SELECT n FROM t WHERE n > 5")?;
+    assert_eq!(delta(before, session.plan_cache_stats()), (0, 1));
+    // A bound in bytes below one plan's estimate keeps none.
+    session.set_plan_cache_limits(100, 10);
+    assert_eq!(session.plan_cache_stats().entries, 0);
+    assert!(session.plan_cache_stats().bytes <= 10);
+
+    session.set_plan_cache_limits(100, 1 << 30);
+    query_in(&session, "SELECT n FROM t WHERE n > 0")?;
+    let shown = query_in(&session, "SHOW widesql.plan_cache")?;
+    let stats = session.plan_cache_stats();
+    assert_eq!(
+        shown,
+        vec![vec![
+            stats.hits.to_string(),
+            stats.misses.to_string(),
+            stats.entries.to_string(),
+            stats.bytes.to_string(),
+            stats.evictions.to_string(),
+        ]]
+    );
+    // Off for a session: its statements neither hit nor miss.
+    run_in(&session, "SET widesql.plan_cache = off")?;
+    let before = session.plan_cache_stats();
+    query_in(&session, "SELECT n FROM t WHERE n > 0")?;
+    assert_eq!(delta(before, session.plan_cache_stats()), (0, 0));
+    assert!(run_in(&session, "SET widesql.plan_cache = sometimes").is_err());
+    Ok(())
+}
+
+#[test]
+fn settings_and_views_of_a_session_keep_its_plans_apart() -> Result<(), BoxError> {
+    let (_dir, db) = open()?;
+    let session = db.session();
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1), ('b', 2)",
+    )?;
+    run_in(&session, "CREATE VIEW v AS SELECT _key FROM t WHERE n = 1")?;
+    let sql = "SELECT * FROM v WHERE _key >= 'a'";
+    assert_eq!(query_in(&session, sql)?, rows(&[&["a"]]));
+    run_in(
+        &session,
+        "DROP VIEW v; CREATE VIEW v AS SELECT _key FROM t WHERE n = 2",
+    )?;
+    assert_eq!(query_in(&session, sql)?, rows(&[&["b"]]));
+
+    // A setting that changes what a query means: how identifiers read.
+    let other = db.session();
+    run_in(
+        &other,
+        "CREATE TABLE u (_key VARCHAR PRIMARY KEY, \"N\" BIGINT, n BIGINT);
+         INSERT INTO u VALUES ('a', 10, 20)",
+    )?;
+    let read = "SELECT N FROM u WHERE n > 0";
+    assert_eq!(query_in(&other, read)?, rows(&[&["20"]]));
+    run_in(
+        &other,
+        "SET datafusion.sql_parser.enable_ident_normalization = false",
+    )?;
+    assert_eq!(query_in(&other, read)?, rows(&[&["10"]]));
+
+    // A session whose DataFusion context was handed out plans apart: what
+    // its names resolve to may have changed there.
+    let third = db.session();
+    query_in(&third, read)?;
+    let _ = third.context();
+    let before = third.plan_cache_stats();
+    query_in(&third, read)?;
+    assert_eq!(delta(before, third.plan_cache_stats()), (0, 1));
+    Ok(())
+}
