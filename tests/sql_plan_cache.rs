@@ -218,6 +218,14 @@ fn a_shape_is_planned_for_the_types_of_its_values() -> Result<(), BoxError> {
         assert_eq!(cached, plain, "{sql}");
         assert_eq!(again, plain, "{sql}, cached");
     }
+    // A number compared with text (DataFusion compares them as numbers,
+    // and fails on '6.5') is planned every time.
+    let before = session.plan_cache_stats();
+    for _ in 0..2 {
+        let answer = query_in(&session, "SELECT _key FROM t WHERE s = 7");
+        assert!(answer.is_err(), "{answer:?}");
+    }
+    assert_eq!(delta(before, session.plan_cache_stats()), (0, 2));
     Ok(())
 }
 
@@ -306,5 +314,144 @@ fn settings_and_views_of_a_session_keep_its_plans_apart() -> Result<(), BoxError
     let before = third.plan_cache_stats();
     query_in(&third, read)?;
     assert_eq!(delta(before, third.plan_cache_stats()), (0, 1));
+    Ok(())
+}
+
+#[test]
+fn unsigned_values_result_names_and_own_parameters_are_as_without_the_cache() -> Result<(), BoxError>
+{
+    let (_dir, db) = open()?;
+    let session = db.session();
+    let uncached = uncached(&db)?;
+    run_in(
+        &session,
+        "CREATE TABLE u (_key VARCHAR PRIMARY KEY, k BIGINT UNSIGNED);
+         INSERT INTO u VALUES ('a', 1), ('b', 2), ('c', 18446744073709551615);
+         CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT);
+         INSERT INTO t VALUES ('a', 1), ('b', 7)",
+    )?;
+    for sql in [
+        // Unsigned values past i64::MAX.
+        "SELECT count(*) FROM u WHERE k >= 9223372036854775808",
+        "SELECT count(*) FROM u WHERE k IN (1, 18446744073709551615)",
+        // Result columns keep the names their literals give them.
+        "SELECT n > 5, n = 1 FROM t WHERE n > 0 ORDER BY n",
+    ] {
+        for _ in 0..2 {
+            let runtime = common::runtime();
+            let cached = runtime.block_on(async {
+                session
+                    .sql(sql)
+                    .await?
+                    .collect()
+                    .await
+                    .map_err(widesql::Error::from)
+            })?;
+            let plain = runtime.block_on(async {
+                uncached
+                    .sql(sql)
+                    .await?
+                    .collect()
+                    .await
+                    .map_err(widesql::Error::from)
+            })?;
+            assert_eq!(
+                datafusion::arrow::util::pretty::pretty_format_batches(&cached)?.to_string(),
+                datafusion::arrow::util::pretty::pretty_format_batches(&plain)?.to_string(),
+                "{sql}"
+            );
+        }
+    }
+    // A statement's own parameters are bound by its caller, not by the cache.
+    let runtime = common::runtime();
+    let bound = runtime.block_on(async {
+        session
+            .sql("SELECT _key FROM t WHERE n = $1 AND n < 10")
+            .await?
+            .with_param_values(vec![datafusion::common::ScalarValue::from(7i64)])?
+            .collect()
+            .await
+            .map_err(widesql::Error::from)
+    })?;
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&bound)?.to_string();
+    assert!(text.contains("| b "), "{text}");
+    assert!(!text.contains("| a "), "{text}");
+    Ok(())
+}
+
+#[test]
+fn views_and_registered_tables_are_read_as_they_are_now() -> Result<(), BoxError> {
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+    let (_dir, _db, session) = one_row_table()?;
+    run_in(
+        &session,
+        "CREATE VIEW clock AS SELECT CAST(now() AS VARCHAR) AS at FROM t WHERE n = 1",
+    )?;
+    let first = query_in(&session, "SELECT at FROM clock WHERE at > ''")?;
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_ne!(
+        first,
+        query_in(&session, "SELECT at FROM clock WHERE at > ''")?
+    );
+
+    let ctx = session.context().clone();
+    let batch = |v: i64| -> Result<RecordBatch, BoxError> {
+        let schema = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
+        Ok(RecordBatch::try_new(
+            std::sync::Arc::new(schema),
+            vec![std::sync::Arc::new(Int64Array::from(vec![v]))],
+        )?)
+    };
+    ctx.register_batch("ext", batch(1)?)?;
+    let sql = "SELECT id FROM ext WHERE id > 0";
+    assert_eq!(query_in(&session, sql)?, rows(&[&["1"]]));
+    ctx.deregister_table("ext")?;
+    ctx.register_batch("ext", batch(2)?)?;
+    assert_eq!(query_in(&session, sql)?, rows(&[&["2"]]));
+    Ok(())
+}
+
+#[test]
+fn a_cached_plan_keeps_the_key_range_of_its_values() -> Result<(), BoxError> {
+    let (_dir, db) = open()?;
+    let session = db.session();
+    run_in(
+        &session,
+        "CREATE TABLE i (k INT PRIMARY KEY, v INT);
+         INSERT INTO i VALUES (1, 1), (50, 2), (200, 3);
+         CREATE TABLE d (day DATE PRIMARY KEY, v INT);
+         INSERT INTO d VALUES ('2024-01-01', 1), ('2024-02-01', 2)",
+    )?;
+    let runtime = common::runtime();
+    for (sql, keys) in [
+        // An expression in the select list: no key lookup, the cache's.
+        ("SELECT v + 1 FROM i WHERE k BETWEEN 10 AND 100", "keys="),
+        ("SELECT v + 1 FROM d WHERE day >= '2024-01-15'", "keys="),
+    ] {
+        for _ in 0..2 {
+            let plan = runtime.block_on(async {
+                session
+                    .sql(sql)
+                    .await?
+                    .create_physical_plan()
+                    .await
+                    .map_err(widesql::Error::from)
+            })?;
+            let text = datafusion::physical_plan::displayable(plan.as_ref())
+                .indent(true)
+                .to_string();
+            let scan = text
+                .lines()
+                .find(|l| l.contains("WideScanExec"))
+                .unwrap_or_default();
+            assert!(
+                scan.contains(keys) && !scan.contains("keys=all"),
+                "{sql}: {text}"
+            );
+        }
+        assert_eq!(query_in(&session, sql)?, rows(&[&["3"]]));
+    }
     Ok(())
 }

@@ -5,29 +5,39 @@
 //! optimising that plan) costs more than running a short one. The cache
 //! keeps the optimised plan of each query *shape* it saw:
 //!
-//! 1. **Normalise.** A string or number literal that is a value (an operand
-//!    of a comparison whose other side is no literal, an item of an `IN`
-//!    list, a bound of `BETWEEN`) becomes a parameter `$1, $2, …`, as SQL
-//!    Server's simple parameterisation does. Literals anywhere else
-//!    (`ORDER BY 1`, `LIMIT 10`, a function's argument, the select list)
-//!    stay in the text, since they can change what the plan is, not only
-//!    what it computes.
-//! 2. **Look up** the normalised text, the types of its parameters and the
+//! 1. **Normalise.** A string or number literal in a `WHERE` clause that
+//!    is a value (an operand of a comparison whose other side is no
+//!    literal, an item of an `IN` list, a bound of `BETWEEN`) becomes a
+//!    parameter `$1, $2, …`, as SQL Server's simple parameterisation does.
+//!    Literals anywhere else (the select list, where they name columns;
+//!    `ORDER BY 1`; `LIMIT 10`; a function's argument) stay in the text,
+//!    and so do all literals of a query with a subquery (DataFusion
+//!    evaluates some of a subquery's expressions while it plans) or with
+//!    parameters of its own.
+//! 2. **Look up** the normalised text, the types of its literals and the
 //!    names the session resolves in (its default project and dataset).
 //!    An entry planned before the last DDL (catalog generation) is stale.
-//! 3. **Plan on a miss**: the normalised statement is planned with typed
-//!    parameters (so a number compared with a text column is coerced as
-//!    the literal would have been) and optimised.
-//! 4. **Run** the plan with this statement's values as the parameters:
-//!    only physical planning and execution remain.
+//! 3. **Plan on a miss**: the normalised statement is planned, each
+//!    parameter typed as its place in the plan (the column it is compared
+//!    with), so that the plan is the one the literal would get: key
+//!    ranges are pushed down and casts land on the value, not the column.
+//!    A literal of another kind than its place (a number compared with
+//!    text, which DataFusion may compare as numbers) is not cached.
+//! 4. **Run** the plan with this statement's values converted to their
+//!    places' types: only physical planning and execution remain. A value
+//!    that does not convert there and back unchanged (`5.5` where an
+//!    integer column is compared) plans the statement as written instead.
 //!
 //! Not cached (planned every time, as without the cache): statements other
 //! than queries; queries that call a function whose value can change
-//! within a statement or between statements (`now()`, `random()`), since
-//! the optimiser folds some of them into constants; queries whose
-//! normalised form does not plan. A session whose settings changed (`SET`,
-//! DataFusion DDL such as `CREATE VIEW`, or its [`SessionContext`] handed
-//! out) keeps its plans apart from other sessions'.
+//! within a statement or between statements (`now()`, `random()`, also
+//! inside a view), since the optimiser folds some of them into constants;
+//! queries that read anything but widesql tables (a view, a registered
+//! file or table: what they hold is not seen by the catalog generation);
+//! queries whose normalised form does not plan. A session whose settings
+//! changed (`SET`, DataFusion DDL such as `CREATE VIEW`, or its
+//! [`SessionContext`] handed out) keeps its plans apart from other
+//! sessions'.
 //!
 //! Key lookups and `INSERT`s of literals are answered before the cache
 //! looks (`key_lookup`, `dml::constant_insert`). The cache is bounded in
@@ -45,20 +55,23 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use datafusion::arrow::array::UInt64Array;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::{DFSchemaRef, ParamValues, ScalarValue};
 use datafusion::execution::context::SessionState;
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement, Volatility};
+use datafusion::logical_expr::{LogicalPlan, Volatility};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, BinaryOperator, DataType as SqlType, ExactNumberInfo,
-    Expr as SqlExpr, Ident, Query, Statement as SqlStatement, Value as SqlValue, Visit, Visitor,
+    visit_expressions, visit_expressions_mut, BinaryOperator, Expr as SqlExpr, Query, SetExpr,
+    Statement as SqlStatement, Value as SqlValue, Visit, Visitor,
 };
 
 use crate::error::Result;
 use crate::sql::dispatch::has_into;
 use crate::sql::literal::literal_value;
+use crate::sql::table::WideTable;
+use crate::sql::versions::CellsView;
 use crate::sql::{from_df, Session};
 
 /// What the plan cache of a database did so far.
@@ -363,15 +376,24 @@ impl Session {
         let Some(cached) = cached else {
             return Ok(None);
         };
-        let values = params
+        // Each value as the type its place in the plan has; a value that
+        // does not convert exactly (5.5 where an integer column is
+        // compared) is planned as written instead.
+        let Some(values) = params
             .into_iter()
             .zip(&cached.parameters)
-            .map(|(value, field)| value.cast_to(field.data_type()).map(Into::into))
-            .collect::<datafusion::common::Result<Vec<_>>>()?;
-        let plan = cached
+            .map(|(value, field)| exactly_as(value, field.data_type()))
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        let Ok(plan) = cached
             .plan
             .clone()
-            .with_param_values(ParamValues::List(values))?;
+            .with_param_values(ParamValues::List(values))
+        else {
+            return Ok(None);
+        };
         let (state, _) = self.planning_state();
         let physical = state
             .query_planner()
@@ -432,26 +454,26 @@ impl Session {
         if self.calls_changing_functions(&shape) {
             return None;
         }
-        let data_types = params
-            .iter()
-            .map(|p| sql_type(&p.data_type()))
-            .collect::<Option<Vec<_>>>()?;
-        let prepare = SqlStatement::Prepare {
-            name: Ident::new("__widesql_plan_cache"),
-            data_types,
-            statement: Box::new(shape),
-        };
         let plan = self
-            .plan(DfStatement::Statement(Box::new(prepare)))
+            .plan(DfStatement::Statement(Box::new(shape)))
             .await
             .ok()?;
-        let LogicalPlan::Statement(PlanStatement::Prepare(prepare)) = plan else {
+        if !reads_only_widesql_tables(&plan) || plans_changing_functions(&plan) {
             return None;
-        };
-        let optimized = self.ctx.state().optimize(&prepare.input).ok()?;
+        }
+        let mut fields = plan.get_parameter_fields().ok()?;
+        let parameters = params
+            .iter()
+            .enumerate()
+            .map(|(at, value)| {
+                let field = fields.remove(&format!("${}", at + 1))??;
+                same_kind(&value.data_type(), field.data_type()).then_some(field)
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let optimized = self.ctx.state().optimize(&plan).ok()?;
         Some(Arc::new(CachedQuery {
             plan: optimized,
-            parameters: prepare.fields,
+            parameters,
         }))
     }
 
@@ -476,28 +498,95 @@ impl Session {
     }
 }
 
-/// The SQL type a parameter of `data_type` is declared with.
-fn sql_type(data_type: &DataType) -> Option<SqlType> {
-    Some(match data_type {
-        DataType::Int64 => SqlType::BigInt(None),
-        DataType::UInt64 => SqlType::BigIntUnsigned(None),
-        DataType::Float64 => SqlType::Double(ExactNumberInfo::None),
-        DataType::Utf8 => SqlType::Varchar(None),
-        _ => return None,
-    })
+/// Whether a literal of type `literal` compared where a value of type
+/// `place` stands is coerced to `place` by DataFusion, so that the
+/// literal converted to `place` (exactly, see [`exactly_as`]) means what
+/// it meant: integers and fractions where numbers stand, text where text
+/// or a date or time stands. Anything else (a number compared with a text
+/// column, which DataFusion may compare as numbers) is not cached.
+fn same_kind(literal: &DataType, place: &DataType) -> bool {
+    let text =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
+    match literal {
+        DataType::Int64 | DataType::UInt64 => place.is_integer() || place.is_floating(),
+        DataType::Float64 => place.is_floating(),
+        DataType::Utf8 => text(place) || place.is_temporal(),
+        _ => false,
+    }
 }
 
-/// Replaces the value literals of `statement` (see the module
-/// documentation) with `$1, $2, …` and returns their values, as `value`
-/// reads them; a literal `value` cannot read stays.
+/// `value` as a value of `data_type`, when it converts there and back
+/// unchanged.
+fn exactly_as(value: ScalarValue, data_type: &DataType) -> Option<ScalarAndMetadata> {
+    let converted = value.cast_to(data_type).ok()?;
+    if converted.is_null() || converted.cast_to(&value.data_type()).ok()? != value {
+        return None;
+    }
+    Some(converted.into())
+}
+
+/// Whether `plan` calls a function that is not immutable (a view's
+/// `now()` included, which the statement's text does not show).
+fn plans_changing_functions(plan: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::Expr;
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            expr.apply(|e| {
+                if let Expr::ScalarFunction(f) = e {
+                    if f.func.signature().volatility != Volatility::Immutable {
+                        found = true;
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    found
+}
+
+/// Whether every table `plan` reads is a widesql table or version view:
+/// what a view, a registered file or an in-memory table holds (a view
+/// calling `now()`, a table registered again under its name) is not seen
+/// by the catalog generation.
+fn reads_only_widesql_tables(plan: &LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::datasource::source_as_provider;
+    let mut only = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let widesql = source_as_provider(&scan.source).is_ok_and(|provider| {
+                provider.downcast_ref::<WideTable>().is_some()
+                    || provider.downcast_ref::<CellsView>().is_some()
+            });
+            if !widesql {
+                only = false;
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    only
+}
+
+/// Replaces the value literals in the `WHERE` clauses of `statement`
+/// (see the module documentation) with `$1, $2, …` and returns their
+/// values, as `value` reads them; a literal `value` cannot read stays.
+/// Literals elsewhere name result columns (`SELECT n > 5`) and stay. A
+/// statement with parameters of its own, or with a query inside, keeps all.
 fn lift_values(
     statement: &mut SqlStatement,
     value: impl Fn(&SqlValue) -> Option<ScalarValue>,
 ) -> Vec<ScalarValue> {
     let mut params = Vec::new();
-    if has_subqueries(statement) {
+    if has_subqueries(statement) || has_placeholders(statement) {
         return params;
     }
+    let SqlStatement::Query(query) = statement else {
+        return params;
+    };
     let mut lift = |expr: &mut SqlExpr| {
         let SqlExpr::Value(literal) = expr else {
             return;
@@ -516,29 +605,54 @@ fn lift_values(
         *expr = SqlExpr::Value(placeholder.with_empty_span());
     };
     let is_literal = |e: &SqlExpr| matches!(e, SqlExpr::Value(_));
-    let _ = visit_expressions_mut(statement, |expr| {
-        match expr {
-            SqlExpr::BinaryOp { left, op, right } if is_comparison(op) => {
-                match (is_literal(left), is_literal(right)) {
-                    (false, true) => lift(right),
-                    (true, false) => lift(left),
-                    _ => {}
+    for selection in where_clauses(&mut query.body) {
+        let _ = visit_expressions_mut(selection, |expr| {
+            match expr {
+                SqlExpr::BinaryOp { left, op, right } if is_comparison(op) => {
+                    match (is_literal(left), is_literal(right)) {
+                        (false, true) => lift(right),
+                        (true, false) => lift(left),
+                        _ => {}
+                    }
                 }
+                SqlExpr::InList { expr, list, .. } if !is_literal(expr) => {
+                    list.iter_mut().for_each(&mut lift)
+                }
+                SqlExpr::Between {
+                    expr, low, high, ..
+                } if !is_literal(expr) => {
+                    lift(low);
+                    lift(high);
+                }
+                _ => {}
             }
-            SqlExpr::InList { expr, list, .. } if !is_literal(expr) => {
-                list.iter_mut().for_each(&mut lift)
-            }
-            SqlExpr::Between {
-                expr, low, high, ..
-            } if !is_literal(expr) => {
-                lift(low);
-                lift(high);
-            }
-            _ => {}
-        }
-        ControlFlow::<()>::Continue(())
-    });
+            ControlFlow::<()>::Continue(())
+        });
+    }
     params
+}
+
+/// The `WHERE` clauses of the selects of a query body, through set
+/// operations, in order.
+fn where_clauses(body: &mut SetExpr) -> Vec<&mut SqlExpr> {
+    match body {
+        SetExpr::Select(select) => select.selection.iter_mut().collect(),
+        SetExpr::SetOperation { left, right, .. } => {
+            let mut clauses = where_clauses(left);
+            clauses.extend(where_clauses(right));
+            clauses
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `statement` has parameters of its own (`$1`, `?`).
+fn has_placeholders(statement: &SqlStatement) -> bool {
+    visit_expressions(statement, |expr| match expr {
+        SqlExpr::Value(v) if matches!(v.value, SqlValue::Placeholder(_)) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// Whether `statement` holds a query within its query (a subquery, a
@@ -596,12 +710,13 @@ mod tests {
     fn values_become_parameters() {
         assert_eq!(
             normalised(
-                "SELECT a FROM t WHERE k = 'x' AND 5 < n AND m IN (1, 2) AND b BETWEEN 3 AND 4"
+                "SELECT a FROM t WHERE k = 'x' AND 5 < n AND m IN (1, 2) AND b BETWEEN 3 AND 4 \
+                 UNION SELECT a FROM u WHERE c = 7"
             ),
             (
-                "SELECT a FROM t WHERE k = $1 AND $2 < n AND m IN ($3, $4) AND b BETWEEN $5 AND $6"
+                "SELECT a FROM t WHERE k = $1 AND $2 < n AND m IN ($3, $4) AND b BETWEEN $5 AND $6 UNION SELECT a FROM u WHERE c = $7"
                     .to_string(),
-                6
+                7
             )
         );
     }
@@ -619,6 +734,8 @@ mod tests {
             "SELECT a FROM t WHERE n IN (SELECT m FROM u WHERE m > 2)",
             "SELECT (SELECT count(*) FROM u WHERE u.m = t.n HAVING count(*) = 0) FROM t WHERE n = 1",
             "WITH c AS (SELECT 1 AS one) SELECT one FROM c WHERE one = 1",
+            "SELECT n > 5, sum(CASE WHEN a = 1 THEN 1 END) FROM t GROUP BY n HAVING n > 2",
+            "SELECT a FROM t WHERE k = $1 AND n > 10",
         ] {
             let (text, lifted) = normalised(sql);
             assert_eq!(lifted, 0, "{sql} became {text}");

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::{Session as DfSession, TableProvider};
 use datafusion::common::{
     not_impl_err, plan_err, Constraint, Constraints, DFSchema, Result, ScalarValue,
@@ -424,7 +424,8 @@ fn with_sample_values(filter: &Expr) -> Option<Expr> {
 }
 
 /// Whether each parameter of `filter` is compared straight with a column
-/// of `schema` of the parameter's own type.
+/// of `schema` of the parameter's own type, one whose every value is a
+/// key.
 fn parameters_have_column_types(schema: &SchemaRef, filter: &Expr) -> bool {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
     use datafusion::logical_expr::expr::{Between, InList, Placeholder};
@@ -436,8 +437,17 @@ fn parameters_have_column_types(schema: &SchemaRef, filter: &Expr) -> bool {
             .map(|f| f.data_type().clone()),
         _ => None,
     };
+    // Types every value of which is a key: signed integers and text (an
+    // unsigned value past i64::MAX is no key, and the scan would then
+    // read every key with no filter left above it).
+    let always_a_key = |t: &DataType| {
+        t.is_signed_integer()
+            || matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+    };
     let fits = |column: &Expr, value: &Expr| match (column_type(column), value) {
-        (Some(t), Expr::Placeholder(Placeholder { field: Some(f), .. })) => *f.data_type() == t,
+        (Some(t), Expr::Placeholder(Placeholder { field: Some(f), .. })) => {
+            *f.data_type() == t && always_a_key(&t)
+        }
         _ => false,
     };
     let (mut all, mut fitting) = (0, 0);
