@@ -43,6 +43,19 @@ fn run_rows(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> 
     Ok(rows)
 }
 
+/// The answer to `sql` through `Session::sql`, as a table with its header.
+fn pretty(session: &Session, sql: &str) -> Result<String, BoxError> {
+    let batches = common::runtime().block_on(async {
+        session
+            .sql(sql)
+            .await?
+            .collect()
+            .await
+            .map_err(widesql::Error::from)
+    })?;
+    Ok(datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string())
+}
+
 fn rows(values: &[&[&str]]) -> Vec<Vec<String>> {
     values
         .iter()
@@ -338,28 +351,7 @@ fn unsigned_values_result_names_and_own_parameters_are_as_without_the_cache() ->
         "SELECT n > 5, n = 1 FROM t WHERE n > 0 ORDER BY n",
     ] {
         for _ in 0..2 {
-            let runtime = common::runtime();
-            let cached = runtime.block_on(async {
-                session
-                    .sql(sql)
-                    .await?
-                    .collect()
-                    .await
-                    .map_err(widesql::Error::from)
-            })?;
-            let plain = runtime.block_on(async {
-                uncached
-                    .sql(sql)
-                    .await?
-                    .collect()
-                    .await
-                    .map_err(widesql::Error::from)
-            })?;
-            assert_eq!(
-                datafusion::arrow::util::pretty::pretty_format_batches(&cached)?.to_string(),
-                datafusion::arrow::util::pretty::pretty_format_batches(&plain)?.to_string(),
-                "{sql}"
-            );
+            assert_eq!(pretty(&session, sql)?, pretty(&uncached, sql)?, "{sql}");
         }
     }
     // A statement's own parameters are bound by its caller, not by the cache.
