@@ -45,14 +45,7 @@ fn run_rows(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> 
 
 /// The answer to `sql` through `Session::sql`, as a table with its header.
 fn pretty(session: &Session, sql: &str) -> Result<String, BoxError> {
-    let batches = common::runtime().block_on(async {
-        session
-            .sql(sql)
-            .await?
-            .collect()
-            .await
-            .map_err(widesql::Error::from)
-    })?;
+    let batches = common::batches_in(session, sql)?;
     Ok(datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string())
 }
 

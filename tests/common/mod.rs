@@ -33,16 +33,24 @@ pub fn run(db: &Db, script: &str) -> widesql::Result<()> {
     run_in(&db.session(), script)
 }
 
-/// Runs a query in `session`; every row as its columns' display strings.
-pub fn query_in(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
-    let batches = runtime().block_on(async {
+/// The batches of a query through `Session::sql` in `session`.
+pub fn batches_in(
+    session: &Session,
+    sql: &str,
+) -> Result<Vec<datafusion::arrow::record_batch::RecordBatch>, BoxError> {
+    Ok(runtime().block_on(async {
         session
             .sql(sql)
             .await?
             .collect()
             .await
             .map_err(widesql::Error::from)
-    })?;
+    })?)
+}
+
+/// Runs a query in `session`; every row as its columns' display strings.
+pub fn query_in(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
+    let batches = batches_in(session, sql)?;
     let mut rows = Vec::new();
     for batch in batches {
         for r in 0..batch.num_rows() {
