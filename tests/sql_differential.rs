@@ -926,7 +926,11 @@ impl Generator {
         if columns.is_empty() {
             columns.push(&table.value_columns()[0]);
         }
-        let rows = self.rng.range(1, 4);
+        // Now and then one row at a key that may exist: widesql's INSERT is
+        // an upsert of the non-NULL values, SQLite's `ON CONFLICT DO UPDATE`
+        // with `coalesce` the same.
+        let upsert = table.keyed && self.next_key > 1 && self.rng.chance(15);
+        let rows = if upsert { 1 } else { self.rng.range(1, 4) };
         // Values that do not fit only in one-row INSERTs: DataFusion unifies
         // the types of a VALUES list's rows before the target's types apply.
         let allow_bad = rows == 1;
@@ -934,7 +938,9 @@ impl Generator {
         for _ in 0..rows {
             let mut values = Vec::new();
             for (i, c) in columns.iter().enumerate() {
-                if table.keyed && i == 0 {
+                if upsert && i == 0 {
+                    values.push(Sql::same(self.rng.range(1, self.next_key).to_string()));
+                } else if table.keyed && i == 0 {
                     self.next_key += self.rng.range(1, 3);
                     values.push(Sql::same(if self.rng.chance(1) {
                         "NULL".to_string()
@@ -953,8 +959,23 @@ impl Generator {
             .collect::<Vec<_>>()
             .join(", ");
         let name = &table.name;
-        let sql =
+        let mut sql =
             Sql::join(&tuples, ", ").map(|v| format!("INSERT INTO {name} ({names}) VALUES {v}"));
+        if upsert {
+            let key = &columns[0].name;
+            let sets: Vec<String> = columns[1..]
+                .iter()
+                .map(|c| format!("{0} = coalesce(excluded.{0}, {name}.{0})", c.name))
+                .collect();
+            // widesql counts every row it upserts, as SQLite counts an
+            // update: a row of the key alone updates the key to itself.
+            let action = if sets.is_empty() {
+                format!("UPDATE SET {key} = excluded.{key}")
+            } else {
+                format!("UPDATE SET {}", sets.join(", "))
+            };
+            sql.sqlite = format!("{} ON CONFLICT({key}) DO {action}", sql.sqlite);
+        }
         Statement {
             sql,
             kind: Kind::Insert,
