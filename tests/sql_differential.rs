@@ -238,6 +238,11 @@ impl Model {
                     t.columns.retain(|c| &c.name != column);
                 }
             }
+            Effect::Rename(from, to) => {
+                if let Some(t) = self.tables.iter_mut().find(|t| &t.name == from) {
+                    t.name = to.clone();
+                }
+            }
         }
     }
 }
@@ -312,6 +317,8 @@ enum Effect {
     Drop(String),
     AddColumn(String, Column),
     DropColumn(String, String),
+    /// The table of the first name now has the second.
+    Rename(String, String),
     /// The table of that name is replaced by this one.
     Replace(TableModel),
 }
@@ -432,6 +439,14 @@ impl Generator {
             93..=94 => {
                 let source = self.other_table();
                 self.create_table_as(&source, Some(&table.name))
+            }
+            97..=98 => {
+                let to = self.name(if table.keyed { "t" } else { "g" });
+                Statement {
+                    sql: Sql::same(format!("ALTER TABLE {} RENAME TO {to}", table.name)),
+                    kind: Kind::Ddl,
+                    effect: Effect::Rename(table.name.clone(), to),
+                }
             }
             95..=96 if tables > 2 => Statement {
                 sql: Sql::same(format!("DROP TABLE {}", table.name)),
