@@ -13,25 +13,17 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::ast::{Query, Select, SetExpr};
 
-use datafusion::arrow::compute::concat_batches;
 use datafusion::common::tree_node::TreeNode;
-use datafusion::execution::SessionStateBuilder;
-use datafusion::logical_expr::{Expr, LogicalPlan, Statement as PlanStatement, WriteOp};
-use datafusion::physical_plan::collect;
+use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement, WriteOp};
 
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
-use crate::sql::dml::constant_insert::ConstantInsert;
-use crate::sql::key_lookup::KeyLookup;
 use crate::sql::table::WideTable;
 use crate::sql::{from_df, Session};
 
 impl Session {
     /// Runs one parsed statement.
-    pub(super) async fn execute(&self, mut statement: DfStatement) -> Result<DataFrame> {
-        if let Some(rows) = self.insert_literals(&mut statement).await? {
-            return self.count(rows);
-        }
+    pub(super) async fn execute(&self, statement: DfStatement) -> Result<DataFrame> {
         if let DfStatement::CopyTo(copy) = &statement {
             if let Some((query, path, format)) = file_copy(copy) {
                 let options = crate::export::ExportOptions::default();
@@ -182,31 +174,22 @@ impl Session {
         }
     }
 
-    /// Runs a statement through DataFusion; a key lookup, or the
-    /// `EXECUTE` of one, is answered without it.
+    /// Runs a statement through DataFusion; the `EXECUTE` of a prepared
+    /// statement goes through the front door, and a statement of a kind
+    /// that needs no optimiser runs without it ([`Session::as_written`]).
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
         let generation = self.generation();
         // Kept to plan it again after DDL (see `execute_prepared`).
         let prepare = matches!(&statement, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Prepare { .. }))
             .then(|| statement.clone());
         let plan = self.plan(statement).await?;
-        if let Some(batch) = KeyLookup::from_plan(&plan)
-            .map(|lookup| lookup.run(None))
-            .transpose()?
-            .flatten()
-        {
-            return self.frame(batch);
+        if let Some(answer) = self.execute_prepared(&plan).await? {
+            return self.answer_frame(answer);
         }
-        if let Some(batch) = self.execute_prepared(&plan).await? {
-            return self.frame(batch);
-        }
-        if let Some(insert) = ConstantInsert::of(&plan) {
-            let rows = insert.write(self.write_settings(), None).await?;
-            return self.count(rows);
-        }
-        if inserts_values(&plan) {
-            return self.insert_values(plan).await;
-        }
+        let plan = match self.as_written(plan).await? {
+            Ok(frame) => return Ok(frame),
+            Err(plan) => plan,
+        };
         // DataFusion's DDL (views, external tables) and settings change
         // what the session's queries plan to.
         if matches!(
@@ -338,71 +321,6 @@ fn insert_with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
         dml.op.clone(),
         Arc::clone(&dml.input),
     ))
-}
-
-/// Whether `plan` is an `INSERT … VALUES`: rows of expressions, with
-/// nothing but projections (the casts to the table's types) between them
-/// and the table.
-fn inserts_values(plan: &LogicalPlan) -> bool {
-    let LogicalPlan::Dml(dml) = plan else {
-        return false;
-    };
-    if !matches!(dml.op, WriteOp::Insert(_)) {
-        return false;
-    }
-    let mut input = dml.input.as_ref();
-    loop {
-        match input {
-            LogicalPlan::Projection(projection) if projection.expr.iter().all(needs_no_rewrite) => {
-                input = projection.input.as_ref()
-            }
-            LogicalPlan::Values(values) => {
-                return values.values.iter().flatten().all(needs_no_rewrite)
-            }
-            _ => return false,
-        }
-    }
-}
-
-/// Whether `expr` runs as planned: literals, casts, columns and the
-/// functions that build nested values (`MAP {…}`, `[…]`, structs). Other
-/// functions may need the optimizer: it replaces `now()` with the
-/// statement's time and `arrow_cast` with a cast, and they fail if run
-/// unrewritten.
-fn needs_no_rewrite(expr: &Expr) -> bool {
-    const BUILDERS: [&str; 5] = ["map", "make_map", "make_array", "named_struct", "struct"];
-    !expr
-        .exists(|e| {
-            Ok(match e {
-                Expr::Literal(..)
-                | Expr::Column(_)
-                | Expr::Cast(_)
-                | Expr::TryCast(_)
-                | Expr::Alias(_)
-                | Expr::Negative(_) => false,
-                Expr::ScalarFunction(f) => !BUILDERS.contains(&f.name()),
-                _ => true,
-            })
-        })
-        .unwrap_or(true)
-}
-
-impl Session {
-    /// Runs an `INSERT … VALUES` of plain values without DataFusion's
-    /// optimizer, which here only rewrites: it simplifies each value of
-    /// each row, the largest part of a 100-row `INSERT`'s time (profile in
-    /// `bench/RESULTS.md`). The analyzer, which coerces the values to the
-    /// table's types, still runs, and the rows go through the one write
-    /// path as any INSERT's.
-    async fn insert_values(&self, plan: LogicalPlan) -> Result<DataFrame> {
-        let state = SessionStateBuilder::new_from_existing(self.ctx.state())
-            .with_optimizer_rules(Vec::new())
-            .build();
-        let physical = state.create_physical_plan(&plan).await?;
-        let schema = physical.schema();
-        let batches = collect(physical, state.task_ctx()).await?;
-        self.frame(concat_batches(&schema, &batches)?)
-    }
 }
 
 pub(super) fn statement_back(statement: Statement) -> DfStatement {

@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::Dialect;
+use datafusion::common::DFSchema;
 use datafusion::dataframe::DataFrame;
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_plan::{collect, execute_stream};
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
@@ -21,10 +23,9 @@ use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::front_door::{CacheSwitches, PlanCache};
 use crate::sql::in_subquery::InSubqueryNulls;
-use crate::sql::key_lookup::KeyLookup;
 use crate::sql::literal::Numbers;
-use crate::sql::plan_cache::{CacheSwitches, PlanCache};
 use crate::sql::scan::scans_of;
 use crate::sql::{catalog, dml, from_df, planned, shape, types, versions};
 use crate::table::TableStore;
@@ -101,63 +102,19 @@ pub struct Session {
     pub(super) options: SessionOptions,
     /// The statements of SQL `PREPARE`, by name.
     prepared: Arc<Mutex<HashMap<String, Planned<SqlPrepared>>>>,
-    /// Queries seen before, with their literals replaced by parameters,
-    /// and the key lookup each is (`None`: not one).
-    pub(super) lookup_shapes: Arc<Shapes<Option<KeyLookup>>>,
-    /// `INSERT … VALUES` of literals seen before, with one row of
-    /// parameters for their rows, and the plan each has (`None`: not one
-    /// of constants).
-    pub(super) insert_shapes: Arc<Shapes<Option<LogicalPlan>>>,
     /// The session's switches for the plan cache.
     pub(super) cache: Arc<CacheSwitches>,
     /// The database's plan cache.
     pub(super) plan_cache: Arc<PlanCache>,
 }
 
-/// Statements seen before, by their text with literals replaced by
-/// parameters, and what was planned for each: a statement of a known
-/// shape is not planned again while the catalog is unchanged. Beyond
-/// [`Shapes::MAX`] shapes the memory starts over.
-#[derive(Debug)]
-pub(super) struct Shapes<T>(Mutex<HashMap<String, Planned<T>>>);
-
-impl<T> Default for Shapes<T> {
-    fn default() -> Self {
-        Shapes(Mutex::default())
-    }
-}
-
-impl<T: Clone> Shapes<T> {
-    const MAX: usize = 1024;
-
-    /// What was planned for `key`, if it was planned at `generation`.
-    pub(super) fn get(&self, key: &str, generation: u64) -> Option<T> {
-        self.lock()
-            .get(key)
-            .filter(|known| known.generation == generation)
-            .map(|known| known.value.clone())
-    }
-
-    /// Remembers what was planned for `key` at `generation`.
-    pub(super) fn insert(&self, key: String, generation: u64, value: T) {
-        let mut shapes = self.lock();
-        if shapes.len() >= Self::MAX {
-            shapes.clear();
-        }
-        shapes.insert(key, Planned { generation, value });
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Planned<T>>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A statement of SQL `PREPARE`, kept to plan it again after DDL, and its
-/// key lookup with the declared parameter types if it is one.
+/// A statement of SQL `PREPARE`: the statement, kept to plan it again
+/// after DDL, the statement it prepares, and its declared parameter types.
 #[derive(Debug, Clone)]
 pub(super) struct SqlPrepared {
     pub(super) statement: DfStatement,
-    pub(super) lookup: Option<(KeyLookup, Vec<FieldRef>)>,
+    pub(super) inner: DfStatement,
+    pub(super) fields: Vec<FieldRef>,
 }
 
 /// Something planned from names, and the catalog generation it was
@@ -234,8 +191,6 @@ impl Session {
             ctx,
             options,
             prepared: Arc::default(),
-            lookup_shapes: Arc::default(),
-            insert_shapes: Arc::default(),
             cache: Arc::default(),
         }
     }
@@ -341,11 +296,8 @@ impl Session {
     /// Runs one statement and returns its result as a DataFrame; a text of
     /// several is an error ([`Session::run`] runs scripts).
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
-        if let Some(rows) = self.insert_text(sql).await? {
-            return self.count(rows);
-        }
-        if let Some(batch) = self.key_lookup_text(sql).await? {
-            return self.frame(batch);
+        if let Some(answer) = self.door_text(sql).await? {
+            return self.answer_frame(answer);
         }
         let statement = self.parse_one(sql)?;
         self.frame_of(statement).await
@@ -363,18 +315,10 @@ impl Session {
         }
     }
 
-    /// The result of the parsed statement `statement` as a [`DataFrame`]
-    /// (a key lookup answered without planning).
-    pub(crate) async fn frame_of(&self, statement: DfStatement) -> Result<DataFrame> {
-        if let Some(batch) = self.key_lookup_of(&statement).await? {
-            return self.frame(batch);
-        }
-        match self.cached_query(&statement).await? {
-            Some(ready) => Ok(planned::frame(
-                self.planning_state().0.as_ref().clone(),
-                ready.physical,
-                ready.schema,
-            )),
+    /// The result of the parsed statement `statement` as a [`DataFrame`].
+    pub(crate) async fn frame_of(&self, mut statement: DfStatement) -> Result<DataFrame> {
+        match self.door(&mut statement).await? {
+            Some(answer) => self.answer_frame(answer),
             None => self.execute(statement).await,
         }
     }
@@ -397,15 +341,12 @@ impl Session {
         mut done: impl FnMut(StatementOutput),
     ) -> Result<usize> {
         // One INSERT of literals, or one key lookup: read off the text.
-        let read_off_text = match self.insert_text(script).await? {
-            Some(rows) => Some(dml::count_batch(rows)?),
-            None => self.key_lookup_text(script).await?,
-        };
-        if let Some(batch) = read_off_text {
+        if let Some(answer) = self.door_text(script).await? {
+            let (schema, batches) = self.answer_batches(answer).await?;
             done(StatementOutput {
                 sql: script.trim().trim_end_matches(';').trim_end().to_string(),
-                schema: batch.schema(),
-                batches: vec![batch],
+                schema,
+                batches,
             });
             return Ok(1);
         }
@@ -420,20 +361,10 @@ impl Session {
     /// Plans and runs one statement; plans and runs it again when DDL
     /// changed its table while it waited to write (nothing was written
     /// then), as a statement that waited for the DDL's lock would.
-    async fn run_statement(&self, statement: DfStatement) -> Result<StatementOutput> {
+    async fn run_statement(&self, mut statement: DfStatement) -> Result<StatementOutput> {
         let sql = statement.to_string();
-        // A key lookup returns its batch as it is: no DataFrame to optimize.
-        if let Some(batch) = self.key_lookup_of(&statement).await? {
-            return Ok(StatementOutput {
-                sql,
-                schema: batch.schema(),
-                batches: vec![batch],
-            });
-        }
-        if let Some(ready) = self.cached_query(&statement).await? {
-            let schema = Arc::new(ready.schema.as_arrow().clone());
-            let (_, task) = self.planning_state();
-            let batches = collect(ready.physical, task).await?;
+        if let Some(answer) = self.door(&mut statement).await? {
+            let (schema, batches) = self.answer_batches(answer).await?;
             return Ok(StatementOutput {
                 sql,
                 schema,
@@ -454,8 +385,14 @@ impl Session {
         })
     }
 
+    /// A DataFrame of rows computed already, whose `collect` does not
+    /// plan them again.
     pub(super) fn frame(&self, batch: RecordBatch) -> Result<DataFrame> {
-        Ok(self.ctx.read_batch(batch)?)
+        let schema = batch.schema();
+        let physical = MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&schema), None)?;
+        let logical = Arc::new(DFSchema::try_from(schema.as_ref().clone())?);
+        let (state, _) = self.planning_state();
+        Ok(planned::frame(state.as_ref().clone(), physical, logical))
     }
 
     pub(super) fn done(&self) -> Result<DataFrame> {

@@ -11,8 +11,8 @@
 //! the columns of one batch, which goes through the same
 //! [`RowWriter`](crate::sql::dml::write::RowWriter) as any INSERT's rows.
 //! A statement whose values are all literals is not even planned row by
-//! row: [`Session::insert_literals`] plans it once per shape and reads its
-//! rows off the text. Anything else (a function call, an expression, a
+//! row: the front door ([`crate::sql::front_door`]) plans it once per
+//! shape and reads its rows off the text. Anything else (a function call, an expression, a
 //! subquery, a default such as `now()`) is left to DataFusion.
 
 use std::borrow::Cow;
@@ -36,13 +36,6 @@ use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
 use crate::sql::literal::{Literal, Numbers};
 use crate::sql::table::WideTable;
-use crate::sql::text_literals::scan_insert_values;
-use crate::sql::Session;
-use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, Parens, SetExpr, Statement as SqlStatement, Value as SqlValue,
-    Values as SqlValues,
-};
 
 /// An `INSERT … VALUES` whose rows are constants, read off its plan.
 pub(crate) struct ConstantInsert<'a> {
@@ -537,152 +530,9 @@ fn text_map_column(
     Some(map_array(entries, [keys, values], lengths, valid, sorted))
 }
 
-impl Session {
-    /// An `INSERT … VALUES` whose values are all literals, written without
-    /// planning its rows: the statement with one row of parameters
-    /// (`VALUES ($1, …)`) is planned once per shape and catalog generation,
-    /// and the rows read off the parsed statement ([`crate::sql::literal`])
-    /// fill it; [`Session::insert_text`] reads them off the text instead.
-    /// Planning a 100-row statement of webtable pages through DataFusion
-    /// cost more than parsing it (each `MAP {…}` value is named and typed
-    /// by formatting it). `None`, with the statement as it was, when it is
-    /// not one.
-    pub(in crate::sql) async fn insert_literals(
-        &self,
-        statement: &mut DfStatement,
-    ) -> Result<Option<u64>, crate::Error> {
-        let Some(values) = values_of(statement) else {
-            return Ok(None);
-        };
-        let width = values.rows.first().map_or(0, |row| row.content.len());
-        if width == 0 {
-            return Ok(None);
-        }
-        // The shape: this statement with one row of parameters. Its own
-        // rows, which the cells borrow, are put back whatever the outcome.
-        let template = vec![Parens::with_empty_span(placeholders(width))];
-        let own_rows = std::mem::replace(&mut values.rows, template);
-        let shape = statement.clone();
-        let literals = own_rows.iter().map(|row| {
-            row.content
-                .iter()
-                .map(Literal::of_expr)
-                .collect::<Option<Vec<_>>>()
-        });
-        let written = match literals
-            .collect::<Option<Vec<_>>>()
-            .and_then(|rows| literal_rows(rows, self.numbers()))
-        {
-            Some(rows) => self.insert_rows(shape, rows).await,
-            None => Ok(None),
-        };
-        if let Some(values) = values_of(statement) {
-            values.rows = own_rows;
-        }
-        written
-    }
-
-    /// Runs `text` when it is one `INSERT … VALUES` of literals, read by
-    /// [`scan_insert_values`] without parsing its rows; `None` (nothing
-    /// written) when it is not one, or its shape does not take this path:
-    /// the caller then parses and runs it as any statement.
-    pub(in crate::sql) async fn insert_text(
-        &self,
-        text: &str,
-    ) -> Result<Option<u64>, crate::Error> {
-        if !self.parses_generic_sql() {
-            return Ok(None);
-        }
-        let Some(scanned) = scan_insert_values(text) else {
-            return Ok(None);
-        };
-        let head = scanned.head;
-        let Some(rows) = literal_rows(scanned.rows, self.numbers()) else {
-            return Ok(None);
-        };
-        let width = rows.first().map_or(0, Vec::len);
-        let template: Vec<String> = (1..=width).map(|n| format!("${n}")).collect();
-        let template = format!("{head}VALUES ({})", template.join(", "));
-        let Ok(mut statements) = self.parse(&template) else {
-            return Ok(None);
-        };
-        let (Some(mut shape), true) = (statements.pop_front(), statements.is_empty()) else {
-            return Ok(None);
-        };
-        // The head must make the one row of parameters, as appended, the
-        // statement's whole source (not, say, the end of a UNION, or a row
-        // the scanner took for the end of a comment).
-        match values_of(&mut shape) {
-            Some(values)
-                if values.rows.len() == 1 && values.rows[0].content == placeholders(width) => {}
-            _ => return Ok(None),
-        }
-        match self.insert_rows(shape, rows).await {
-            // DDL changed the table while the statement waited to write, and
-            // nothing was written: the parsed path plans it again.
-            Err(e) if e.is_retryable() => Ok(None),
-            done => done,
-        }
-    }
-
-    /// Writes `rows` as the `INSERT … VALUES` statement `shape` (one row of
-    /// parameters `$1, …`) would, planning the shape once per catalog
-    /// generation and session settings. `None` (nothing written) when the
-    /// shape's plan does not take the constant path.
-    async fn insert_rows(
-        &self,
-        shape: DfStatement,
-        rows: Vec<Vec<Cell<'_>>>,
-    ) -> Result<Option<u64>, crate::Error> {
-        let key = self.shape_key(shape.to_string());
-        let generation = self.generation();
-        let plan = match self.insert_shapes.get(&key, generation) {
-            Some(plan) => plan,
-            None => {
-                let plan = self
-                    .plan(shape)
-                    .await
-                    .ok()
-                    .filter(|plan| ConstantInsert::of(plan).is_some());
-                self.insert_shapes.insert(key, generation, plan.clone());
-                plan
-            }
-        };
-        let Some(insert) = plan
-            .as_ref()
-            .and_then(ConstantInsert::of)
-            .and_then(|insert| insert.with_rows(rows))
-        else {
-            return Ok(None);
-        };
-        Ok(Some(insert.write(self.write_settings(), None).await?))
-    }
-}
-
-/// `$1, …, $width`.
-fn placeholders(width: usize) -> Vec<SqlExpr> {
-    (1..=width)
-        .map(|n| SqlExpr::Value(SqlValue::Placeholder(format!("${n}")).with_empty_span()))
-        .collect()
-}
-
-/// The VALUES of an `INSERT … VALUES` statement.
-fn values_of(statement: &mut DfStatement) -> Option<&mut SqlValues> {
-    let DfStatement::Statement(inner) = statement else {
-        return None;
-    };
-    let SqlStatement::Insert(insert) = inner.as_mut() else {
-        return None;
-    };
-    match insert.source.as_mut()?.body.as_mut() {
-        SetExpr::Values(values) => Some(values),
-        _ => None,
-    }
-}
-
 /// The cells of rows of literals; `None` when a value is not one the
 /// planner would read as this path does.
-fn literal_rows<'t>(
+pub(crate) fn literal_rows<'t>(
     rows: impl IntoIterator<Item = Vec<Literal<'t>>>,
     numbers: Numbers,
 ) -> Option<Vec<Vec<Cell<'t>>>> {
@@ -811,6 +661,14 @@ mod tests {
         assert!(text_map_column(&[&numbers[0]], &entries, false).is_none());
     }
 
+    /// The rows an answer of the front door wrote.
+    fn count(answer: Option<crate::sql::front_door::Answer>) -> Option<u64> {
+        match answer {
+            Some(crate::sql::front_door::Answer::Count(rows)) => Some(rows),
+            _ => None,
+        }
+    }
+
     /// Which INSERTs take this path: constants do, anything computed
     /// (or any other source) is DataFusion's.
     #[tokio::test]
@@ -857,12 +715,12 @@ mod tests {
         ] {
             let mut statement = session.parse(sql)?.pop_front().expect("one statement");
             let before = statement.to_string();
-            assert_eq!(session.insert_literals(&mut statement).await?, written, "{sql}");
+            assert_eq!(count(session.door(&mut statement).await?), written, "{sql}");
             assert_eq!(statement.to_string(), before);
             // Read off the text without parsing its rows: the same outcome.
             let key = sql.split('\'').nth(1).expect("a key");
             session.run(&format!("DELETE FROM t WHERE _key = '{key}'")).await?;
-            assert_eq!(session.insert_text(sql).await?, written, "text: {sql}");
+            assert_eq!(count(session.door_text(sql).await?), written, "text: {sql}");
         }
         // Heads that do not make the row of parameters the whole source,
         // and other dialects, are left to the parser.
@@ -871,13 +729,13 @@ mod tests {
             "INSERT INTO nowhere VALUES ('e', 1, NULL, NULL)",
             "INSERT INTO t (_key, nope) VALUES ('e', 1)",
         ] {
-            assert_eq!(session.insert_text(sql).await?, None, "{sql}");
+            assert_eq!(count(session.door_text(sql).await?), None, "{sql}");
         }
         session
             .run("SET datafusion.sql_parser.dialect = 'PostgreSQL'")
             .await?;
         let sql = "INSERT INTO t (_key, n, m, at) VALUES ('e', 1, NULL, NULL)";
-        assert_eq!(session.insert_text(sql).await?, None, "{sql}");
+        assert_eq!(count(session.door_text(sql).await?), None, "{sql}");
         let count = session
             .run("SELECT count(*) FROM t WHERE _key = 'e'")
             .await?;

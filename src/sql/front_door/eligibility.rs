@@ -8,21 +8,20 @@ use datafusion::logical_expr::{LogicalPlan, Volatility};
 use crate::sql::table::WideTable;
 use crate::sql::versions::CellsView;
 
-/// Whether a literal of type `literal` compared where a value of type
-/// `place` stands is coerced to `place` by DataFusion, so that the
-/// literal converted to `place` (exactly, see [`exactly_as`]) means what
-/// it meant: integers and fractions where numbers stand, text where text
-/// or a date or time stands. Anything else (a number compared with a text
-/// column, which DataFusion may compare as numbers) is not cached.
-pub(super) fn same_kind(literal: &DataType, place: &DataType) -> bool {
+/// Whether a value of type `value` where a value of type `place` stands
+/// is coerced to `place` by DataFusion, so that the value converted to
+/// `place` (exactly, see [`exactly_as`]) means what it meant: the same
+/// type, integers where numbers stand, fractions where fractions stand,
+/// text where text or a date or time stands. Anything else (a number
+/// compared with a text column, which DataFusion may compare as numbers)
+/// is planned as written.
+pub(super) fn same_kind(value: &DataType, place: &DataType) -> bool {
     let text =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
-    match literal {
-        DataType::Int64 | DataType::UInt64 => place.is_integer() || place.is_floating(),
-        DataType::Float64 => place.is_floating(),
-        DataType::Utf8 => text(place) || place.is_temporal(),
-        _ => false,
-    }
+    value == place
+        || (value.is_integer() && (place.is_integer() || place.is_floating()))
+        || (value.is_floating() && place.is_floating())
+        || (text(value) && (text(place) || place.is_temporal()))
 }
 
 /// `value` as a value of `data_type`, when it converts there and back

@@ -1,13 +1,74 @@
-//! Normalisation: a query's value literals taken out as parameters
-//! (step 1 of the module documentation of `plan_cache`).
+//! Normalisation of parsed statements: a query's value literals, or an
+//! `INSERT`'s rows of literals, taken out as parameters (step 1 of the
+//! module documentation of `front_door`).
 
 use std::ops::ControlFlow;
 
 use datafusion::common::ScalarValue;
+use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, BinaryOperator, Expr as SqlExpr, Query, SetExpr,
-    Statement as SqlStatement, Value as SqlValue, Visit, Visitor,
+    visit_expressions, visit_expressions_mut, BinaryOperator, Expr as SqlExpr, Parens, Query,
+    SetExpr, Statement as SqlStatement, Value as SqlValue, Values as SqlValues, Visit, Visitor,
 };
+
+/// An `INSERT … VALUES` statement's shape, with one row of parameters
+/// `$1, …` for its rows, and its own rows, taken out of it: the caller
+/// puts them back ([`put_back_rows`]). `None` when it is not one.
+pub(super) fn insert_shape(
+    statement: &mut DfStatement,
+) -> Option<(DfStatement, Vec<Parens<Vec<SqlExpr>>>)> {
+    let values = values_of(statement)?;
+    let width = values.rows.first().map_or(0, |row| row.content.len());
+    if width == 0 {
+        return None;
+    }
+    let template = vec![Parens::with_empty_span(placeholders(width))];
+    let own_rows = std::mem::replace(&mut values.rows, template);
+    Some((statement.clone(), own_rows))
+}
+
+/// Gives an `INSERT … VALUES` statement its rows back.
+pub(super) fn put_back_rows(statement: &mut DfStatement, rows: Vec<Parens<Vec<SqlExpr>>>) {
+    if let Some(values) = values_of(statement) {
+        values.rows = rows;
+    }
+}
+
+/// The text of an INSERT's shape: `head` (the statement up to `VALUES`)
+/// with one row of `width` parameters.
+pub(super) fn insert_template(head: &str, width: usize) -> String {
+    let params: Vec<String> = (1..=width).map(|n| format!("${n}")).collect();
+    format!("{head}VALUES ({})", params.join(", "))
+}
+
+/// Whether `shape`, parsed from [`insert_template`], is an INSERT whose
+/// one row of parameters, as appended, is its whole source (not, say, the
+/// end of a UNION, or a row the scanner took for the end of a comment).
+pub(super) fn is_insert_template(shape: &mut DfStatement, width: usize) -> bool {
+    matches!(values_of(shape),
+        Some(values) if values.rows.len() == 1 && values.rows[0].content == placeholders(width))
+}
+
+/// `$1, …, $width`.
+fn placeholders(width: usize) -> Vec<SqlExpr> {
+    (1..=width)
+        .map(|n| SqlExpr::Value(SqlValue::Placeholder(format!("${n}")).with_empty_span()))
+        .collect()
+}
+
+/// The VALUES of an `INSERT … VALUES` statement.
+fn values_of(statement: &mut DfStatement) -> Option<&mut SqlValues> {
+    let DfStatement::Statement(inner) = statement else {
+        return None;
+    };
+    let SqlStatement::Insert(insert) = inner.as_mut() else {
+        return None;
+    };
+    match insert.source.as_mut()?.body.as_mut() {
+        SetExpr::Values(values) => Some(values),
+        _ => None,
+    }
+}
 
 /// Replaces the value literals in the `WHERE` clauses of `statement`
 /// (see the module documentation) with `$1, $2, …` and returns their
