@@ -15,6 +15,13 @@
 //! Half of the time after a statement, a random `SELECT * FROM t WHERE …`
 //! runs on both engines too, and the rows must match.
 //!
+//! Tables have integer or text keys, or generated ones; some keep columns
+//! in a locality group of their own. INSERTs upsert rows at keys that may
+//! exist (row after row, and `INSERT … SELECT` of a table onto itself),
+//! compared with SQLite's `ON CONFLICT DO UPDATE` of the non-NULL values.
+//! Some seeds apply statements in atomic batches of two rows, and some
+//! write at explicit timestamps (see [`Mode`]).
+//!
 //! `cargo test --test sql_differential` runs a bounded number of statements.
 //! `WIDESQL_DIFF_STATEMENTS=<total>` and `WIDESQL_DIFF_SEED=<first seed>`
 //! make a longer run, `WIDESQL_DIFF_PLAN_CACHE=off` runs it with the plan
@@ -466,9 +473,15 @@ impl Generator {
         let name = self.name(if keyed { "t" } else { "g" });
         let mut columns = Vec::new();
         if keyed {
+            // Text keys now and then: ordered and compared as bytes by both.
+            let ty = if self.rng.chance(25) {
+                Ty::Varchar
+            } else {
+                Ty::BigInt
+            };
             columns.push(Column {
                 name: "id".into(),
-                ty: Ty::BigInt,
+                ty,
                 not_null: true,
             });
         }
@@ -500,8 +513,25 @@ impl Generator {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        // Some columns in a family of their own locality group, which a
+        // query of only those columns reads apart from the others.
+        let value_columns = &columns[usize::from(keyed)..];
+        let grouped: Vec<&str> = if value_columns.len() >= 2 && self.rng.chance(35) {
+            let n = self.rng.range(1, value_columns.len() as i64 - 1) as usize;
+            value_columns[..n].iter().map(|c| c.name.as_str()).collect()
+        } else {
+            Vec::new()
+        };
+        let options = if grouped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " WITH ('f.columns' = '{}', 'f.locality_group' = 'lg')",
+                grouped.join(",")
+            )
+        };
         let sql = Sql {
-            widesql: format!("CREATE TABLE {name} ({})", definitions(false)),
+            widesql: format!("CREATE TABLE {name} ({}){options}", definitions(false)),
             sqlite: format!("CREATE TABLE {name} ({})", definitions(true)),
         };
         Statement {
@@ -654,10 +684,15 @@ impl Generator {
         self.literal(class)
     }
 
+    /// Integer arithmetic whose operands are brought below 10^9 first:
+    /// where a BIGINT result overflows, SQLite makes it a REAL while
+    /// DataFusion wraps it around, and a predicate would then differ (a
+    /// stored value's overflow is judged by [`check_value`] instead).
     fn int_composite(&mut self, scope: &Scope, d: u32) -> Sql {
         let a = self.expr(Class::Int, scope, d);
+        let bounded = |a: &str| format!("(CAST({a} AS BIGINT) % 1000000000)");
         match self.rng.below(7) {
-            0 => a.map(|a| negate(&format!("CAST({a} AS BIGINT)"))),
+            0 => a.map(|a| negate(&bounded(a))),
             1 => {
                 let divisor = *self.rng.pick(&[2, 3, 7, -4, 100]);
                 let op = *self.rng.pick(&["/", "%"]);
@@ -669,12 +704,12 @@ impl Generator {
             }
             3 => {
                 let factor = *self.rng.pick(&[2, 10, 1000, -3, 100000]);
-                a.map(|a| format!("(CAST({a} AS BIGINT) * {factor})"))
+                a.map(|a| format!("({} * {factor})", bounded(a)))
             }
             _ => {
                 let b = self.expr(Class::Int, scope, d);
                 let op = *self.rng.pick(&["+", "-", "*"]);
-                a.zip(&b, |a, b| format!("(CAST({a} AS BIGINT) {op} {b})"))
+                a.zip(&b, |a, b| format!("({} {op} {})", bounded(a), bounded(b)))
             }
         }
     }
@@ -844,13 +879,24 @@ impl Generator {
             ])),
             10..=27 if key => {
                 let hi = self.next_key.max(2);
-                let a = self.rng.range(0, hi);
-                let b = self.rng.range(a, hi + 2);
+                let (a, b) = {
+                    let a = self.rng.range(0, hi);
+                    (a, self.rng.range(a, hi + 2))
+                };
+                let text = scope.table.columns[0].ty == Ty::Varchar;
+                let k = |n: i64| {
+                    if text {
+                        format!("'k{n:07}'")
+                    } else {
+                        n.to_string()
+                    }
+                };
+                let (a, b, far, half) = (k(a), k(b), k(a + 1_000_000), k(b / 2));
                 Sql::same(match self.rng.below(5) {
                     0 => format!("{alias}.id = {a}"),
-                    1 => format!("{alias}.id IN ({a}, {b}, {})", a + 1_000_000),
+                    1 => format!("{alias}.id IN ({a}, {b}, {far})"),
                     2 => format!("{alias}.id BETWEEN {a} AND {b}"),
-                    3 => format!("({alias}.id > {a} OR {alias}.id < {})", b / 2),
+                    3 => format!("({alias}.id > {a} OR {alias}.id < {half})"),
                     _ => format!("{alias}.id >= {a} AND {alias}.id < {b}"),
                 })
             }
@@ -941,11 +987,19 @@ impl Generator {
         if columns.is_empty() {
             columns.push(&table.value_columns()[0]);
         }
-        // Now and then one row at a key that may exist: widesql's INSERT is
-        // an upsert of the non-NULL values, SQLite's `ON CONFLICT DO UPDATE`
-        // with `coalesce` the same.
+        // Now and then rows at keys that may exist: widesql's INSERT is an
+        // upsert of the non-NULL values, row after row, SQLite's `ON
+        // CONFLICT DO UPDATE` with `coalesce` the same.
         let upsert = table.keyed && self.next_key > 1 && self.rng.chance(15);
-        let rows = if upsert { 1 } else { self.rng.range(1, 4) };
+        let rows = self.rng.range(1, 4);
+        let text_key = table.keyed && table.columns[0].ty == Ty::Varchar;
+        let key = |n: i64| {
+            if text_key {
+                format!("'k{n:07}'")
+            } else {
+                n.to_string()
+            }
+        };
         // Values that do not fit only in one-row INSERTs: DataFusion unifies
         // the types of a VALUES list's rows before the target's types apply.
         let allow_bad = rows == 1;
@@ -953,14 +1007,15 @@ impl Generator {
         for _ in 0..rows {
             let mut values = Vec::new();
             for (i, c) in columns.iter().enumerate() {
-                if upsert && i == 0 {
-                    values.push(Sql::same(self.rng.range(1, self.next_key).to_string()));
+                if upsert && i == 0 && self.rng.chance(70) {
+                    // A key that may exist (or come earlier in the statement).
+                    values.push(Sql::same(key(self.rng.range(1, self.next_key))));
                 } else if table.keyed && i == 0 {
                     self.next_key += self.rng.range(1, 3);
                     values.push(Sql::same(if self.rng.chance(1) {
                         "NULL".to_string()
                     } else {
-                        self.next_key.to_string()
+                        key(self.next_key)
                     }));
                 } else {
                     values.push(self.value_literal(c.ty, allow_bad));
@@ -1002,7 +1057,16 @@ impl Generator {
     /// source keys plus a fresh offset.
     fn insert_select(&mut self, table: &TableModel) -> Statement {
         let mut source = self.other_table();
-        if table.keyed && !source.keyed {
+        let text_key = table.keyed && table.columns[0].ty == Ty::Varchar;
+        // An integer key is made from an integer key.
+        let int_source = source.keyed && source.columns[0].ty != Ty::Varchar;
+        if table.keyed && (!source.keyed || (!text_key && !int_source)) {
+            source = table.clone();
+        }
+        // Now and then the rows of the table itself at their own keys: an
+        // upsert of every row the filter selects.
+        let upsert = table.keyed && self.rng.chance(20);
+        if upsert {
             source = table.clone();
         }
         let scope = Scope {
@@ -1016,7 +1080,11 @@ impl Generator {
         if table.keyed {
             self.next_offset += 1_000_000;
             names.push("id".to_string());
-            values.push(Sql::same(format!("src.id + {}", self.next_offset)));
+            values.push(Sql::same(match (upsert, text_key) {
+                (true, _) => "src.id".to_string(),
+                (false, true) => format!("(CAST(src.id AS VARCHAR) || '.{}')", self.next_offset),
+                (false, false) => format!("src.id + {}", self.next_offset),
+            }));
         }
         let mut chosen: Vec<Column> = table
             .value_columns()
@@ -1048,10 +1116,30 @@ impl Generator {
             .map(|(i, v)| v.map(|v| format!("{v} AS v{i}")))
             .collect();
         let list = Sql::join(&values, ", ");
-        let (name, src, names) = (&table.name, &source.name, names.join(", "));
-        let sql = list.zip(&filter, |l, f| {
-            format!("INSERT INTO {name} ({names}) SELECT {l} FROM {src} AS src{f}")
+        let (name, src) = (&table.name, &source.name);
+        let mut sql = list.zip(&filter, |l, f| {
+            format!(
+                "INSERT INTO {name} ({}) SELECT {l} FROM {src} AS src{f}",
+                names.join(", ")
+            )
         });
+        if upsert {
+            let sets: Vec<String> = names[1..]
+                .iter()
+                .map(|c| format!("{c} = coalesce(excluded.{c}, {name}.{c})"))
+                .collect();
+            // (SQLite reads `ON` after a FROM without WHERE as a join's.)
+            let filler = if filter.sqlite.is_empty() {
+                " WHERE true"
+            } else {
+                ""
+            };
+            sql.sqlite = format!(
+                "{}{filler} ON CONFLICT(id) DO UPDATE SET {}",
+                sql.sqlite,
+                sets.join(", ")
+            );
+        }
         Statement {
             sql,
             kind: Kind::InsertSelect,
@@ -1445,10 +1533,13 @@ struct Widesql {
 }
 
 impl Widesql {
-    fn open() -> Result<Widesql, String> {
+    fn open(mode: Mode) -> Result<Widesql, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let db = Db::open_with(dir.path().join("db"), DbOptions::new().with_temporary(true))
-            .map_err(|e| e.to_string())?;
+        let mut options = DbOptions::new().with_temporary(true);
+        if mode.small_batches {
+            options = options.with_statement_batch_rows(2);
+        }
+        let db = Db::open_with(dir.path().join("db"), options).map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -1923,8 +2014,37 @@ fn compare_all(
     Ok(None)
 }
 
+/// How a seed runs widesql, beside the defaults.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// Every 4th seed applies statements in atomic batches of 2 rows, so
+    /// that most statements span several batches (written as they stream).
+    /// A statement SQLite says must fail is not run then: past its first
+    /// batch it stops with `Error::PartlyApplied`, which SQLite, all or
+    /// nothing, has no model of.
+    small_batches: bool,
+    /// Every 5th seed writes at explicit timestamps
+    /// (`SET widesql.write_timestamp`), one later than the last before each
+    /// statement, as a backfill in order does.
+    backfill: bool,
+}
+
+impl Mode {
+    fn of(seed: u64) -> Mode {
+        Mode {
+            small_batches: seed % 4 == 3,
+            backfill: seed % 5 == 4,
+        }
+    }
+}
+
+/// The first explicit write timestamp of a backfill seed (2100-01-01, in
+/// microseconds): later than every server timestamp of the run.
+const BACKFILL_FROM: i64 = 4_102_444_800_000_000;
+
 fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
-    let widesql = Widesql::open()?;
+    let mode = Mode::of(seed);
+    let widesql = Widesql::open(mode)?;
     let sqlite = Sqlite::open()?;
     let mut generator = Generator::new(seed);
     let mut query_rng = Rng::new(seed ^ 0x5EED_0F9E_1234);
@@ -1938,10 +2058,18 @@ fn run_seed(seed: u64, statements: usize) -> Result<SeedReport, String> {
                 report.skipped += 1;
                 continue;
             }
+            Verdict::Fail(_) if mode.small_batches => {
+                report.skipped += 1;
+                continue;
+            }
             Verdict::Succeed(_) | Verdict::NoChange(_) => true,
             Verdict::Fail(_) => false,
         };
         report.executed += 1;
+        if mode.backfill {
+            let at = BACKFILL_FROM + index as i64 * 1000;
+            widesql.execute(&format!("SET widesql.write_timestamp = {at}"))?;
+        }
         let outcome = widesql.execute(&statement.sql.widesql);
         let note = match (&verdict, &outcome) {
             (Verdict::Fail(why), _) => format!(" -- must fail: {why}"),

@@ -568,8 +568,8 @@ fn prepared_values_of_another_type_mean_what_they_mean_uncached() -> Result<(), 
     let session = db.session();
     run_in(
         &session,
-        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT, x DOUBLE);
-         INSERT INTO t VALUES ('1', 5, 0.5), ('2', 6, 1.5)",
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT, x DOUBLE, i INT);
+         INSERT INTO t VALUES ('1', 5, 0.5, 1000000000), ('2', 6, 1.5, -1)",
     )?;
     let uncached = uncached(&db)?;
     let cases: Vec<(&str, ScalarValue)> = vec![
@@ -591,6 +591,15 @@ fn prepared_values_of_another_type_mean_what_they_mean_uncached() -> Result<(), 
         ("SELECT _key FROM t WHERE n = $1", ScalarValue::from("5")),
         ("SELECT _key FROM t WHERE x > $1", ScalarValue::from(1i64)),
         ("SELECT _key FROM t WHERE n = $1", ScalarValue::Int64(None)),
+        // In arithmetic a value keeps its own type: INT * BIGINT is BIGINT.
+        (
+            "SELECT _key FROM t WHERE i * $1 > 0",
+            ScalarValue::from(3i64),
+        ),
+        (
+            "SELECT i + $1 AS s FROM t WHERE _key >= '1'",
+            ScalarValue::from(2147483647i64),
+        ),
     ];
     for (sql, value) in cases {
         for _ in 0..2 {
@@ -611,5 +620,48 @@ fn prepared_values_of_another_type_mean_what_they_mean_uncached() -> Result<(), 
         })
         .collect::<Result<_, BoxError>>()?;
     assert!(draws[0] != draws[1] || draws[1] != draws[2], "{draws:?}");
+    Ok(())
+}
+
+#[test]
+fn prepared_statements_resolve_names_and_types_as_they_are_now() -> Result<(), BoxError> {
+    use datafusion::common::ScalarValue;
+    let (_dir, db) = open()?;
+    let session = db.session();
+    // SQL PREPARE without declared types, run after its table was made
+    // again with another type: the value is not cut to the old type.
+    run_in(
+        &session,
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT);
+         PREPARE ins AS INSERT INTO t VALUES ($1, $2);
+         PREPARE get AS SELECT _key FROM t WHERE n = $1;
+         DROP TABLE t;
+         CREATE TABLE t (_key VARCHAR PRIMARY KEY, n DOUBLE);
+         EXECUTE ins('a', 2.5); INSERT INTO t VALUES ('b', 2)",
+    )?;
+    assert_eq!(
+        query_in(&session, "SELECT n FROM t ORDER BY _key")?,
+        rows(&[&["2.5"], &["2.0"]])
+    );
+    assert_eq!(run_rows(&session, "EXECUTE get(2.5)")?, rows(&[&["a"]]));
+    assert_eq!(run_rows(&session, "EXECUTE get(2)")?, rows(&[&["b"]]));
+    // A prepared statement after the default dataset changed reads the
+    // table its names resolve to now, whatever its values.
+    run_in(
+        &session,
+        "CREATE SCHEMA s2; CREATE TABLE s2.t (_key VARCHAR PRIMARY KEY, n DOUBLE);
+         INSERT INTO s2.t VALUES ('a', 7)",
+    )?;
+    let runtime = common::runtime();
+    let get = runtime.block_on(session.prepare("SELECT n FROM t WHERE _key = $1"))?;
+    let read = |key: ScalarValue| -> Result<String, BoxError> {
+        let batches = runtime.block_on(get.query(vec![key]))?;
+        Ok(datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string())
+    };
+    assert!(read(ScalarValue::from("a"))?.contains("2.5"));
+    run_in(&session, "SET datafusion.catalog.default_schema = 's2'")?;
+    assert!(read(ScalarValue::from("a"))?.contains("| 7"));
+    // A value the front door does not take (another type) reads the same table.
+    assert!(read(ScalarValue::LargeUtf8(Some("a".into())))?.contains("| 7"));
     Ok(())
 }

@@ -178,7 +178,7 @@ impl Session {
     /// statement goes through the front door, and a statement of a kind
     /// that needs no optimiser runs without it ([`Session::as_written`]).
     pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
-        let generation = self.generation();
+        let stamp = self.stamp();
         // Kept to plan it again after DDL (see `execute_prepared`).
         let prepare = matches!(&statement, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Prepare { .. }))
             .then(|| statement.clone());
@@ -208,7 +208,7 @@ impl Session {
         let remembered = prepares.then(|| plan.clone());
         let frame = self.ctx.execute_logical_plan(plan).await?;
         if let Some(plan) = remembered {
-            self.remember_prepared(&plan, generation, prepare);
+            self.remember_prepared(&plan, stamp, prepare);
         }
         Ok(frame)
     }

@@ -22,7 +22,7 @@ use crate::db::retrying_async;
 use crate::error::{Error, Result};
 use crate::sql::front_door::Answer;
 use crate::sql::key_lookup::KeyLookup;
-use crate::sql::session::{Planned, SqlPrepared};
+use crate::sql::session::{Planned, SqlPrepared, Stamp};
 use crate::sql::{from_df, Session};
 
 /// A statement planned once, run with [`Prepared::query`].
@@ -47,11 +47,17 @@ use crate::sql::{from_df, Session};
 pub struct Prepared {
     session: Session,
     sql: String,
+    /// The statement and its plan as written, made again when DDL or a
+    /// change of the session's settings came since they were made: the
+    /// statement's schema, and how it runs with values the front door does
+    /// not take.
+    planned: Arc<Mutex<Planned<PreparedPlan>>>,
+}
+
+#[derive(Debug, Clone)]
+struct PreparedPlan {
     statement: DfStatement,
-    /// The plan as written, replaced when DDL changed the catalog since it
-    /// was made: the statement's schema, and how it runs with values the
-    /// front door does not take.
-    planned: Arc<Mutex<Planned<LogicalPlan>>>,
+    plan: LogicalPlan,
 }
 
 impl Session {
@@ -59,6 +65,16 @@ impl Session {
     /// [`Prepared::query`]. Statements widesql runs itself (DDL, `DELETE`,
     /// `UPDATE`, `SET`) cannot be prepared.
     pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
+        let planned = self.plan_prepared(sql).await?;
+        Ok(Prepared {
+            session: self.clone(),
+            sql: sql.to_string(),
+            planned: Arc::new(Mutex::new(planned)),
+        })
+    }
+
+    async fn plan_prepared(&self, sql: &str) -> Result<Planned<PreparedPlan>> {
+        let stamp = self.stamp();
         let mut statements = self.parse(sql)?;
         let statement = match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => statement,
@@ -74,26 +90,15 @@ impl Session {
                 "only queries and INSERT can be prepared, not: {statement}"
             )));
         }
-        let planned = self.plan_prepared(&statement).await?;
-        Ok(Prepared {
-            session: self.clone(),
-            sql: sql.to_string(),
-            statement,
-            planned: Arc::new(Mutex::new(planned)),
-        })
-    }
-
-    async fn plan_prepared(&self, statement: &DfStatement) -> Result<Planned<LogicalPlan>> {
-        let generation = self.generation();
         let plan = self.plan(statement.clone()).await?;
         if matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) {
             return Err(Error::Sql(format!(
-                "only queries and INSERT can be prepared, not: {statement}"
+                "only queries and INSERT can be prepared, not: {sql}"
             )));
         }
         Ok(Planned {
-            generation,
-            value: plan,
+            stamp,
+            value: PreparedPlan { statement, plan },
         })
     }
 
@@ -106,9 +111,12 @@ impl Session {
         let LogicalPlan::Statement(PlanStatement::Execute(execute)) = plan else {
             return Ok(None);
         };
-        let Some(prepared) = self.sql_prepared().get(&execute.name).cloned() else {
+        let Some(mut prepared) = self.sql_prepared().get(&execute.name).cloned() else {
             return Ok(None);
         };
+        if !self.is_current(prepared.stamp) {
+            prepared = self.prepare_again(prepared.value.statement).await?;
+        }
         let fields = &prepared.value.fields;
         // Each value as its declared type, as DataFusion's EXECUTE takes it.
         let values = execute
@@ -128,46 +136,42 @@ impl Session {
             })
             .collect::<Option<Vec<_>>>()
             .filter(|values| fields.is_empty() || fields.len() == values.len());
-        if let Some(values) = values {
-            let inner = &prepared.value.inner;
-            let text = inner.to_string();
-            if let Some(answer) = self.door_prepared(&text, inner, values).await? {
-                return Ok(Some(answer));
-            }
-        }
-        if !self.is_current(prepared.generation) {
-            self.prepare_again(prepared.value.statement).await?;
-        }
-        Ok(None)
+        let Some(values) = values else {
+            return Ok(None);
+        };
+        let inner = &prepared.value.inner;
+        self.door_prepared(&inner.to_string(), inner, values).await
     }
 
     /// Plans a `PREPARE` statement again and replaces DataFusion's stored
     /// plan with it. When it no longer plans (its table was dropped), the
     /// error is returned and the old statement stays as it was.
-    async fn prepare_again(&self, statement: DfStatement) -> Result<()> {
-        let generation = self.generation();
+    async fn prepare_again(&self, statement: DfStatement) -> Result<Planned<SqlPrepared>> {
+        let stamp = self.stamp();
         let plan = self.plan(statement.clone()).await?;
         let LogicalPlan::Statement(PlanStatement::Prepare(prepare)) = &plan else {
             return Err(Error::Sql(format!("'{statement}' is not a PREPARE")));
         };
-        let deallocate = PlanStatement::Deallocate(Deallocate {
-            name: prepare.name.clone(),
-        });
+        let name = prepare.name.clone();
+        let deallocate = PlanStatement::Deallocate(Deallocate { name: name.clone() });
         self.ctx
             .execute_logical_plan(LogicalPlan::Statement(deallocate))
             .await?;
         self.ctx.execute_logical_plan(plan.clone()).await?;
-        self.remember_prepared(&plan, generation, Some(statement));
-        Ok(())
+        self.remember_prepared(&plan, stamp, Some(statement));
+        self.sql_prepared()
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| Error::Sql(format!("prepared statement '{name}' vanished")))
     }
 
     /// Keeps or forgets a `PREPARE` (its `statement`) or `DEALLOCATE`
-    /// that DataFusion has run; `generation` is the catalog's before it
-    /// was planned.
+    /// that DataFusion has run; `stamp` is the session's before it was
+    /// planned.
     pub(super) fn remember_prepared(
         &self,
         plan: &LogicalPlan,
-        generation: u64,
+        stamp: Stamp,
         statement: Option<DfStatement>,
     ) {
         match (plan, statement) {
@@ -176,18 +180,26 @@ impl Session {
                     return;
                 };
                 let SqlStatement::Prepare {
-                    statement: inner, ..
+                    statement: inner,
+                    data_types,
+                    ..
                 } = outer.as_ref()
                 else {
                     return;
                 };
+                // Only declared types: DataFusion infers the others from
+                // the tables as they were when it was prepared.
+                let fields = match data_types.is_empty() {
+                    true => Vec::new(),
+                    false => prepare.fields.clone(),
+                };
                 let value = SqlPrepared {
                     inner: DfStatement::Statement(inner.clone()),
                     statement,
-                    fields: prepare.fields.clone(),
+                    fields,
                 };
                 self.sql_prepared()
-                    .insert(prepare.name.clone(), Planned { generation, value });
+                    .insert(prepare.name.clone(), Planned { stamp, value });
             }
             (LogicalPlan::Statement(PlanStatement::Deallocate(deallocate)), _) => {
                 self.sql_prepared().remove(&deallocate.name);
@@ -208,8 +220,9 @@ impl Prepared {
         // Run again when DDL changed the table after planning (nothing was
         // written then): the statement is planned again.
         retrying_async(|| async {
+            let planned = self.current().await?;
             let answer = session
-                .door_prepared(&self.sql, &self.statement, params.clone())
+                .door_prepared(&self.sql, &planned.statement, params.clone())
                 .await?;
             if let Some(answer) = answer {
                 return Ok(session.answer_batches(answer).await?.1);
@@ -219,8 +232,8 @@ impl Prepared {
                 .cloned()
                 .map(ScalarAndMetadata::from)
                 .collect();
-            let plan = self.current().await?;
-            let plan = plan
+            let plan = planned
+                .plan
                 .with_param_values(ParamValues::List(list))
                 .map_err(from_df)?;
             let frame = match session.as_written(plan).await? {
@@ -232,30 +245,31 @@ impl Prepared {
         .await
     }
 
-    /// The plan, made again if the catalog changed since it was made.
-    async fn current(&self) -> Result<LogicalPlan> {
+    /// The statement and its plan, parsed and made again if the catalog
+    /// or the session's settings changed since they were made.
+    async fn current(&self) -> Result<PreparedPlan> {
         let planned = self.planned().clone();
-        if self.session.is_current(planned.generation) {
+        if self.session.is_current(planned.stamp) {
             return Ok(planned.value);
         }
-        let again = self.session.plan_prepared(&self.statement).await?;
-        let plan = again.value.clone();
+        let again = self.session.plan_prepared(&self.sql).await?;
+        let value = again.value.clone();
         *self.planned() = again;
-        Ok(plan)
+        Ok(value)
     }
 
-    fn planned(&self) -> MutexGuard<'_, Planned<LogicalPlan>> {
+    fn planned(&self) -> MutexGuard<'_, Planned<PreparedPlan>> {
         self.planned.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The schema of the rows [`Prepared::query`] returns.
     pub fn schema(&self) -> SchemaRef {
-        Arc::new(self.planned().value.schema().as_arrow().clone())
+        Arc::new(self.planned().value.plan.schema().as_arrow().clone())
     }
 
     /// Whether it runs as a key lookup, without DataFusion's optimizer
     /// and executor.
     pub fn is_key_lookup(&self) -> bool {
-        KeyLookup::from_plan(&self.planned().value).is_some()
+        KeyLookup::from_plan(&self.planned().value.plan).is_some()
     }
 }

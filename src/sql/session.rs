@@ -117,12 +117,20 @@ pub(super) struct SqlPrepared {
     pub(super) fields: Vec<FieldRef>,
 }
 
-/// Something planned from names, and the catalog generation it was
-/// planned at ([`Session::is_current`]).
+/// Something planned from names, and when ([`Session::is_current`]).
 #[derive(Debug, Clone)]
 pub(super) struct Planned<T> {
-    pub(super) generation: u64,
+    pub(super) stamp: Stamp,
     pub(super) value: T,
+}
+
+/// What names resolved by when something was planned: the catalog
+/// generation (DDL) and the session's settings epoch (`SET`, DataFusion
+/// DDL, a handed-out context).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp {
+    generation: u64,
+    settings: u64,
 }
 
 impl std::fmt::Debug for Session {
@@ -233,10 +241,19 @@ impl Session {
         Numbers { floats }
     }
 
+    /// The stamp to record before planning a statement.
+    pub(super) fn stamp(&self) -> Stamp {
+        Stamp {
+            generation: self.generation(),
+            settings: self.cache.settings_epoch(),
+        }
+    }
+
     /// Whether names resolve as they did when something was planned at
-    /// `generation`: no DDL (a rename included) happened since.
-    pub(super) fn is_current(&self, generation: u64) -> bool {
-        generation == self.generation()
+    /// `stamp`: no DDL (a rename included) and no change of the session's
+    /// settings happened since.
+    pub(super) fn is_current(&self, stamp: Stamp) -> bool {
+        stamp == self.stamp()
     }
 
     /// The database.

@@ -159,11 +159,12 @@ impl WideTable {
 
     /// The families a read of the output columns `projection` reads: every
     /// family of the locality groups their families live in (the same key
-    /// ranges, so no extra I/O, and every row of those groups is found).
+    /// ranges, so no extra I/O, and every row of those groups is found),
+    /// and of the group of the row markers, where every row is found.
     /// Empty when no family column is read.
     fn families_read(&self, projection: &[usize]) -> Vec<u16> {
         let layout = &self.store.layout;
-        let groups: Vec<usize> = self
+        let mut groups: Vec<usize> = self
             .shape
             .families_of(projection)
             .iter()
@@ -171,6 +172,12 @@ impl WideTable {
             .collect();
         if groups.is_empty() {
             return Vec::new();
+        }
+        // Every row has a cell in the group of the row markers (a row with
+        // cells in other groups has a marker there), so reading it too
+        // finds the rows whose cells are all in groups not read.
+        if let Some(marker) = layout.marker_family.and_then(|id| layout.family_by_id(id)) {
+            groups.push(marker.group);
         }
         layout
             .families

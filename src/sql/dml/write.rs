@@ -20,7 +20,8 @@
 //! a *row marker* instead: an empty cell under the empty qualifier of the
 //! first family that has only declared columns (`cf` in tables made by
 //! SQL). No SQL column reads that qualifier, so the marker only keeps the
-//! row.
+//! row. So does a row written with a cell in another locality group than
+//! the marker's: every scan reads the markers' group too, and finds it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -97,6 +98,10 @@ pub struct RowWriter {
     shape: Arc<Shape>,
     settings: WriteSettings,
     marker: Option<String>,
+    /// The families outside the locality group of the row markers: a row
+    /// written with a cell in one gets a marker too, so that a scan of the
+    /// markers' group alone finds it.
+    elsewhere: Arc<[String]>,
     /// Columns (shape positions) the INSERT did not name, filled with
     /// their DEFAULT: written only into rows the INSERT creates.
     defaulted: Arc<[usize]>,
@@ -131,11 +136,26 @@ impl RowWriter {
                 declared_in_maps.insert(*family, declared);
             }
         }
+        let layout = &store.layout;
+        let marker_group = marker
+            .as_deref()
+            .and_then(|name| layout.families.iter().find(|f| f.name == name))
+            .map(|f| f.group);
+        let elsewhere: Vec<String> = match marker_group {
+            Some(group) => layout
+                .families
+                .iter()
+                .filter(|f| f.group != group)
+                .map(|f| f.name.clone())
+                .collect(),
+            None => Vec::new(),
+        };
         Self {
             store: settings.bind(store),
             shape,
             settings,
             marker,
+            elsewhere: Arc::from(elsewhere),
             defaulted: Arc::from(Vec::new()),
             declared_in_maps,
         }
@@ -187,6 +207,15 @@ impl RowWriter {
             value,
         });
         m
+    }
+
+    /// Whether a row written with `m` needs a row marker: it writes no
+    /// cell, or a cell outside the markers' locality group.
+    fn needs_marker(&self, m: &RowMutation) -> bool {
+        m.is_empty()
+            || m.mutations.iter().any(|x| {
+                matches!(x, Mutation::SetCell { family, .. } if self.elsewhere.contains(family))
+            })
     }
 
     fn with_marker(&self, m: RowMutation) -> RowMutation {
@@ -356,7 +385,11 @@ impl RowWriter {
                         .map_err(at_row(row))?;
                 }
             }
-            *mutation = if m.is_empty() { self.with_marker(m) } else { m };
+            *mutation = if self.needs_marker(&m) {
+                self.with_marker(m)
+            } else {
+                m
+            };
         }
         Ok(rows)
     }
@@ -407,7 +440,7 @@ impl RowWriter {
         };
         // (A row with columns left to their DEFAULT gets its marker, if it
         // needs one, once they are decided.)
-        if mutation.is_empty() && defaults.is_empty() {
+        if defaults.is_empty() && self.needs_marker(&mutation) {
             mutation = self.with_marker(mutation);
         }
         Ok((key, mutation, defaults))
@@ -449,7 +482,7 @@ impl RowWriter {
                         | Mutation::DeleteFamily { .. }
                 )
             });
-            if deletes {
+            if deletes || self.needs_marker(&m) {
                 m = self.with_marker(m);
             }
             rows.push((keys.value(row).to_vec(), m));

@@ -239,6 +239,11 @@ impl CacheSwitches {
         self.enabled.store(on, Ordering::Relaxed)
     }
 
+    /// How many times the session's settings may have changed.
+    pub(crate) fn settings_epoch(&self) -> u64 {
+        self.settings_epoch.load(Ordering::Relaxed)
+    }
+
     /// Whether statements go through the cache (`SET widesql.plan_cache`).
     pub(super) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)

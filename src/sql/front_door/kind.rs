@@ -65,6 +65,12 @@ pub(crate) enum PlanKind {
 pub(crate) struct CachedQuery {
     plan: LogicalPlan,
     parameters: Vec<FieldRef>,
+    /// Whether a value must be of its place's type exactly: a prepared
+    /// statement's parameter may stand in arithmetic (`i * $1`), where a
+    /// value narrowed to the type DataFusion gave its place would compute
+    /// in that type. (A lifted literal is a comparison's operand, an `IN`
+    /// item or a `BETWEEN` bound, where an exact conversion means the same.)
+    exact_types: bool,
 }
 
 /// A statement's own values: parameters, or an INSERT's rows of literals.
@@ -163,6 +169,7 @@ impl Session {
         Some(CachedQuery {
             plan: optimized,
             parameters,
+            exact_types: form == Form::Prepared,
         })
     }
 
@@ -175,6 +182,11 @@ impl Session {
     ) -> Result<Option<Answer>> {
         match (kind, values) {
             (PlanKind::KeyLookup { lookup, query }, Values::Params(params)) => {
+                // (Its table changed since the lookup was found: the
+                // statement is planned as written.)
+                if lookup.is_outdated() {
+                    return Ok(None);
+                }
                 let list = params
                     .iter()
                     .cloned()
@@ -224,9 +236,11 @@ impl Session {
             .zip(&query.parameters)
             .map(|(value, field)| {
                 let place = field.data_type();
-                same_kind(&value.data_type(), place)
-                    .then(|| exactly_as(value, place))
-                    .flatten()
+                let fits = match query.exact_types {
+                    true => value.data_type() == *place,
+                    false => same_kind(&value.data_type(), place),
+                };
+                fits.then(|| exactly_as(value, place)).flatten()
             })
             .collect::<Option<Vec<_>>>()
         else {

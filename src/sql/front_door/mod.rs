@@ -116,7 +116,7 @@ impl Session {
             if !is_insert_template(&mut shape, width) {
                 return Ok(None);
             }
-            return self.insert_rows(shape, rows).await;
+            return self.insert_rows(shape, rows, false).await;
         }
         let Some(shape) = select_shape(text) else {
             return Ok(None);
@@ -137,11 +137,8 @@ impl Session {
         let Some(kind) = kind else {
             return Ok(None);
         };
-        let answer = self.run_kind(&kind, Values::Params(params)).await?;
-        if answer.is_some() {
-            self.plan_cache.count(hit);
-        }
-        Ok(answer)
+        self.answer_counted(Some(kind), hit, Values::Params(params), false)
+            .await
     }
 
     /// The template of a `SELECT` read off its text, parsed, when its
@@ -193,7 +190,7 @@ impl Session {
                 .collect::<Option<Vec<_>>>()
                 .and_then(|rows| literal_rows(rows, numbers));
             let answer = match rows {
-                Some(rows) => self.insert_rows(shape, rows).await,
+                Some(rows) => self.insert_rows(shape, rows, true).await,
                 None => Ok(None),
             };
             put_back_rows(statement, own_rows);
@@ -211,11 +208,8 @@ impl Session {
         let text = shape.to_string();
         let planned = || Some(DfStatement::Statement(Box::new(shape)));
         let (kind, hit) = self.shape_kind(Form::Query, &text, &params, planned).await;
-        self.plan_cache.count(hit);
-        match kind {
-            Some(kind) => self.run_kind(&kind, Values::Params(params)).await,
-            None => Ok(None),
-        }
+        self.answer_counted(kind, hit, Values::Params(params), true)
+            .await
     }
 
     /// A prepared statement (`text` parsed as `statement`, a query or an
@@ -232,11 +226,8 @@ impl Session {
         }
         let planned = || Some(statement.clone());
         let (kind, hit) = self.shape_kind(Form::Prepared, text, &[], planned).await;
-        self.plan_cache.count(hit);
-        match kind {
-            Some(kind) => self.run_kind(&kind, Values::Params(params)).await,
-            None => Ok(None),
-        }
+        self.answer_counted(kind, hit, Values::Params(params), true)
+            .await
     }
 
     /// Writes `rows` as the `INSERT … VALUES` statement `shape` (one row of
@@ -247,19 +238,41 @@ impl Session {
         &self,
         shape: DfStatement,
         rows: Vec<Vec<Cell<'_>>>,
+        parsed: bool,
     ) -> Result<Option<Answer>> {
         let text = shape.to_string();
         let (kind, hit) = self
             .shape_kind(Form::Insert, &text, &[], || Some(shape))
             .await;
-        self.plan_cache.count(hit);
-        let Some(kind) = kind else {
-            return Ok(None);
-        };
-        match self.run_kind(&kind, Values::Rows(rows)).await {
+        match self
+            .answer_counted(kind, hit, Values::Rows(rows), parsed)
+            .await
+        {
             Err(e) if e.is_retryable() => Ok(None),
             done => done,
         }
+    }
+
+    /// Runs `kind` (`None`: planned as written) with `values`, and counts
+    /// the statement: a hit when a plan found in the cache answered it,
+    /// otherwise a miss, unless it was read off its text and is parsed
+    /// next (it is counted there).
+    async fn answer_counted(
+        &self,
+        kind: Option<Arc<PlanKind>>,
+        hit: bool,
+        values: Values<'_>,
+        parsed: bool,
+    ) -> Result<Option<Answer>> {
+        let answer = match kind {
+            Some(kind) => self.run_kind(&kind, values).await,
+            None => Ok(None),
+        };
+        let answered = answer.as_ref().is_ok_and(Option::is_some);
+        if answered || parsed {
+            self.plan_cache.count(hit && answered);
+        }
+        answer
     }
 
     /// The kind of plan of a shape (`text`, parsed by `statement`), from
