@@ -15,7 +15,8 @@
 //! Half of the time after a statement, a random `SELECT * FROM t WHERE …`
 //! runs on both engines too, and the rows must match.
 //!
-//! Tables have integer or text keys, or generated ones; some keep columns
+//! Tables have integer, text or two-column keys, or generated ones; columns
+//! are of every type below, TIMESTAMP and DECIMAL included; some keep columns
 //! in a locality group of their own. INSERTs upsert rows at keys that may
 //! exist (row after row, and `INSERT … SELECT` of a table onto itself),
 //! compared with SQLite's `ON CONFLICT DO UPDATE` of the non-NULL values.
@@ -106,6 +107,9 @@ enum Ty {
     Double,
     Varchar,
     Date,
+    Timestamp,
+    /// `DECIMAL(10, 2)`, holding multiples of 1/4 (exact as SQLite's REAL).
+    Decimal,
 }
 
 /// What an expression computes; expressions are generated per class so that
@@ -117,9 +121,11 @@ enum Class {
     Text,
     Bool,
     Date,
+    Timestamp,
+    Decimal,
 }
 
-const ALL_TYPES: [Ty; 12] = [
+const ALL_TYPES: [Ty; 14] = [
     Ty::Bool,
     Ty::TinyInt,
     Ty::SmallInt,
@@ -132,6 +138,8 @@ const ALL_TYPES: [Ty; 12] = [
     Ty::Double,
     Ty::Varchar,
     Ty::Date,
+    Ty::Timestamp,
+    Ty::Decimal,
 ];
 
 /// BIGINT values beyond this are not compared: SQLite turns an overflowing
@@ -153,6 +161,8 @@ impl Ty {
             Ty::Double => "DOUBLE",
             Ty::Varchar => "VARCHAR",
             Ty::Date => "DATE",
+            Ty::Timestamp => "TIMESTAMP",
+            Ty::Decimal => "DECIMAL(10, 2)",
         }
     }
 
@@ -160,7 +170,7 @@ impl Ty {
     /// except DATE (NUMERIC affinity), which is stored as ISO text.
     fn sqlite(self) -> &'static str {
         match self {
-            Ty::Date => "TEXT",
+            Ty::Date | Ty::Timestamp => "TEXT",
             other => other.widesql(),
         }
     }
@@ -171,6 +181,8 @@ impl Ty {
             Ty::Real | Ty::Double => Class::Float,
             Ty::Varchar => Class::Text,
             Ty::Date => Class::Date,
+            Ty::Timestamp => Class::Timestamp,
+            Ty::Decimal => Class::Decimal,
             _ => Class::Int,
         }
     }
@@ -203,20 +215,24 @@ struct Column {
 #[derive(Debug, Clone)]
 struct TableModel {
     name: String,
-    /// Whether `columns[0]` is `id BIGINT PRIMARY KEY`; otherwise widesql
-    /// generates hidden keys.
+    /// Whether `columns[0]` is the key `id` (BIGINT or VARCHAR); otherwise
+    /// widesql generates hidden keys.
     keyed: bool,
+    /// Whether `columns[1]` is `k VARCHAR`, the key's second part:
+    /// `PRIMARY KEY (id, k)`.
+    composite: bool,
     columns: Vec<Column>,
 }
 
 impl TableModel {
+    /// How many columns the key has.
+    fn key_len(&self) -> usize {
+        usize::from(self.keyed) + usize::from(self.composite)
+    }
+
     /// The columns a statement may write.
     fn value_columns(&self) -> &[Column] {
-        if self.keyed {
-            &self.columns[1..]
-        } else {
-            &self.columns
-        }
+        &self.columns[self.key_len()..]
     }
 }
 
@@ -395,6 +411,18 @@ const DATES: [&str; 8] = [
 /// Strings SQLite stores in a DATE column but widesql must refuse.
 const BAD_DATES: [&str; 3] = ["2020-02-30", "2021-13-01", "not a date"];
 
+const TIMESTAMPS: [&str; 6] = [
+    "2020-01-01 00:00:00",
+    "2020-02-29 12:30:00",
+    "1999-12-31 23:59:59",
+    "2024-06-15 08:00:00",
+    "2024-06-15 08:00:01",
+    "1970-01-01 00:00:00",
+];
+
+/// Strings SQLite stores in a TIMESTAMP column but widesql must refuse.
+const BAD_TIMESTAMPS: [&str; 3] = ["2020-02-30 00:00:00", "2020-01-01 25:00:00", "noon"];
+
 struct Generator {
     rng: Rng,
     model: Model,
@@ -485,6 +513,16 @@ impl Generator {
                 not_null: true,
             });
         }
+        // Now and then a key of two columns, the second text.
+        let composite = keyed && columns[0].ty == Ty::BigInt && self.rng.chance(25);
+        if composite {
+            columns.push(Column {
+                name: "k".into(),
+                ty: Ty::Varchar,
+                not_null: true,
+            });
+        }
+        let key_len = usize::from(keyed) + usize::from(composite);
         for _ in 0..self.rng.range(2, 6) {
             let column = Column {
                 name: self.name("c"),
@@ -503,19 +541,21 @@ impl Generator {
                     } else {
                         c.ty.widesql()
                     };
-                    match (keyed && i == 0, sqlite) {
+                    match (i < key_len, composite, sqlite) {
                         // SQLite lets a non-INTEGER primary key be NULL.
-                        (true, true) => format!("{} {ty} PRIMARY KEY NOT NULL", c.name),
-                        (true, false) => format!("{} {ty} PRIMARY KEY", c.name),
+                        (true, _, true) if composite => format!("{} {ty} NOT NULL", c.name),
+                        (true, _, true) => format!("{} {ty} PRIMARY KEY NOT NULL", c.name),
+                        (true, false, false) => format!("{} {ty} PRIMARY KEY", c.name),
                         _ => format!("{} {ty}", c.name),
                     }
                 })
+                .chain(composite.then(|| "PRIMARY KEY (id, k)".to_string()))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
         // Some columns in a family of their own locality group, which a
         // query of only those columns reads apart from the others.
-        let value_columns = &columns[usize::from(keyed)..];
+        let value_columns = &columns[key_len..];
         let grouped: Vec<&str> = if value_columns.len() >= 2 && self.rng.chance(35) {
             let n = self.rng.range(1, value_columns.len() as i64 - 1) as usize;
             value_columns[..n].iter().map(|c| c.name.as_str()).collect()
@@ -540,6 +580,7 @@ impl Generator {
             effect: Effect::Create(TableModel {
                 name,
                 keyed,
+                composite,
                 columns,
             }),
         }
@@ -566,6 +607,7 @@ impl Generator {
             Class::Float => self.float_literal(),
             Class::Text => format!("'{}'", self.rng.pick(&TEXTS)),
             Class::Bool => (*self.rng.pick(&["TRUE", "FALSE"])).to_string(),
+            Class::Decimal => self.float_literal(),
             Class::Date => {
                 // DataFusion does not unify text with DATE everywhere
                 // (coalesce, CASE), so expressions use typed literals.
@@ -573,6 +615,13 @@ impl Generator {
                 return Sql {
                     widesql: format!("DATE '{date}'"),
                     sqlite: format!("'{date}'"),
+                };
+            }
+            Class::Timestamp => {
+                let at = self.rng.pick(&TIMESTAMPS);
+                return Sql {
+                    widesql: format!("TIMESTAMP '{at}'"),
+                    sqlite: format!("'{at}'"),
                 };
             }
         })
@@ -588,6 +637,7 @@ impl Generator {
             return Sql::same(match ty.class() {
                 Class::Int => format!("'{}'", self.rng.pick(&["12", "x1", "-3"])),
                 Class::Date => format!("'{}'", self.rng.pick(&BAD_DATES)),
+                Class::Timestamp => format!("'{}'", self.rng.pick(&BAD_TIMESTAMPS)),
                 _ => return self.literal(ty.class()),
             });
         }
@@ -597,9 +647,12 @@ impl Generator {
                 return Sql::same(self.rng.range(lo, hi).to_string());
             }
         }
+        // Text, so that widesql's conversion on write is exercised.
         if ty == Ty::Date {
-            // Text, so that widesql's conversion on write is exercised.
             return Sql::same(format!("'{}'", self.rng.pick(&DATES)));
+        }
+        if ty == Ty::Timestamp {
+            return Sql::same(format!("'{}'", self.rng.pick(&TIMESTAMPS)));
         }
         self.literal(ty.class())
     }
@@ -666,7 +719,7 @@ impl Generator {
                 Class::Float => self.float_composite(scope, d),
                 Class::Text => self.text_composite(scope, d),
                 Class::Bool => self.bool_expr(scope, d),
-                Class::Date => self.leaf(class, scope),
+                Class::Date | Class::Timestamp | Class::Decimal => self.leaf(class, scope),
             },
         }
     }
@@ -794,6 +847,8 @@ impl Generator {
             Class::Float,
             Class::Text,
             Class::Date,
+            Class::Timestamp,
+            Class::Decimal,
         ])
     }
 
@@ -975,10 +1030,7 @@ impl Generator {
     // -- statements ------------------------------------------------------
 
     fn insert_values(&mut self, table: &TableModel) -> Statement {
-        let mut columns: Vec<&Column> = Vec::new();
-        if table.keyed {
-            columns.push(&table.columns[0]);
-        }
+        let mut columns: Vec<&Column> = table.columns[..table.key_len()].iter().collect();
         for c in table.value_columns() {
             if self.rng.chance(70) {
                 columns.push(c);
@@ -1010,6 +1062,8 @@ impl Generator {
                 if upsert && i == 0 && self.rng.chance(70) {
                     // A key that may exist (or come earlier in the statement).
                     values.push(Sql::same(key(self.rng.range(1, self.next_key))));
+                } else if table.composite && i == 1 {
+                    values.push(Sql::same(*self.rng.pick(&["'a'", "'b'", "'c'"])));
                 } else if table.keyed && i == 0 {
                     self.next_key += self.rng.range(1, 3);
                     values.push(Sql::same(if self.rng.chance(1) {
@@ -1017,8 +1071,17 @@ impl Generator {
                     } else {
                         key(self.next_key)
                     }));
+                } else if let (true, Some((lo, hi))) = (upsert, c.ty.int_range()) {
+                    // A value a later row of the same key replaces is checked
+                    // by widesql but never seen by SQLite's check of the
+                    // table: upserts write integers that fit.
+                    values.push(Sql::same(if self.rng.chance(15) {
+                        "NULL".to_string()
+                    } else {
+                        self.rng.range(lo.max(-1000), hi.min(1000)).to_string()
+                    }));
                 } else {
-                    values.push(self.value_literal(c.ty, allow_bad));
+                    values.push(self.value_literal(c.ty, allow_bad && !upsert));
                 }
             }
             tuples.push(Sql::join(&values, ", ").map(|v| format!("({v})")));
@@ -1033,7 +1096,7 @@ impl Generator {
             Sql::join(&tuples, ", ").map(|v| format!("INSERT INTO {name} ({names}) VALUES {v}"));
         if upsert {
             let key = &columns[0].name;
-            let sets: Vec<String> = columns[1..]
+            let sets: Vec<String> = columns[table.key_len()..]
                 .iter()
                 .map(|c| format!("{0} = coalesce(excluded.{0}, {name}.{0})", c.name))
                 .collect();
@@ -1044,7 +1107,8 @@ impl Generator {
             } else {
                 format!("UPDATE SET {}", sets.join(", "))
             };
-            sql.sqlite = format!("{} ON CONFLICT({key}) DO {action}", sql.sqlite);
+            let conflict = if table.composite { "id, k" } else { "id" };
+            sql.sqlite = format!("{} ON CONFLICT({conflict}) DO {action}", sql.sqlite);
         }
         Statement {
             sql,
@@ -1066,7 +1130,7 @@ impl Generator {
         // Now and then the rows of the table itself at their own keys: an
         // upsert of every row the filter selects.
         let upsert = table.keyed && self.rng.chance(20);
-        if upsert {
+        if upsert || table.composite {
             source = table.clone();
         }
         let scope = Scope {
@@ -1085,6 +1149,10 @@ impl Generator {
                 (false, true) => format!("(CAST(src.id AS VARCHAR) || '.{}')", self.next_offset),
                 (false, false) => format!("src.id + {}", self.next_offset),
             }));
+            if table.composite {
+                names.push("k".to_string());
+                values.push(Sql::same("src.k"));
+            }
         }
         let mut chosen: Vec<Column> = table
             .value_columns()
@@ -1124,7 +1192,7 @@ impl Generator {
             )
         });
         if upsert {
-            let sets: Vec<String> = names[1..]
+            let sets: Vec<String> = names[table.key_len()..]
                 .iter()
                 .map(|c| format!("{c} = coalesce(excluded.{c}, {name}.{c})"))
                 .collect();
@@ -1134,8 +1202,9 @@ impl Generator {
             } else {
                 ""
             };
+            let conflict = if table.composite { "id, k" } else { "id" };
             sql.sqlite = format!(
-                "{}{filler} ON CONFLICT(id) DO UPDATE SET {}",
+                "{}{filler} ON CONFLICT({conflict}) DO UPDATE SET {}",
                 sql.sqlite,
                 sets.join(", ")
             );
@@ -1347,6 +1416,7 @@ impl Generator {
         let table = TableModel {
             name: name.clone(),
             keyed: false,
+            composite: false,
             columns,
         };
         match replace {
@@ -1384,6 +1454,8 @@ fn typed_null(class: Class) -> Sql {
         Class::Text => "VARCHAR",
         Class::Bool => "BOOLEAN",
         Class::Date => "DATE",
+        Class::Timestamp => "TIMESTAMP",
+        Class::Decimal => "DECIMAL(10, 2)",
     };
     Sql {
         widesql: format!("CAST(NULL AS {ty})"),
@@ -1698,7 +1770,7 @@ fn normalise_array(array: &datafusion::arrow::array::ArrayRef) -> Result<Vec<Val
                 })
                 .collect()
         }
-        DataType::Float32 | DataType::Float64 => {
+        DataType::Float32 | DataType::Float64 | DataType::Decimal128(..) => {
             let a = cast(array, &DataType::Float64).map_err(err)?;
             let a = a.as_any().downcast_ref::<Float64Array>().ok_or("not f64")?;
             (0..a.len())
@@ -1706,7 +1778,8 @@ fn normalise_array(array: &datafusion::arrow::array::ArrayRef) -> Result<Vec<Val
                     if a.is_null(i) {
                         Value::Null
                     } else {
-                        Value::Float(a.value(i))
+                        // SQLite keeps no negative zero: -0.0 + 0.0 is 0.0.
+                        Value::Float(a.value(i) + 0.0)
                     }
                 })
                 .collect()
@@ -1718,6 +1791,9 @@ fn normalise_array(array: &datafusion::arrow::array::ArrayRef) -> Result<Vec<Val
                 .map(|i| {
                     if a.is_null(i) {
                         Value::Null
+                    } else if matches!(array.data_type(), DataType::Timestamp(..)) {
+                        // As SQLite holds it: `2024-01-01 10:00:00`.
+                        Value::Text(a.value(i).replacen('T', " ", 1))
                     } else {
                         Value::Text(a.value(i).to_string())
                     }
@@ -1825,6 +1901,17 @@ enum Verdict {
     Skip(String),
 }
 
+/// `YYYY-MM-DD HH:MM:SS` of a valid date and time.
+fn is_valid_timestamp(text: &str) -> bool {
+    let Some((date, time)) = text.split_once(' ') else {
+        return false;
+    };
+    let parts: Vec<u32> = time.split(':').filter_map(|p| p.parse().ok()).collect();
+    is_valid_date(date)
+        && time.len() == 8
+        && matches!(parts.as_slice(), [h, m, s] if *h < 24 && *m < 60 && *s < 60)
+}
+
 fn is_valid_date(text: &str) -> bool {
     let parts: Vec<&str> = text.split('-').collect();
     let [y, m, d] = parts.as_slice() else {
@@ -1884,6 +1971,9 @@ fn check_value(column: &Column, value: &Value) -> Result<(), Verdict> {
         }
         (Class::Text, Value::Text(_)) => Ok(()),
         (Class::Date, Value::Text(t)) if is_valid_date(t) => Ok(()),
+        (Class::Timestamp, Value::Text(t)) if is_valid_timestamp(t) => Ok(()),
+        (Class::Decimal, Value::Int(v)) if v.unsigned_abs() < 100_000_000 => Ok(()),
+        (Class::Decimal, Value::Float(f)) if f.abs() < 1e8 && (f * 100.0).fract() == 0.0 => Ok(()),
         (_, v) => fail(format!("{v} is not a {}", ty.widesql())),
     }
 }

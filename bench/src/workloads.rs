@@ -113,7 +113,7 @@ pub fn run(config: &Config) -> Res<()> {
     let mut stores = w1_load(config, &pages, &mut ratios)?;
     if config.wants("W2") {
         reset_peak_rss();
-        w2_point(config, &mut stores, &mut ratios)?;
+        w2_point(config, &pages, &mut stores, &mut ratios)?;
     }
     if config.wants("W3") {
         reset_peak_rss();
@@ -365,8 +365,11 @@ fn random_keys(rows: usize, n: usize, seed: u64) -> Vec<String> {
     (0..n).map(|_| data::page_key(rng.below(rows))).collect()
 }
 
-fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
+fn w2_point(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
     let keys = random_keys(config.rows, config.points, 2);
+    // SQLite with its rows in key order, as widesql keeps them.
+    let mut clustered = Sqlite::open_without_rowid(&config.fresh("w2-sqlite-without-rowid")?)?;
+    clustered.load(pages)?;
     let mut table = MdTable::new(
         format!(
             "W2 point read of a whole page ({} random keys per run)",
@@ -428,6 +431,15 @@ fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
         "DataFusion `SessionContext` `SELECT 1`".into(),
         datafusion_floor,
     ));
+    let clustered_point = median_secs(config.reps, || {
+        for key in &keys {
+            if !clustered.point(key)? {
+                return Err(format!("{} did not find {key}", clustered.name()).into());
+            }
+        }
+        Ok(())
+    })? / keys.len() as f64;
+    figures.push((clustered.name(), clustered_point));
     let base = figures[4].1;
     for (name, secs) in &figures {
         table.row(vec![name.clone(), duration(*secs), times(secs / base)]);
@@ -454,14 +466,82 @@ fn w2_point(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()
         Some(Target::AtMost(2.0)),
     );
     ratios.add("w2.point_sql_dataframe_vs_sqlite", dataframe / sqlite, None);
+    ratios.add(
+        "w2.point_sql_vs_sqlite_without_rowid",
+        figures[5].1 / clustered_point,
+        None,
+    );
+    w2_range(config, stores, &mut clustered, ratios)?;
     ratios.add("w2.sql_floor_vs_sqlite", floor / sqlite, None);
     ratios.add("w2.sql_floor_vs_datafusion", floor / datafusion_floor, None);
+    Ok(())
+}
+
+/// W2's ~100-row key range (one domain's key and language), through every
+/// entry point: the same statement ad hoc with `Session::run` and with
+/// `Session::sql` → `DataFrame::collect`, and prepared.
+fn w2_range(
+    config: &Config,
+    stores: &mut Stores,
+    clustered: &mut Sqlite,
+    ratios: &mut Ratios,
+) -> Res<()> {
+    let mut table = MdTable::new(
+        "W2 ~100-row key range (one domain, key and language)",
+        &["system", "µs per range", "vs SQLite"],
+    );
+    let mut figures = Vec::new();
+    let systems: [&mut dyn System; 3] = [&mut stores.sqlite, clustered, &mut stores.embedded];
+    for system in systems {
+        let secs = unless_hung(time_ranges(config, system, config.rows))?;
+        figures.push((system.name(), secs));
+    }
+    let run = time_ranges(config, &mut stores.sql, config.rows)?;
+    figures.push(("widesql SQL, `Session::run`".into(), run));
+    let sql = &mut stores.sql;
+    let name = "widesql SQL, `Session::sql` → `DataFrame::collect`";
+    let dataframe = time_range_reads(config, name, config.rows, |p| sql.range_dataframe(p))?;
+    figures.push((name.into(), dataframe));
+    let name = "widesql SQL, prepared (`_key >= $1 AND _key < $2`)";
+    let prepared = time_range_reads(config, name, config.rows, |p| sql.range_prepared(p))?;
+    figures.push((name.into(), prepared));
+    let sqlite = figures[0].1;
+    for (name, secs) in &figures {
+        table.row(vec![name.clone(), duration(*secs), times(secs / sqlite)]);
+    }
+    table.print();
+    ratios.add(
+        "w2.range_run_vs_sqlite",
+        run / sqlite,
+        Some(Target::AtMost(1.0)),
+    );
+    ratios.add(
+        "w2.range_dataframe_vs_sqlite",
+        dataframe / sqlite,
+        Some(Target::AtMost(1.0)),
+    );
+    ratios.add(
+        "w2.range_prepared_vs_sqlite",
+        prepared / sqlite,
+        Some(Target::AtMost(1.0)),
+    );
     Ok(())
 }
 
 /// Median seconds of one range read over `ranges` domains, checking that
 /// each holds a full domain.
 fn time_ranges(config: &Config, system: &mut dyn System, rows: usize) -> Res<f64> {
+    let name = system.name();
+    time_range_reads(config, &name, rows, |prefix| system.range(prefix))
+}
+
+/// [`time_ranges`] of the range read `read` (of what `name` names).
+fn time_range_reads(
+    config: &Config,
+    name: &str,
+    rows: usize,
+    mut read: impl FnMut(&str) -> Res<usize>,
+) -> Res<f64> {
     let domains = (rows / data::PAGES_PER_DOMAIN).max(1);
     let mut rng = Rng::new(3);
     let prefixes: Vec<String> = (0..config.ranges)
@@ -470,13 +550,11 @@ fn time_ranges(config: &Config, system: &mut dyn System, rows: usize) -> Res<f64
     let expected = data::PAGES_PER_DOMAIN.min(rows);
     Ok(median_secs(config.reps, || {
         for prefix in &prefixes {
-            let n = system.range(prefix)?;
+            let n = read(prefix)?;
             if n != expected {
-                return Err(format!(
-                    "{} found {n} pages under {prefix}, not {expected}",
-                    system.name()
-                )
-                .into());
+                return Err(
+                    format!("{name} found {n} pages under {prefix}, not {expected}").into(),
+                );
             }
         }
         Ok(())
@@ -589,8 +667,11 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
         "W4 pages per language (GROUP BY) over the whole table",
         &["system", "time", "vs widesql SQL"],
     );
+    let mut clustered = Sqlite::open_without_rowid(&config.fresh("w4-sqlite-without-rowid")?)?;
+    clustered.load(pages)?;
     let mut all: Vec<&mut dyn System> = stores.all().into_iter().collect();
     all.push(&mut one_group);
+    all.push(&mut clustered);
     let mut figures = time_agreeing(config.reps, all, "pages per language", |s| s.per_language())?;
     figures[6].0 = "widesql SQL, contents in the default group".into();
     let base = figures[5].1;
@@ -606,6 +687,11 @@ fn w4_groups(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut 
     ratios.add(
         "w4.groups_vs_sqlite",
         figures[5].1 / figures[1].1,
+        Some(Target::AtMost(1.0)),
+    );
+    ratios.add(
+        "w4.groups_vs_sqlite_without_rowid",
+        figures[5].1 / figures[7].1,
         Some(Target::AtMost(1.0)),
     );
     drop(one_group);

@@ -1,6 +1,8 @@
 //! SQLite through `rusqlite` (bundled): WAL journal, one transaction per
 //! 1,000-row batch, prepared statements. Pages in one table with a TEXT
-//! primary key, anchors in a second table keyed by (page, referring page).
+//! primary key, anchors in a second table keyed by (page, referring page);
+//! as rowid tables (SQLite's default) or `WITHOUT ROWID`, where rows are
+//! stored in their primary key's order, as widesql stores them.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,7 @@ use crate::Res;
 pub struct Sqlite {
     conn: Connection,
     path: PathBuf,
+    without_rowid: bool,
 }
 
 /// The schema.
@@ -24,11 +27,27 @@ const SCHEMA: &str = "
 impl Sqlite {
     /// A new database file in `dir`.
     pub fn open(dir: &Path) -> Res<Self> {
+        Self::create(dir, false)
+    }
+
+    /// A new database file in `dir` whose tables are `WITHOUT ROWID`.
+    pub fn open_without_rowid(dir: &Path) -> Res<Self> {
+        Self::create(dir, true)
+    }
+
+    fn create(dir: &Path, without_rowid: bool) -> Res<Self> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("bench.sqlite");
         let conn = open_connection(&path)?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(Sqlite { conn, path })
+        match without_rowid {
+            true => conn.execute_batch(&SCHEMA.replace(");", ") WITHOUT ROWID;"))?,
+            false => conn.execute_batch(SCHEMA)?,
+        }
+        Ok(Sqlite {
+            conn,
+            path,
+            without_rowid,
+        })
     }
 
     /// A new connection to the database file `path` (its own, empty page
@@ -37,6 +56,7 @@ impl Sqlite {
         Ok(Sqlite {
             conn: open_connection(path)?,
             path: path.to_path_buf(),
+            without_rowid: false,
         })
     }
 
@@ -76,7 +96,10 @@ pub fn insert_page(statement: &mut rusqlite::Statement<'_>, p: &Page) -> Res<()>
 
 impl System for Sqlite {
     fn name(&self) -> String {
-        "SQLite".into()
+        match self.without_rowid {
+            true => "SQLite, WITHOUT ROWID".into(),
+            false => "SQLite".into(),
+        }
     }
 
     fn load(&mut self, pages: &[Page]) -> Res<()> {

@@ -68,6 +68,8 @@ pub struct WidesqlSql {
     how: Load,
     /// The point read of [`WidesqlSql::point_prepared`], once prepared.
     prepared: Option<widesql::Prepared>,
+    /// The range read of [`WidesqlSql::range_prepared`], once prepared.
+    prepared_range: Option<widesql::Prepared>,
 }
 
 /// How [`WidesqlSql`] loads pages.
@@ -107,6 +109,7 @@ impl WidesqlSql {
             table: table.to_string(),
             how,
             prepared: None,
+            prepared_range: None,
         };
         this.query(&create_table(table, own_group))?;
         if matches!(how, Load::InsertValuesEventual(_)) {
@@ -125,6 +128,7 @@ impl WidesqlSql {
             table: table.to_string(),
             how: Load::InsertValues(STATEMENT_ROWS),
             prepared: None,
+            prepared_range: None,
         }
     }
 
@@ -148,6 +152,39 @@ impl WidesqlSql {
     /// The database.
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// The ad hoc statement that reads key and language of the pages under
+    /// `prefix`.
+    fn range_sql(&self, prefix: &str) -> String {
+        let (start, end) = super::prefix_bounds(prefix);
+        format!(
+            "SELECT _key, language FROM {} WHERE _key >= '{start}' AND _key < '{end}'",
+            self.table
+        )
+    }
+
+    /// [`System::range`] with `Session::sql` and `DataFrame::collect`.
+    pub fn range_dataframe(&self, prefix: &str) -> Res<usize> {
+        Ok(row_count(&self.query(&self.range_sql(prefix))?))
+    }
+
+    /// [`System::range`] with a statement prepared once.
+    pub fn range_prepared(&mut self, prefix: &str) -> Res<usize> {
+        if self.prepared_range.is_none() {
+            let sql = format!(
+                "SELECT _key, language FROM {} WHERE _key >= $1 AND _key < $2",
+                self.table
+            );
+            self.prepared_range = Some(self.runtime.block_on(self.session.prepare(&sql))?);
+        }
+        let Some(prepared) = &self.prepared_range else {
+            return Ok(0);
+        };
+        let (start, end) = super::prefix_bounds(prefix);
+        let params = vec![start.into(), end.into()];
+        let rows = self.runtime.block_on(prepared.query(params))?;
+        Ok(row_count(&rows))
     }
 
     /// Reads every value of the page at `key` with a statement prepared
@@ -247,11 +284,7 @@ impl System for WidesqlSql {
 
     /// Run with `Session::run`, as W2's point read (a key lookup).
     fn range(&mut self, prefix: &str) -> Res<usize> {
-        let (start, end) = super::prefix_bounds(prefix);
-        let sql = format!(
-            "SELECT _key, language FROM {} WHERE _key >= '{start}' AND _key < '{end}'",
-            self.table
-        );
+        let sql = self.range_sql(prefix);
         let outputs = self.runtime.block_on(self.session.run(&sql))?;
         Ok(outputs.iter().map(|o| row_count(&o.batches)).sum())
     }
