@@ -16,7 +16,7 @@
 //! runs on both engines too, and the rows must match.
 //!
 //! Tables have integer, text or two-column keys, or generated ones; columns
-//! are of every type below, TIMESTAMP and DECIMAL included; some keep columns
+//! are of every type below, TIMESTAMP, DECIMAL and MAP included; some keep columns
 //! in a locality group of their own. INSERTs upsert rows at keys that may
 //! exist (row after row, and `INSERT … SELECT` of a table onto itself),
 //! compared with SQLite's `ON CONFLICT DO UPDATE` of the non-NULL values.
@@ -110,6 +110,9 @@ enum Ty {
     Timestamp,
     /// `DECIMAL(10, 2)`, holding multiples of 1/4 (exact as SQLite's REAL).
     Decimal,
+    /// `MAP(VARCHAR, BIGINT)`, a family of its own; in SQLite a JSON object
+    /// of the entries whose value is not NULL (NULL for none).
+    Map,
 }
 
 /// What an expression computes; expressions are generated per class so that
@@ -123,9 +126,10 @@ enum Class {
     Date,
     Timestamp,
     Decimal,
+    Map,
 }
 
-const ALL_TYPES: [Ty; 14] = [
+const ALL_TYPES: [Ty; 15] = [
     Ty::Bool,
     Ty::TinyInt,
     Ty::SmallInt,
@@ -140,6 +144,7 @@ const ALL_TYPES: [Ty; 14] = [
     Ty::Date,
     Ty::Timestamp,
     Ty::Decimal,
+    Ty::Map,
 ];
 
 /// BIGINT values beyond this are not compared: SQLite turns an overflowing
@@ -163,6 +168,7 @@ impl Ty {
             Ty::Date => "DATE",
             Ty::Timestamp => "TIMESTAMP",
             Ty::Decimal => "DECIMAL(10, 2)",
+            Ty::Map => "MAP(VARCHAR, BIGINT)",
         }
     }
 
@@ -170,7 +176,7 @@ impl Ty {
     /// except DATE (NUMERIC affinity), which is stored as ISO text.
     fn sqlite(self) -> &'static str {
         match self {
-            Ty::Date | Ty::Timestamp => "TEXT",
+            Ty::Date | Ty::Timestamp | Ty::Map => "TEXT",
             other => other.widesql(),
         }
     }
@@ -183,6 +189,7 @@ impl Ty {
             Ty::Date => Class::Date,
             Ty::Timestamp => Class::Timestamp,
             Ty::Decimal => Class::Decimal,
+            Ty::Map => Class::Map,
             _ => Class::Int,
         }
     }
@@ -558,7 +565,12 @@ impl Generator {
         let value_columns = &columns[key_len..];
         let grouped: Vec<&str> = if value_columns.len() >= 2 && self.rng.chance(35) {
             let n = self.rng.range(1, value_columns.len() as i64 - 1) as usize;
-            value_columns[..n].iter().map(|c| c.name.as_str()).collect()
+            // (A MAP column is a family of its own.)
+            value_columns[..n]
+                .iter()
+                .filter(|c| c.ty != Ty::Map)
+                .map(|c| c.name.as_str())
+                .collect()
         } else {
             Vec::new()
         };
@@ -624,7 +636,31 @@ impl Generator {
                     sqlite: format!("'{at}'"),
                 };
             }
+            Class::Map => return self.map_literal(),
         })
+    }
+
+    /// `MAP {'a': 1, 'c': NULL}` of one to three keys, at least one value
+    /// not NULL; in SQLite the JSON object of the others, `{"a":1}`.
+    fn map_literal(&mut self) -> Sql {
+        let mut keys = vec!["a", "b", "c", "d"];
+        let n = self.rng.range(1, 3) as usize;
+        let mut entries = Vec::new();
+        let mut object = serde_json::Map::new();
+        for at in 0..n {
+            let key = keys.remove(self.rng.below(keys.len()));
+            if at > 0 && self.rng.chance(20) {
+                entries.push(format!("'{key}': NULL"));
+            } else {
+                let value = self.rng.range(-50, 50);
+                entries.push(format!("'{key}': {value}"));
+                object.insert(key.to_string(), value.into());
+            }
+        }
+        Sql {
+            widesql: format!("MAP {{{}}}", entries.join(", ")),
+            sqlite: format!("'{}'", serde_json::Value::Object(object)),
+        }
     }
 
     /// A literal for a column of `ty` that usually fits, sometimes does not
@@ -696,7 +732,7 @@ impl Generator {
     /// An expression of `class`. Integer arithmetic is done in BIGINT
     /// (DataFusion computes narrow types in their own width and wraps).
     fn expr(&mut self, class: Class, scope: &Scope, depth: u32) -> Sql {
-        if depth == 0 || self.rng.chance(35) {
+        if depth == 0 || class == Class::Map || self.rng.chance(35) {
             return self.leaf(class, scope);
         }
         let d = depth - 1;
@@ -719,7 +755,9 @@ impl Generator {
                 Class::Float => self.float_composite(scope, d),
                 Class::Text => self.text_composite(scope, d),
                 Class::Bool => self.bool_expr(scope, d),
-                Class::Date | Class::Timestamp | Class::Decimal => self.leaf(class, scope),
+                Class::Date | Class::Timestamp | Class::Decimal | Class::Map => {
+                    self.leaf(class, scope)
+                }
             },
         }
     }
@@ -727,7 +765,10 @@ impl Generator {
     fn leaf(&mut self, class: Class, scope: &Scope) -> Sql {
         let roll = self.rng.below(100);
         if roll < 8 {
-            return typed_null(class);
+            return match class {
+                Class::Map => Sql::same("NULL"),
+                _ => typed_null(class),
+            };
         }
         if roll < 65 {
             if let Some(column) = self.column_ref(class, scope) {
@@ -1098,7 +1139,7 @@ impl Generator {
             let key = &columns[0].name;
             let sets: Vec<String> = columns[table.key_len()..]
                 .iter()
-                .map(|c| format!("{0} = coalesce(excluded.{0}, {name}.{0})", c.name))
+                .map(|c| upsert_set(name, &c.name, c.ty))
                 .collect();
             // widesql counts every row it upserts, as SQLite counts an
             // update: a row of the key alone updates the key to itself.
@@ -1194,7 +1235,10 @@ impl Generator {
         if upsert {
             let sets: Vec<String> = names[table.key_len()..]
                 .iter()
-                .map(|c| format!("{c} = coalesce(excluded.{c}, {name}.{c})"))
+                .map(|c| {
+                    let ty = table.columns.iter().find(|t| &t.name == c).map(|t| t.ty);
+                    upsert_set(name, c, ty.unwrap_or(Ty::BigInt))
+                })
                 .collect();
             // (SQLite reads `ON` after a FROM without WHERE as a join's.)
             let filler = if filter.sqlite.is_empty() {
@@ -1226,7 +1270,10 @@ impl Generator {
                 return value;
             }
         }
-        typed_null(class)
+        match class {
+            Class::Map => Sql::same("NULL"),
+            _ => typed_null(class),
+        }
     }
 
     fn update(&mut self, table: &TableModel) -> Statement {
@@ -1278,7 +1325,8 @@ impl Generator {
                         outer: None,
                         subqueries: false,
                     };
-                    if !others.is_empty() && self.rng.chance(15) {
+                    // (No maximum of maps.)
+                    if !others.is_empty() && c.ty != Ty::Map && self.rng.chance(15) {
                         let other = others[self.rng.below(others.len())].clone();
                         self.scalar_subquery(c.ty.class(), Some(other))
                     } else {
@@ -1445,6 +1493,20 @@ impl Generator {
     }
 }
 
+/// SQLite's `SET` of column `c` of `table` for a row an INSERT upserts, as
+/// widesql's INSERT writes it: a NULL keeps the stored value, and a map's
+/// entries are added to the stored ones.
+fn upsert_set(table: &str, c: &str, ty: Ty) -> String {
+    match ty {
+        Ty::Map => format!(
+            "{c} = CASE WHEN excluded.{c} IS NULL THEN {table}.{c} \
+             WHEN {table}.{c} IS NULL THEN excluded.{c} \
+             ELSE json_patch({table}.{c}, excluded.{c}) END"
+        ),
+        _ => format!("{c} = coalesce(excluded.{c}, {table}.{c})"),
+    }
+}
+
 /// A NULL of `class`: DataFusion cannot type an untyped NULL everywhere
 /// (`NULL || NULL`).
 fn typed_null(class: Class) -> Sql {
@@ -1456,6 +1518,7 @@ fn typed_null(class: Class) -> Sql {
         Class::Date => "DATE",
         Class::Timestamp => "TIMESTAMP",
         Class::Decimal => "DECIMAL(10, 2)",
+        Class::Map => "MAP(VARCHAR, BIGINT)",
     };
     Sql {
         widesql: format!("CAST(NULL AS {ty})"),
@@ -1750,6 +1813,33 @@ fn table_data(
 fn normalise_array(array: &datafusion::arrow::array::ArrayRef) -> Result<Vec<Value>, String> {
     let err = |e: datafusion::arrow::error::ArrowError| e.to_string();
     let values = match array.data_type() {
+        DataType::Map(..) => {
+            use datafusion::arrow::array::AsArray;
+            let maps = array.as_map();
+            (0..maps.len())
+                .map(|i| {
+                    if maps.is_null(i) {
+                        return Ok(Value::Null);
+                    }
+                    let entries = maps.value(i);
+                    let keys = normalise_array(entries.column(0))?;
+                    let values = normalise_array(entries.column(1))?;
+                    let mut object = serde_json::Map::new();
+                    for (k, v) in keys.iter().zip(&values) {
+                        let key = match k {
+                            Value::Text(t) => t.clone(),
+                            other => other.to_string(),
+                        };
+                        match v {
+                            Value::Int(n) => object.insert(key, (*n).into()),
+                            Value::Null => None,
+                            other => object.insert(key, other.to_string().into()),
+                        };
+                    }
+                    Ok(canonical_json(serde_json::Value::Object(object)))
+                })
+                .collect::<Result<Vec<_>, String>>()?
+        }
         DataType::Boolean
         | DataType::Int8
         | DataType::Int16
@@ -1802,6 +1892,24 @@ fn normalise_array(array: &datafusion::arrow::array::ArrayRef) -> Result<Vec<Val
         }
     };
     Ok(values)
+}
+
+/// A map as both engines' rows are compared: its JSON object with the keys
+/// in order, NULL when it has no entry.
+fn canonical_json(value: serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Object(object) if object.is_empty() => Value::Null,
+        serde_json::Value::Object(object) => {
+            let mut entries: Vec<(String, serde_json::Value)> = object.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let inner: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{}:{v}", serde_json::Value::from(k.as_str())))
+                .collect();
+            Value::Text(format!("{{{}}}", inner.join(",")))
+        }
+        other => Value::Text(other.to_string()),
+    }
 }
 
 /// SQLite in memory; every statement runs in its own transaction.
@@ -1858,7 +1966,14 @@ impl Sqlite {
                     ValueRef::Null => Value::Null,
                     ValueRef::Integer(v) => Value::Int(v),
                     ValueRef::Real(v) => Value::Float(v),
-                    ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Text(t) => {
+                        let text = String::from_utf8_lossy(t).into_owned();
+                        // A map, as JSON: its keys in order.
+                        match serde_json::from_str::<serde_json::Value>(&text) {
+                            Ok(object @ serde_json::Value::Object(_)) => canonical_json(object),
+                            _ => Value::Text(text),
+                        }
+                    }
                     ValueRef::Blob(b) => Value::Text(format!("blob {b:?}")),
                 });
             }
@@ -1972,6 +2087,7 @@ fn check_value(column: &Column, value: &Value) -> Result<(), Verdict> {
         (Class::Text, Value::Text(_)) => Ok(()),
         (Class::Date, Value::Text(t)) if is_valid_date(t) => Ok(()),
         (Class::Timestamp, Value::Text(t)) if is_valid_timestamp(t) => Ok(()),
+        (Class::Map, Value::Text(t)) if t.starts_with('{') => Ok(()),
         (Class::Decimal, Value::Int(v)) if v.unsigned_abs() < 100_000_000 => Ok(()),
         (Class::Decimal, Value::Float(f)) if f.abs() < 1e8 && (f * 100.0).fract() == 0.0 => Ok(()),
         (_, v) => fail(format!("{v} is not a {}", ty.widesql())),
