@@ -104,6 +104,9 @@ fn child(dir: &Path, first: u64) {
         .and_then(|d| d.open_table("rows"))
         .expect("table rows");
     let blob = "b".repeat(1024);
+    // "ready" first: a compaction pass of a small database can end (and
+    // print) before this thread would.
+    println!("ready");
     let compactor = db.clone();
     std::thread::spawn(move || {
         for pass in 0.. {
@@ -111,7 +114,6 @@ fn child(dir: &Path, first: u64) {
             println!("compact {pass}");
         }
     });
-    println!("ready");
     for gen in first.. {
         let key = format!("r{:02}", gen % ROW_KEYS);
         let g = gen.to_string();
