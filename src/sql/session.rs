@@ -34,8 +34,9 @@ use crate::table::TableStore;
 #[derive(Debug, Clone)]
 pub struct StatementOutput {
     /// The statement's text: as the parser prints it, or as written (less
-    /// a final `;`) for a script of one statement read off its text (an
-    /// `INSERT … VALUES` of literals, a key lookup).
+    /// a final `;`) for a script of one statement the front door read off
+    /// its text (an `INSERT … VALUES` of literals, a `SELECT` whose
+    /// literals are all values of its `WHERE` clauses).
     pub sql: String,
     /// The result's schema.
     pub schema: SchemaRef,
