@@ -658,5 +658,15 @@ fn prepared_statements_resolve_names_and_types_as_they_are_now() -> Result<(), B
     assert!(read(ScalarValue::from("a"))?.contains("| 7"));
     // A value the front door does not take (another type) reads the same table.
     assert!(read(ScalarValue::LargeUtf8(Some("a".into())))?.contains("| 7"));
+    // Run again and again, then after the table was made again.
+    for _ in 0..3 {
+        assert!(read(ScalarValue::from("a"))?.contains("| 7"));
+    }
+    run_in(
+        &session,
+        "DROP TABLE s2.t; CREATE TABLE s2.t (_key VARCHAR PRIMARY KEY, n DOUBLE);
+         INSERT INTO s2.t VALUES ('a', 8)",
+    )?;
+    assert!(read(ScalarValue::from("a"))?.contains("| 8"));
     Ok(())
 }

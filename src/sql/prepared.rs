@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 
 use crate::db::retrying_async;
 use crate::error::{Error, Result};
-use crate::sql::front_door::Answer;
+use crate::sql::front_door::{Answer, PreparedMemo};
 use crate::sql::key_lookup::KeyLookup;
 use crate::sql::session::{Planned, SqlPrepared, Stamp};
 use crate::sql::{from_df, Session};
@@ -51,7 +51,9 @@ pub struct Prepared {
     /// change of the session's settings came since they were made: the
     /// statement's schema, and how it runs with values the front door does
     /// not take.
-    planned: Arc<Mutex<Planned<PreparedPlan>>>,
+    planned: Arc<Mutex<Planned<Arc<PreparedPlan>>>>,
+    /// Its plan kind in the front door, as found last.
+    memo: Arc<PreparedMemo>,
 }
 
 #[derive(Debug, Clone)]
@@ -70,10 +72,11 @@ impl Session {
             session: self.clone(),
             sql: sql.to_string(),
             planned: Arc::new(Mutex::new(planned)),
+            memo: Arc::default(),
         })
     }
 
-    async fn plan_prepared(&self, sql: &str) -> Result<Planned<PreparedPlan>> {
+    async fn plan_prepared(&self, sql: &str) -> Result<Planned<Arc<PreparedPlan>>> {
         let stamp = self.stamp();
         let mut statements = self.parse(sql)?;
         let statement = match (statements.pop_front(), statements.is_empty()) {
@@ -98,7 +101,7 @@ impl Session {
         }
         Ok(Planned {
             stamp,
-            value: PreparedPlan { statement, plan },
+            value: Arc::new(PreparedPlan { statement, plan }),
         })
     }
 
@@ -140,7 +143,8 @@ impl Session {
             return Ok(None);
         };
         let inner = &prepared.value.inner;
-        self.door_prepared(&inner.to_string(), inner, values).await
+        self.door_prepared(&inner.to_string(), inner, values, None)
+            .await
     }
 
     /// Plans a `PREPARE` statement again and replaces DataFusion's stored
@@ -222,7 +226,12 @@ impl Prepared {
         retrying_async(|| async {
             let planned = self.current().await?;
             let answer = session
-                .door_prepared(&self.sql, &planned.statement, params.clone())
+                .door_prepared(
+                    &self.sql,
+                    &planned.statement,
+                    params.clone(),
+                    Some(&self.memo),
+                )
                 .await?;
             if let Some(answer) = answer {
                 return Ok(session.answer_batches(answer).await?.1);
@@ -234,6 +243,7 @@ impl Prepared {
                 .collect();
             let plan = planned
                 .plan
+                .clone()
                 .with_param_values(ParamValues::List(list))
                 .map_err(from_df)?;
             let frame = match session.as_written(plan).await? {
@@ -247,18 +257,18 @@ impl Prepared {
 
     /// The statement and its plan, parsed and made again if the catalog
     /// or the session's settings changed since they were made.
-    async fn current(&self) -> Result<PreparedPlan> {
+    async fn current(&self) -> Result<Arc<PreparedPlan>> {
         let planned = self.planned().clone();
         if self.session.is_current(planned.stamp) {
             return Ok(planned.value);
         }
         let again = self.session.plan_prepared(&self.sql).await?;
-        let value = again.value.clone();
+        let value = Arc::clone(&again.value);
         *self.planned() = again;
         Ok(value)
     }
 
-    fn planned(&self) -> MutexGuard<'_, Planned<PreparedPlan>> {
+    fn planned(&self) -> MutexGuard<'_, Planned<Arc<PreparedPlan>>> {
         self.planned.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -66,7 +66,7 @@
 //! [`SessionContext`]: datafusion::execution::context::SessionContext
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Volatility;
@@ -94,7 +94,32 @@ use crate::error::Result;
 use crate::sql::dispatch::has_into;
 use crate::sql::dml::constant_insert::{literal_rows, Cell};
 use crate::sql::literal::{literal_value, Literal};
+use crate::sql::session::Stamp;
 use crate::sql::Session;
+
+/// The plan kind of a prepared statement, as found in the cache at a
+/// [`Stamp`]: while no DDL and no change of the session's settings came
+/// since, a run takes it from here, without building the cache key and
+/// taking the cache's lock.
+#[derive(Debug, Default)]
+pub(crate) struct PreparedMemo(Mutex<Option<(Stamp, Option<Arc<PlanKind>>)>>);
+
+impl PreparedMemo {
+    /// The kind remembered at `stamp` (`Some(None)`: planned as written).
+    fn get(&self, stamp: Stamp) -> Option<Option<Arc<PlanKind>>> {
+        let memo = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match memo.as_ref() {
+            Some((at, kind)) if *at == stamp && !kind.as_ref().is_some_and(|k| k.is_outdated()) => {
+                Some(kind.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn set(&self, stamp: Stamp, kind: Option<Arc<PlanKind>>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((stamp, kind));
+    }
+}
 
 impl Session {
     /// A statement straight from its text, when the scanner reads it (one
@@ -214,18 +239,30 @@ impl Session {
 
     /// A prepared statement (`text` parsed as `statement`, a query or an
     /// INSERT) run with `params`; `None` when it is to be planned as
-    /// written with them.
+    /// written with them. With a `memo`, the plan kind found last time is
+    /// used again while nothing changed since (see [`PreparedMemo`]).
     pub(crate) async fn door_prepared(
         &self,
         text: &str,
         statement: &DfStatement,
         params: Vec<ScalarValue>,
+        memo: Option<&PreparedMemo>,
     ) -> Result<Option<Answer>> {
         if !self.cache.is_enabled() || !self.is_datafusions(statement) {
             return Ok(None);
         }
-        let planned = || Some(statement.clone());
-        let (kind, hit) = self.shape_kind(Form::Prepared, text, &[], planned).await;
+        let stamp = self.stamp();
+        let (kind, hit) = match memo.and_then(|memo| memo.get(stamp)) {
+            Some(kind) => (kind, true),
+            None => {
+                let planned = || Some(statement.clone());
+                let (kind, hit) = self.shape_kind(Form::Prepared, text, &[], planned).await;
+                if let Some(memo) = memo {
+                    memo.set(stamp, kind.clone());
+                }
+                (kind, hit)
+            }
+        };
         self.answer_counted(kind, hit, Values::Params(params), true)
             .await
     }
