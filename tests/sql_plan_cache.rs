@@ -28,26 +28,7 @@ fn one_row_table() -> Result<(tempfile::TempDir, Db, Session), BoxError> {
 fn run_rows(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
     let outputs = common::runtime().block_on(session.run(sql))?;
     let output = outputs.last().ok_or("no output")?;
-    text_rows(&output.batches)
-}
-
-/// The rows of `batches`, each value as text.
-fn text_rows(
-    batches: &[datafusion::arrow::record_batch::RecordBatch],
-) -> Result<Vec<Vec<String>>, BoxError> {
-    let mut rows = Vec::new();
-    for batch in batches {
-        for r in 0..batch.num_rows() {
-            rows.push(
-                batch
-                    .columns()
-                    .iter()
-                    .map(|c| datafusion::arrow::util::display::array_value_to_string(c, r))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-    }
-    Ok(rows)
+    common::rows_of(&output.batches)
 }
 
 /// The answer to `sql` through `Session::sql`, as a table with its header.
@@ -458,7 +439,7 @@ fn prepared_rows(
 ) -> Result<Vec<Vec<String>>, BoxError> {
     let runtime = common::runtime();
     let batches = runtime.block_on(async { session.prepare(sql).await?.query(params).await })?;
-    text_rows(&batches)
+    common::rows_of(&batches)
 }
 
 /// Rows of a key lookup of one key, through one entry point.

@@ -50,7 +50,13 @@ pub fn batches_in(
 
 /// Runs a query in `session`; every row as its columns' display strings.
 pub fn query_in(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
-    let batches = batches_in(session, sql)?;
+    rows_of(&batches_in(session, sql)?)
+}
+
+/// Every row of `batches` as its columns' display strings.
+pub fn rows_of(
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+) -> Result<Vec<Vec<String>>, BoxError> {
     let mut rows = Vec::new();
     for batch in batches {
         for r in 0..batch.num_rows() {

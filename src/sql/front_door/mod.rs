@@ -123,8 +123,9 @@ impl PreparedMemo {
 
 impl Session {
     /// A statement straight from its text, when the scanner reads it (one
-    /// `INSERT … VALUES` of literals, or one `SELECT` that is a key
-    /// lookup); `None` when the text is to be parsed.
+    /// `INSERT … VALUES` of literals, or one `SELECT` whose literals are
+    /// all values of its `WHERE` clauses); `None` when the text is to be
+    /// parsed.
     pub(crate) async fn door_text(&self, text: &str) -> Result<Option<Answer>> {
         if !self.cache.is_enabled() || !self.parses_generic_sql() {
             return Ok(None);
@@ -159,10 +160,7 @@ impl Session {
                 self.text_shape(&shape)
             })
             .await;
-        let Some(kind) = kind else {
-            return Ok(None);
-        };
-        self.answer_counted(Some(kind), hit, Values::Params(params), false)
+        self.answer_counted(kind, hit, Values::Params(params), false)
             .await
     }
 
