@@ -148,7 +148,8 @@ const ALL_TYPES: [Ty; 15] = [
 ];
 
 /// BIGINT values beyond this are not compared: SQLite turns an overflowing
-/// i64 into a REAL while DataFusion wraps it, by design on both sides.
+/// i64 into a REAL while widesql, as PostgreSQL does, fails the statement
+/// (sql_tests/integer_overflow.slt), by design on both sides.
 const BIGINT_SAFE: i64 = 1 << 62;
 
 impl Ty {
@@ -730,7 +731,8 @@ impl Generator {
     }
 
     /// An expression of `class`. Integer arithmetic is done in BIGINT
-    /// (DataFusion computes narrow types in their own width and wraps).
+    /// (widesql computes narrow types in their own width and fails when
+    /// they overflow it; SQLite computes in 64 bits).
     fn expr(&mut self, class: Class, scope: &Scope, depth: u32) -> Sql {
         if depth == 0 || class == Class::Map || self.rng.chance(35) {
             return self.leaf(class, scope);
@@ -780,7 +782,7 @@ impl Generator {
 
     /// Integer arithmetic whose operands are brought below 10^9 first:
     /// where a BIGINT result overflows, SQLite makes it a REAL while
-    /// DataFusion wraps it around, and a predicate would then differ (a
+    /// widesql fails the statement, so the two would not be comparable (a
     /// stored value's overflow is judged by [`check_value`] instead).
     fn int_composite(&mut self, scope: &Scope, d: u32) -> Sql {
         let a = self.expr(Class::Int, scope, d);

@@ -864,12 +864,12 @@ fn w5_scan(config: &Config, stores: &mut Stores, ratios: &mut Ratios) -> Res<()>
     ratios.add(
         "w5.sql_vs_raw_sled",
         figures[0].1 / figures[5].1,
-        Some(Target::AtLeast(0.5)),
+        Some(Target::AtLeast(0.7)),
     );
     ratios.add(
         "w5.embedded_vs_raw_sled",
         figures[0].1 / figures[4].1,
-        Some(Target::AtLeast(0.5)),
+        Some(Target::AtLeast(0.7)),
     );
     Ok(())
 }

@@ -9,6 +9,7 @@
 
 mod arrow_cells;
 pub mod catalog;
+mod checked;
 mod ddl;
 mod dispatch;
 pub mod dml;

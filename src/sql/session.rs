@@ -21,6 +21,7 @@ use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
 use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
+use crate::sql::checked::{self, CheckedIntegers};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::front_door::{CacheSwitches, PlanCache};
@@ -183,9 +184,11 @@ impl Session {
             .with_default_features()
             .with_type_planner(Arc::new(types::WidesqlTypes::default()))
             .with_analyzer_rule(Arc::new(InSubqueryNulls))
+            .with_analyzer_rule(Arc::new(CheckedIntegers))
             .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())));
         let state = planned::with_planner(state).build();
         let ctx = SessionContext::new_with_state(state);
+        ctx.register_udaf(checked::checked_sum());
         ctx.register_udtf(
             dml::ROWS_FUNCTION,
             Arc::new(dml::RowsFunction::new(db.clone())),

@@ -351,13 +351,9 @@ fn kept_cells(layout: &Layout, filter: &Filter) -> Option<KeptCells> {
 pub struct Scanner {
     store: TableStore,
     options: ReadOptions,
-    groups: Vec<usize>,
-    keep: Option<KeptCells>,
-    ranges: VecDeque<KeyRange>,
-    current: Option<KeyRange>,
-    cursors: Vec<CellCursor>,
-    epoch: u64,
     now: i64,
+    ranges: VecDeque<KeyRange>,
+    position: Position,
     rows_left: Option<usize>,
     /// The last row's encoded key and stored cells: buffers kept to reuse
     /// their memory.
@@ -372,11 +368,99 @@ pub struct Scanner {
     stop: Option<Box<dyn Fn() -> bool + Send>>,
 }
 
+/// Where a scan is: its cursors, one per group it reads, over the key
+/// range it is in. Kept apart from the [`TableStore`] so that the scan's
+/// per-row loop borrows the store instead of cloning its `Arc`s for every
+/// row (their shared counts were a twentieth of a full scan's time).
+struct Position {
+    groups: Vec<usize>,
+    keep: Option<KeptCells>,
+    current: Option<KeyRange>,
+    cursors: Vec<CellCursor>,
+    /// The groups' write epoch when the cursors were positioned.
+    epoch: u64,
+}
+
+impl Position {
+    /// The write epochs of the locality groups this scan reads, summed: it
+    /// changes when a batch wrote one of them.
+    fn write_epoch(&self, store: &TableStore) -> u64 {
+        self.groups
+            .iter()
+            .map(|&g| store.layout.groups[g].tree.write_epoch())
+            .fold(0, u64::wrapping_add)
+    }
+
+    fn open(&mut self, store: &TableStore, options: &ReadOptions, range: KeyRange) -> Result<()> {
+        self.cursors.clear();
+        for &g in &self.groups {
+            let mut cursor = range.cursor(&store.layout, g, options.reverse, &self.keep)?;
+            if options.read_ahead {
+                cursor.read_ahead_after(READ_AHEAD_AFTER_CHUNKS);
+            }
+            self.cursors.push(cursor);
+        }
+        self.current = Some(range);
+        Ok(())
+    }
+
+    /// Opens fresh cursors at the row `row_enc` within the current range;
+    /// `false` when the row is gone.
+    fn reposition_at(
+        &mut self,
+        store: &TableStore,
+        options: &ReadOptions,
+        row_enc: &[u8],
+    ) -> Result<bool> {
+        let Some(current) = self.current.clone() else {
+            return Ok(false);
+        };
+        let narrowed = if options.reverse {
+            KeyRange {
+                lo: current.lo,
+                hi: prefix_successor(row_enc),
+            }
+        } else {
+            KeyRange {
+                lo: row_enc.to_vec(),
+                hi: current.hi,
+            }
+        };
+        self.open(store, options, narrowed)?;
+        Ok(next_cursor(&self.cursors, options.reverse)
+            .and_then(|at| self.cursors[at].head.as_ref())
+            .is_some_and(|(k, _)| k.starts_with(row_enc)))
+    }
+
+    /// Appends up to `budget` more entries of the row `row_enc` from the
+    /// cursors to `raw`; `true` when the row ended.
+    fn collect(
+        &mut self,
+        store: &TableStore,
+        options: &ReadOptions,
+        now: i64,
+        row_enc: &[u8],
+        raw: &mut Vec<(Bytes, Bytes)>,
+        budget: usize,
+    ) -> Result<bool> {
+        let (reverse, filter) = (options.reverse, &options.filter);
+        store.collect_row(
+            &mut self.cursors,
+            row_enc,
+            reverse,
+            filter,
+            now,
+            raw,
+            budget,
+        )
+    }
+}
+
 impl Scanner {
     /// The same scan, decoding only the cells `keep` keeps of the groups it
     /// reads (the filter still decides which cells it returns).
     pub(crate) fn keeping(mut self, keep: KeptCells) -> Self {
-        self.keep = Some(keep);
+        self.position.keep = Some(keep);
         self
     }
 
@@ -392,48 +476,26 @@ impl Scanner {
         if options.reverse {
             ranges = ranges.into_iter().rev().collect();
         }
-        let groups = groups_for(layout, &options.filter);
-        let keep = kept_cells(layout, &options.filter);
+        let position = Position {
+            groups: groups_for(layout, &options.filter),
+            keep: kept_cells(layout, &options.filter),
+            current: None,
+            cursors: Vec::new(),
+            epoch: 0,
+        };
         let rows_left = options.row_limit;
         Scanner {
             store,
             options,
-            groups,
-            keep,
-            ranges,
-            current: None,
-            cursors: Vec::new(),
-            epoch: 0,
             now,
+            ranges,
+            position,
             rows_left,
             row_enc: Vec::new(),
             raw: Vec::new(),
             row: RawRow::default(),
             stop: None,
         }
-    }
-
-    /// The write epochs of the locality groups this scan reads, summed: it
-    /// changes when a batch wrote one of them.
-    fn write_epoch(&self) -> u64 {
-        self.groups
-            .iter()
-            .map(|&g| self.store.layout.groups[g].tree.write_epoch())
-            .fold(0, u64::wrapping_add)
-    }
-
-    fn open_cursors(&mut self, range: KeyRange) -> Result<()> {
-        self.cursors.clear();
-        for &g in &self.groups {
-            let mut cursor =
-                range.cursor(&self.store.layout, g, self.options.reverse, &self.keep)?;
-            if self.options.read_ahead {
-                cursor.read_ahead_after(READ_AHEAD_AFTER_CHUNKS);
-            }
-            self.cursors.push(cursor);
-        }
-        self.current = Some(range);
-        Ok(())
     }
 
     /// The next row with at least one selected cell.
@@ -457,35 +519,46 @@ impl Scanner {
 
     /// Reads the next row into `self.row`; `false` at the end.
     fn advance(&mut self) -> Result<bool> {
-        let store = self.store.clone();
+        let Scanner {
+            store,
+            options,
+            now,
+            ranges,
+            position,
+            rows_left,
+            row_enc: row_buffer,
+            raw: raw_buffer,
+            row,
+            stop,
+        } = self;
+        let (now, reverse) = (*now, options.reverse);
         let prefix_len = store.layout.prefix.len();
-        let reverse = self.options.reverse;
         loop {
-            if self.rows_left == Some(0) {
+            if *rows_left == Some(0) {
                 return Ok(false);
             }
-            if self.current.is_none() {
-                let Some(range) = self.ranges.pop_front() else {
+            if position.current.is_none() {
+                let Some(range) = ranges.pop_front() else {
                     return Ok(false);
                 };
                 // Read before the cursors open: a batch that completes in
                 // between moves it, and the row is read again.
-                self.epoch = self.write_epoch();
-                self.open_cursors(range)?;
+                position.epoch = position.write_epoch(store);
+                position.open(store, options, range)?;
             }
-            let Some(at) = next_cursor(&self.cursors, reverse) else {
-                self.current = None;
+            let Some(at) = next_cursor(&position.cursors, reverse) else {
+                position.current = None;
                 continue;
             };
-            let Some((first_key, _)) = &self.cursors[at].head else {
+            let Some((first_key, _)) = &position.cursors[at].head else {
                 continue;
             };
             let row_len = store.layout.row_len(first_key)?;
             // The buffers of the last row, reused.
-            let mut row_enc = std::mem::take(&mut self.row_enc);
+            let mut row_enc = std::mem::take(row_buffer);
             row_enc.clear();
             row_enc.extend_from_slice(&first_key[..row_len]);
-            let mut raw = std::mem::take(&mut self.raw);
+            let mut raw = std::mem::take(raw_buffer);
             raw.clear();
 
             let stripe = store
@@ -493,51 +566,59 @@ impl Scanner {
                 .locks
                 .stripe(store.layout.lock_salt(), &row_enc[prefix_len..]);
             let guard = store.engine.locks.read(stripe);
-            let epoch = self.write_epoch();
-            if epoch != self.epoch {
+            let epoch = position.write_epoch(store);
+            if epoch != position.epoch {
                 // A write completed since the cursors were positioned: read
                 // this row from fresh cursors, positioned under its lock.
-                self.epoch = epoch;
-                if !self.reposition_at(&row_enc)? {
+                position.epoch = epoch;
+                if !position.reposition_at(store, options, &row_enc)? {
+                    *row_buffer = row_enc;
                     continue;
                 }
             }
-            let whole = self.collect(&row_enc, &mut raw, LOCKED_ROW_ENTRIES)?;
+            let whole =
+                position.collect(store, options, now, &row_enc, &mut raw, LOCKED_ROW_ENTRIES)?;
             let writers = guard.as_deref().copied();
             drop(guard);
-            if !whole && !self.rest_of_wide_row(&row_enc, stripe, writers, &mut raw)? {
+            if !whole
+                && !rest_of_wide_row(
+                    store, options, now, position, &row_enc, stripe, writers, &mut raw,
+                )?
+            {
+                *row_buffer = row_enc;
                 continue;
             }
             if reverse {
                 raw.reverse();
             }
-            let cells = &mut self.row.cells;
-            cells.clear();
-            let filter = &self.options.filter;
-            store.select(&raw, row_enc.len(), filter, self.now, cells)?;
-            let pruned = self
+            row.cells.clear();
+            store.select(&raw, row_enc.len(), &options.filter, now, &mut row.cells)?;
+            let pruned = position
                 .cursors
                 .iter_mut()
                 .fold(false, |took, c| c.took_pruned(&row_enc) | took);
-            if self.row.cells.is_empty() && pruned {
+            if row.cells.is_empty() && pruned {
                 // None of the cells kept is visible; the pruned ones decide
-                // whether the row exists.
-                self.row.cells = self.unpruned_row(&row_enc, stripe)?;
+                // whether the row exists: the row as it is now, read again
+                // with no cell pruned under its lock (a write may have
+                // changed it since the first read).
+                let _guard = store.engine.locks.read(stripe);
+                row.cells = store.read_row_locked(&row_enc, &options.filter, now)?;
             }
             raw.clear();
-            self.raw = raw;
-            if self.row.cells.is_empty() {
-                self.row_enc = row_enc;
-                if self.stop.as_ref().is_some_and(|stop| stop()) {
+            *raw_buffer = raw;
+            if row.cells.is_empty() {
+                *row_buffer = row_enc;
+                if stop.as_ref().is_some_and(|stop| stop()) {
                     return Ok(false);
                 }
                 continue;
             }
             let key = KeyReader::new(&row_enc[prefix_len..]).bytes()?;
-            self.row.key.clear();
-            self.row.key.extend_from_slice(&key);
-            self.row_enc = row_enc;
-            if let Some(left) = &mut self.rows_left {
+            row.key.clear();
+            row.key.extend_from_slice(&key);
+            *row_buffer = row_enc;
+            if let Some(left) = rows_left {
                 *left -= 1;
             }
             return Ok(true);
@@ -545,99 +626,51 @@ impl Scanner {
     }
 }
 
-impl Scanner {
-    /// Appends up to `budget` more entries of the row `row_enc` from the
-    /// cursors to `raw`; `true` when the row ended.
-    fn collect(
-        &mut self,
-        row_enc: &[u8],
-        raw: &mut Vec<(Bytes, Bytes)>,
-        budget: usize,
-    ) -> Result<bool> {
-        let (reverse, filter, now) = (self.options.reverse, &self.options.filter, self.now);
-        self.store.collect_row(
-            &mut self.cursors,
-            row_enc,
-            reverse,
-            filter,
-            now,
-            raw,
-            budget,
-        )
-    }
-
-    /// The cells the filter selects of the row `row_enc`, read again with
-    /// no cell pruned, under the row's lock: the row as it is now, which a
-    /// write may have changed since the first read of it.
-    fn unpruned_row(&self, row_enc: &[u8], stripe: usize) -> Result<Vec<RawCell>> {
-        let _guard = self.store.engine.locks.read(stripe);
-        self.store
-            .read_row_locked(row_enc, &self.options.filter, self.now)
-    }
-
-    /// Opens fresh cursors at the row `row_enc` within the current range;
-    /// `false` when the row is gone.
-    fn reposition_at(&mut self, row_enc: &[u8]) -> Result<bool> {
-        let Some(current) = self.current.clone() else {
+/// Reads the rest of a row wider than [`LOCKED_ROW_ENTRIES`] without its
+/// lock, so its writers do not wait for the whole read, then takes the
+/// lock again: if no writer took the row's stripe meanwhile (`writers`:
+/// the stripe's count when the first part was read), the row is whole.
+/// Otherwise it is read again from its start; the third time entirely
+/// under the lock. `false` when the row is gone.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the state of one row read, passed down from the scanner"
+)]
+fn rest_of_wide_row(
+    store: &TableStore,
+    options: &ReadOptions,
+    now: i64,
+    position: &mut Position,
+    row_enc: &[u8],
+    stripe: usize,
+    mut writers: Option<u64>,
+    raw: &mut Vec<(Bytes, Bytes)>,
+) -> Result<bool> {
+    let mut attempts = 0;
+    loop {
+        position.collect(store, options, now, row_enc, raw, usize::MAX)?;
+        // `None`: this thread holds every row lock, so nothing wrote.
+        let Some(before) = writers else {
+            return Ok(true);
+        };
+        let guard = store.engine.locks.read(stripe);
+        writers = guard.as_deref().copied();
+        if writers == Some(before) {
+            return Ok(true);
+        }
+        raw.clear();
+        position.epoch = position.write_epoch(store);
+        if !position.reposition_at(store, options, row_enc)? {
             return Ok(false);
-        };
-        let narrowed = if self.options.reverse {
-            KeyRange {
-                lo: current.lo,
-                hi: prefix_successor(row_enc),
-            }
+        }
+        attempts += 1;
+        let budget = if attempts == 3 {
+            usize::MAX
         } else {
-            KeyRange {
-                lo: row_enc.to_vec(),
-                hi: current.hi,
-            }
+            LOCKED_ROW_ENTRIES
         };
-        self.open_cursors(narrowed)?;
-        Ok(next_cursor(&self.cursors, self.options.reverse)
-            .and_then(|at| self.cursors[at].head.as_ref())
-            .is_some_and(|(k, _)| k.starts_with(row_enc)))
-    }
-
-    /// Reads the rest of a row wider than [`LOCKED_ROW_ENTRIES`] without its
-    /// lock, so its writers do not wait for the whole read, then takes the
-    /// lock again: if no writer took the row's stripe meanwhile (`writers`:
-    /// the stripe's count when the first part was read), the row is
-    /// whole. Otherwise it is read again from its start; the third time
-    /// entirely under the lock. `false` when the row is gone.
-    fn rest_of_wide_row(
-        &mut self,
-        row_enc: &[u8],
-        stripe: usize,
-        mut writers: Option<u64>,
-        raw: &mut Vec<(Bytes, Bytes)>,
-    ) -> Result<bool> {
-        let engine = std::sync::Arc::clone(&self.store.engine);
-        let mut attempts = 0;
-        loop {
-            self.collect(row_enc, raw, usize::MAX)?;
-            // `None`: this thread holds every row lock, so nothing wrote.
-            let Some(before) = writers else {
-                return Ok(true);
-            };
-            let guard = engine.locks.read(stripe);
-            writers = guard.as_deref().copied();
-            if writers == Some(before) {
-                return Ok(true);
-            }
-            raw.clear();
-            self.epoch = self.write_epoch();
-            if !self.reposition_at(row_enc)? {
-                return Ok(false);
-            }
-            attempts += 1;
-            let budget = if attempts == 3 {
-                usize::MAX
-            } else {
-                LOCKED_ROW_ENTRIES
-            };
-            if self.collect(row_enc, raw, budget)? {
-                return Ok(true);
-            }
+        if position.collect(store, options, now, row_enc, raw, budget)? {
+            return Ok(true);
         }
     }
 }
