@@ -14,6 +14,8 @@ pub(crate) mod layout;
 mod locks;
 mod mutation;
 pub(crate) mod read;
+mod scanner;
+mod selector;
 pub mod spec;
 mod write;
 
@@ -25,8 +27,8 @@ pub use filter::{
 };
 pub(crate) use gc::unchecked;
 pub use mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
-pub use read::RowIter;
-pub(crate) use read::Scanner;
+pub use scanner::RowIter;
+pub(crate) use scanner::Scanner;
 pub(crate) use write::{mutate_rows_atomically, partly_applied, BULK_CHUNK_ROWS};
 pub use write::{
     StatementWriter, MAX_QUALIFIER_LEN, MAX_ROW_KEY_LEN, MAX_VALUE_LEN, STATEMENT_ATOMIC_BYTES,

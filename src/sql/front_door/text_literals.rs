@@ -50,15 +50,7 @@ pub(crate) struct SelectShape {
 /// Strings and numbers are taken out (a minus stays in the text, as the
 /// parser keeps it apart from its number); keywords such as `NULL` stay.
 pub(crate) fn select_shape(text: &str) -> Option<SelectShape> {
-    let mut scan = Scan {
-        bytes: text.as_bytes(),
-        text,
-        at: 0,
-    };
-    scan.skip_space();
-    if !scan.word()?.eq_ignore_ascii_case("SELECT") {
-        return None;
-    }
+    let mut scan = Scan::after_keyword(text, "SELECT")?;
     let mut template = String::with_capacity(text.len());
     let mut literals = Vec::new();
     let mut copied = 0;
@@ -111,15 +103,7 @@ pub(crate) fn select_shape(text: &str) -> Option<SelectShape> {
 /// The rows of `text` when it is one `INSERT … VALUES` statement of
 /// literals (a `;` may end it); `None` otherwise.
 pub(crate) fn scan_insert_values(text: &str) -> Option<ValuesText<'_>> {
-    let mut scan = Scan {
-        bytes: text.as_bytes(),
-        text,
-        at: 0,
-    };
-    scan.skip_space();
-    if !scan.word()?.eq_ignore_ascii_case("INSERT") {
-        return None;
-    }
+    let mut scan = Scan::after_keyword(text, "INSERT")?;
     let values_at = scan.find_values()?;
     let head = &text[..values_at];
     let mut rows = Vec::new();
@@ -164,6 +148,18 @@ struct Scan<'t> {
 }
 
 impl<'t> Scan<'t> {
+    /// A scan of `text` just after its first word, when that word is
+    /// `keyword` (in any case) after any leading space.
+    fn after_keyword(text: &'t str, keyword: &str) -> Option<Self> {
+        let mut scan = Scan {
+            bytes: text.as_bytes(),
+            text,
+            at: 0,
+        };
+        scan.skip_space();
+        scan.word()?.eq_ignore_ascii_case(keyword).then_some(scan)
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.at).copied()
     }

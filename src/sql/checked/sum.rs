@@ -1,276 +1,27 @@
-//! Integer arithmetic that fails instead of wrapping.
-//!
-//! DataFusion 55 evaluates `+`, `-`, `*` and unary `-` on integers with
-//! wrapping arithmetic, both when it runs a plan and when it folds
-//! constants, and its `sum` of integers wraps too: `SELECT v + 1` of the
-//! largest BIGINT returned the smallest one, and a `sum` past the range a
-//! negative total. SQL (PostgreSQL, SQLite's `sum`) says such a value is
-//! out of range, and a wrong number must never be an answer.
-//!
-//! - [`CheckedIntegers`], an analyzer rule that runs after DataFusion's
-//!   type coercion, turns every integer `+`, `-`, `*` and negation into a
-//!   call of a checked function ([`checked_add`] …) that computes the same
-//!   value with Arrow's overflow-checking kernels and names its column as
-//!   the operator did. The functions are immutable, so constants still
-//!   fold, through them: an overflowing constant fails when it runs.
-//! - [`checked_sum`] takes the place of DataFusion's `sum`: integers are
-//!   summed in 128 bits, and a total (or a partial total passed between
-//!   aggregation stages) outside BIGINT or BIGINT UNSIGNED is an error.
-//!   Other types are summed by DataFusion's own `sum`.
-//!
-//! Division and `%` need nothing: Arrow's integer division already fails
-//! on overflow (`-9223372036854775808 / -1`) and on a zero divisor.
+//! `sum` of integers in 128 bits: a total that does not fit the sum's
+//! type is an error, never a wrapped value (see the parent module).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray, UInt64Array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, BooleanArray, PrimitiveArray, UInt64Array,
 };
-use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int64Type, UInt64Type};
-use datafusion::arrow::error::ArrowError;
-use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{exec_err, DFSchema, DataFusionError, Result, ScalarValue};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::functions_aggregate::sum::Sum;
-use datafusion::logical_expr::expr::{BinaryExpr, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::{format_state_name, merge_schema};
+use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, ColumnarValue, Documentation, EmitTo, Expr,
-    ExprSchemable, GroupsAccumulator, LogicalPlan, Operator, ReversedUDAF, ScalarFunctionArgs,
-    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator,
+    ReversedUDAF, Signature,
 };
-use datafusion::optimizer::AnalyzerRule;
-use datafusion::physical_expr_common::datum::apply;
 
-/// The analyzer rule; see the module documentation.
-#[derive(Debug, Default)]
-pub(super) struct CheckedIntegers;
-
-impl AnalyzerRule for CheckedIntegers {
-    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan.transform_up_with_subqueries(rewrite_node)?.data)
-    }
-
-    fn name(&self) -> &str {
-        "widesql_checked_integers"
-    }
-}
-
-fn rewrite_node(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-    let mut schema = merge_schema(&plan.inputs());
-    if let LogicalPlan::TableScan(scan) = &plan {
-        let source =
-            DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?;
-        schema.merge(&source);
-    }
-    // Names are kept as they were: a name made from an expression's text
-    // (an aggregate's FILTER) would otherwise change with it.
-    let names = NamePreserver::new(&plan);
-    plan.map_expressions(|expr| {
-        let name = names.save(&expr);
-        let rewritten = expr.transform_up(|e| rewrite_expr(e, &schema))?;
-        Ok(if rewritten.transformed {
-            rewritten.update_data(|e| name.restore(e))
-        } else {
-            rewritten
-        })
-    })
-}
-
-fn rewrite_expr(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
-    match expr {
-        Expr::BinaryExpr(BinaryExpr { left, op, right })
-            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply) =>
-        {
-            // Types that cannot be computed (an untyped parameter) are left
-            // to DataFusion, which types them later or refuses them.
-            let integers = match (left.get_type(schema), right.get_type(schema)) {
-                (Ok(l), Ok(r)) => l == r && l.is_integer(),
-                _ => false,
-            };
-            // With a NULL operand the value is NULL, which DataFusion folds
-            // (`nth_value(x, x * NULL)` needs that literal when planned).
-            if !integers || is_null_literal(&left) || is_null_literal(&right) {
-                return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
-                    left,
-                    op,
-                    right,
-                })));
-            }
-            let function = CheckedOperator::of(op);
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(
-                    Arc::new(ScalarUDF::new_from_impl(function)),
-                    vec![*left, *right],
-                ),
-            )))
-        }
-        Expr::Negative(inner) => match *inner {
-            // A negated literal is folded here: some functions need their
-            // arguments to be literals when they are planned
-            // (`nth_value(x, -1)`).
-            Expr::Literal(value, metadata) if value.data_type().is_signed_integer() => {
-                let negated = value.arithmetic_negate().map_err(|_| {
-                    DataFusionError::Plan(format!(
-                        "{} out of range: - {value}",
-                        sql_name(&value.data_type())
-                    ))
-                })?;
-                Ok(Transformed::yes(Expr::Literal(negated, metadata)))
-            }
-            inner if inner.get_type(schema).is_ok_and(|t| t.is_signed_integer()) => Ok(
-                Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
-                    Arc::new(ScalarUDF::new_from_impl(CheckedOperator::negation())),
-                    vec![inner],
-                ))),
-            ),
-            inner => Ok(Transformed::no(Expr::Negative(Box::new(inner)))),
-        },
-        other => Ok(Transformed::no(other)),
-    }
-}
-
-fn is_null_literal(expr: &Expr) -> bool {
-    match expr {
-        Expr::Literal(value, _) => value.is_null(),
-        Expr::Cast(cast) => is_null_literal(&cast.expr),
-        Expr::TryCast(cast) => is_null_literal(&cast.expr),
-        _ => false,
-    }
-}
-
-/// One checked integer operator as a function; its column is named as the
-/// operator's (`v + Int64(1)`), so rewriting changes no result's names.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CheckedOperator {
-    /// `None`: unary minus.
-    op: Option<Operator>,
-    name: &'static str,
-    signature: Signature,
-}
-
-impl CheckedOperator {
-    fn of(op: Operator) -> Self {
-        let name = match op {
-            Operator::Plus => "checked_add",
-            Operator::Minus => "checked_subtract",
-            _ => "checked_multiply",
-        };
-        Self {
-            op: Some(op),
-            name,
-            signature: Signature::any(2, Volatility::Immutable),
-        }
-    }
-
-    fn arity(&self) -> usize {
-        if self.op.is_some() {
-            2
-        } else {
-            1
-        }
-    }
-
-    fn negation() -> Self {
-        Self {
-            op: None,
-            name: "checked_negate",
-            signature: Signature::any(1, Volatility::Immutable),
-        }
-    }
-}
-
-/// The SQL name of an integer type, for messages.
-fn sql_name(data_type: &DataType) -> String {
-    match data_type {
-        DataType::Int8 => "TINYINT".into(),
-        DataType::Int16 => "SMALLINT".into(),
-        DataType::Int32 => "INT".into(),
-        DataType::Int64 => "BIGINT".into(),
-        DataType::UInt8 => "TINYINT UNSIGNED".into(),
-        DataType::UInt16 => "SMALLINT UNSIGNED".into(),
-        DataType::UInt32 => "INT UNSIGNED".into(),
-        DataType::UInt64 => "BIGINT UNSIGNED".into(),
-        other => other.to_string(),
-    }
-}
-
-/// An overflow as an error that says what went out of range.
-fn out_of_range(data_type: &DataType, error: ArrowError) -> DataFusionError {
-    match error {
-        ArrowError::ArithmeticOverflow(what) => DataFusionError::Execution(format!(
-            "{} out of range: {}",
-            sql_name(data_type),
-            what.trim_start_matches("Overflow happened on: ")
-        )),
-        other => DataFusionError::ArrowError(Box::new(other), None),
-    }
-}
-
-impl ScalarUDFImpl for CheckedOperator {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        Ok(arg_types[0].clone())
-    }
-
-    fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        Ok(match (self.op, args) {
-            (Some(op), [left, right]) => {
-                format!("{} {op} {}", left.schema_name(), right.schema_name())
-            }
-            (_, [inner]) => format!("(- {})", inner.schema_name()),
-            _ => return exec_err!("{} takes {} arguments", self.name, self.arity()),
-        })
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let data_type = args.return_field.data_type().clone();
-        let checked = |result: std::result::Result<ArrayRef, ArrowError>| {
-            result.map_err(|e| out_of_range(&data_type, e))
-        };
-        match (self.op, args.args.as_slice()) {
-            (Some(op), [left, right]) => {
-                let kernel = match op {
-                    Operator::Plus => numeric::add,
-                    Operator::Minus => numeric::sub,
-                    _ => numeric::mul,
-                };
-                // `apply` returns the kernel's error as it came.
-                apply(left, right, |l, r| kernel(l, r)).map_err(|e| match e {
-                    DataFusionError::ArrowError(error, _) => out_of_range(&data_type, *error),
-                    other => other,
-                })
-            }
-            (None, [value]) => match value {
-                ColumnarValue::Array(array) => {
-                    Ok(ColumnarValue::Array(checked(numeric::neg(array))?))
-                }
-                ColumnarValue::Scalar(scalar) => {
-                    let array = checked(numeric::neg(&scalar.to_array()?))?;
-                    Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
-                        &array, 0,
-                    )?))
-                }
-            },
-            _ => exec_err!("{} takes {} arguments", self.name, self.arity()),
-        }
-    }
-}
+use super::sql_name;
 
 /// `sum` with integers summed in 128 bits; see the module documentation.
-pub(super) fn checked_sum() -> AggregateUDF {
+pub(in crate::sql) fn checked_sum() -> AggregateUDF {
     AggregateUDF::new_from_impl(CheckedSum::default())
 }
 
@@ -306,20 +57,8 @@ impl IntegerSum {
     /// The non-null values of `array` (of this type), widened.
     fn values(self, array: &dyn Array) -> Box<dyn Iterator<Item = i128> + '_> {
         match self {
-            IntegerSum::Signed => Box::new(
-                array
-                    .as_primitive::<Int64Type>()
-                    .iter()
-                    .flatten()
-                    .map(i128::from),
-            ),
-            IntegerSum::Unsigned => Box::new(
-                array
-                    .as_primitive::<UInt64Type>()
-                    .iter()
-                    .flatten()
-                    .map(i128::from),
-            ),
+            IntegerSum::Signed => Box::new(widened::<Int64Type>(array)),
+            IntegerSum::Unsigned => Box::new(widened::<UInt64Type>(array)),
         }
     }
 
@@ -366,6 +105,13 @@ impl IntegerSum {
         }
         ScalarValue::iter_to_array(values)
     }
+}
+
+fn widened<T: ArrowPrimitiveType>(array: &dyn Array) -> impl Iterator<Item = i128> + '_
+where
+    T::Native: Into<i128>,
+{
+    array.as_primitive::<T>().iter().flatten().map(Into::into)
 }
 
 impl AggregateUDFImpl for CheckedSum {
