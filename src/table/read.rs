@@ -323,10 +323,11 @@ impl TableStore {
     /// Applies the selector, then the per-row offset and limit, to the
     /// stored cells of one row (in stored order; `row_len`: the length of
     /// their keys' row part), appending the cells selected to `cells`
-    /// (empty when called).
+    /// (empty when called). The stored cells are taken out of `raw`, so
+    /// that the values selected move instead of being shared again.
     pub(crate) fn select(
         &self,
-        raw: &[(Bytes, Bytes)],
+        raw: &mut Vec<(Bytes, Bytes)>,
         row_len: usize,
         filter: &Filter,
         now: i64,
@@ -345,16 +346,16 @@ impl TableStore {
             let cell = self.layout.decode_column(key, row_len)?;
             marks.add(&cell.qualifier, cell.timestamp, marks_until(filter));
         }
-        for (key, value) in raw {
+        for (key, value) in raw.drain(..) {
             if cells.len() >= limit {
                 break;
             }
-            let cell = self.layout.decode_column(key, row_len)?;
+            let cell = self.layout.decode_column(&key, row_len)?;
             if cell.family == MARK_FAMILY {
                 continue;
             }
             let deleted = marks.covers(cell.family, &cell.qualifier, cell.timestamp);
-            if !selector.offer(&cell, value, deleted) {
+            if !selector.offer(&cell, &value, deleted) {
                 continue;
             }
             if skip > 0 {
@@ -363,9 +364,9 @@ impl TableStore {
             }
             cells.push(RawCell {
                 family: cell.family,
-                qualifier: shared_part(key, cell.qualifier),
+                qualifier: shared_part(&key, cell.qualifier),
                 timestamp: cell.timestamp,
-                value: value.clone(),
+                value,
             });
         }
         if cells.is_empty() {
@@ -449,7 +450,7 @@ impl TableStore {
             usize::MAX,
         )?;
         let mut cells = Vec::new();
-        self.select(&raw, row_enc.len(), filter, now, &mut cells)?;
+        self.select(&mut raw, row_enc.len(), filter, now, &mut cells)?;
         Ok(cells)
     }
 

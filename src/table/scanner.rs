@@ -278,7 +278,13 @@ impl Scanner {
                 raw.reverse();
             }
             row.cells.clear();
-            store.select(&raw, row_enc.len(), &options.filter, now, &mut row.cells)?;
+            store.select(
+                &mut raw,
+                row_enc.len(),
+                &options.filter,
+                now,
+                &mut row.cells,
+            )?;
             let pruned = position
                 .cursors
                 .iter_mut()
