@@ -338,7 +338,7 @@ impl RecordBatchReader for QueryReader {
 impl Session {
     /// The result of the query `sql`, which must read, not write: an
     /// export, or a reader, of a statement that writes would apply it.
-    async fn query_frame(&self, sql: &str) -> Result<datafusion::dataframe::DataFrame> {
+    async fn query_frame(&self, sql: &str) -> Result<crate::sql::Frame> {
         use datafusion::sql::parser::Statement as DfStatement;
         use datafusion::sql::sqlparser::ast::Statement;
         let statement = self.parse_one(sql)?;
@@ -379,7 +379,7 @@ impl Session {
     pub fn query_reader(&self, sql: &str, runtime: &tokio::runtime::Handle) -> Result<QueryReader> {
         let stream = runtime.block_on(async {
             let frame = self.query_frame(sql).await?;
-            Ok::<_, Error>(frame.execute_stream().await?)
+            frame.execute_stream().await
         })?;
         Ok(QueryReader {
             stream,

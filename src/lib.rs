@@ -81,7 +81,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use file_format::FileFormat;
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use keys::KeyError;
-pub use sql::{PlanCacheStats, Prepared, Session, SessionOptions, StatementOutput};
+pub use sql::{Frame, PlanCacheStats, Prepared, Session, SessionOptions, StatementOutput};
 pub use storage::{Bytes, CommitStats, Durability, Health, StorageError};
 pub use table::spec::{
     ArrowType, ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, Unit,

@@ -155,7 +155,6 @@ fn read_back(db: &Db, like: &RecordBatch) -> Result<RecordBatch, common::BoxErro
             .await?
             .collect()
             .await
-            .map_err(widesql::Error::from)
     })?;
     let read = concat_batches(&batches[0].schema(), &batches)?;
     let columns = like

@@ -236,12 +236,7 @@ fn a_dropped_query_stream_stops_its_scan() -> TestResult {
     ] {
         let before = keys_read(&t)?;
         runtime.block_on(async {
-            let stream = session
-                .sql(sql)
-                .await?
-                .execute_stream()
-                .await
-                .map_err(widesql::Error::from)?;
+            let stream = session.sql(sql).await?.execute_stream().await?;
             drop(stream);
             // Let the runtime run the tasks the drop aborted, so that they
             // drop the scan's receiver (a server's runtime keeps running).
@@ -271,8 +266,7 @@ fn a_dropped_query_stream_stops_its_scan() -> TestResult {
             .sql("SELECT count(v) FROM s")
             .await?
             .collect()
-            .await
-            .map_err(widesql::Error::from)?;
+            .await?;
         Ok::<_, widesql::Error>(())
     })?;
     assert!(keys_read(&t)? - before >= ROWS);

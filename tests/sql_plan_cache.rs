@@ -91,7 +91,7 @@ fn a_dataframe_of_a_cached_plan_runs_again_and_sees_new_rows() -> Result<(), Box
     let sql = "SELECT count(*) AS c FROM t WHERE n >= 1";
     query_in(&session, sql)?;
     let runtime = common::runtime();
-    let frame = runtime.block_on(session.sql(sql))?;
+    let frame = runtime.block_on(session.sql(sql))?.into_dataframe()?;
     // The DataFrame holds the plan made already: collect only runs it.
     let logical = frame.logical_plan().display().to_string();
     assert!(logical.starts_with("Planned"), "{logical}");
@@ -343,6 +343,7 @@ fn unsigned_values_result_names_and_own_parameters_are_as_without_the_cache() ->
         session
             .sql("SELECT _key FROM t WHERE n = $1 AND n < 10")
             .await?
+            .into_dataframe()?
             .with_param_values(vec![datafusion::common::ScalarValue::from(7i64)])?
             .collect()
             .await
@@ -410,6 +411,7 @@ fn a_cached_plan_keeps_the_key_range_of_its_values() -> Result<(), BoxError> {
                 session
                     .sql(sql)
                     .await?
+                    .into_dataframe()?
                     .create_physical_plan()
                     .await
                     .map_err(widesql::Error::from)

@@ -138,3 +138,84 @@ async fn a_query_of_some_columns_finds_rows_whose_columns_are_null(
     }
     Ok(())
 }
+
+/// Every kind of result `Session::sql` gives (rows read already, a cached
+/// plan, DataFusion's own plan, a count, DDL) has the schema of its rows,
+/// collects and streams the same rows, and turns into a DataFrame that
+/// further operations build on.
+#[tokio::test]
+async fn every_kind_of_frame_collects_streams_and_continues_as_a_dataframe(
+) -> Result<(), Box<dyn std::error::Error>> {
+    use datafusion::prelude::{col, lit};
+    use futures::TryStreamExt;
+
+    let dir = tempfile::tempdir()?;
+    let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
+    let session = db.session();
+    let created = session
+        .sql("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    assert!(created.schema().fields().is_empty());
+    let rows = created.collect().await?;
+    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    let inserted = session
+        .sql("INSERT INTO t VALUES ('a', 1), ('b', 2), ('c', 3)")
+        .await?;
+    assert_eq!(text(&inserted.collect().await?)?, "3");
+
+    for (sql, expected, made) in [
+        // A key lookup: rows read when the statement ran.
+        ("SELECT _key, n FROM t WHERE _key = 'b'", "b 2", true),
+        // Queries the plan cache keeps (the second run of one is a hit).
+        (
+            "SELECT _key, n FROM t WHERE n >= 2 ORDER BY _key",
+            "b 2\nc 3",
+            true,
+        ),
+        (
+            "SELECT _key, n FROM t WHERE n >= 2 ORDER BY _key",
+            "b 2\nc 3",
+            true,
+        ),
+        (
+            "SELECT _key, n FROM t ORDER BY _key DESC LIMIT 2",
+            "c 3\nb 2",
+            true,
+        ),
+        // A volatile query, which DataFusion plans each time it runs.
+        (
+            "SELECT _key, n FROM t WHERE random() < 2 AND n >= 2 ORDER BY _key",
+            "b 2\nc 3",
+            false,
+        ),
+    ] {
+        let frame = session.sql(sql).await?;
+        let names: Vec<_> = frame
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["_key", "n"], "{sql}");
+        let batches = frame.collect().await?;
+        assert_eq!(text(&batches)?, expected, "{sql}");
+        assert_eq!(batches[0].schema().field(1).name(), "n", "{sql}");
+
+        let stream = session.sql(sql).await?.execute_stream().await?;
+        let streamed: Vec<RecordBatch> = stream.try_collect().await?;
+        assert_eq!(text(&streamed)?, expected, "{sql}");
+
+        let frame = session.sql(sql).await?.into_dataframe()?;
+        // It holds the rows or the plan made already, or DataFusion's plan.
+        let plan = frame.logical_plan().display().to_string();
+        assert_eq!(plan.starts_with("Planned"), made, "{sql}: {plan}");
+        let kept = frame.clone().filter(col("n").gt(lit(2)))?.collect().await?;
+        let want: Vec<_> = expected.lines().filter(|l| !l.ends_with(" 2")).collect();
+        assert_eq!(text(&kept)?, want.join("\n"), "{sql}");
+        // A DataFrame runs again as often as it is collected.
+        assert_eq!(text(&frame.clone().collect().await?)?, expected, "{sql}");
+        assert_eq!(text(&frame.collect().await?)?, expected, "{sql}");
+    }
+    session.sql("SELECT 1 AS one").await?.show().await?;
+    Ok(())
+}

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::common::DataFusionError;
-use datafusion::dataframe::DataFrame;
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DfStatement};
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
 use datafusion::sql::sqlparser::ast::{
@@ -19,11 +18,11 @@ use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement, WriteOp}
 use crate::error::{Error, Result};
 use crate::file_format::FileFormat;
 use crate::sql::table::WideTable;
-use crate::sql::{from_df, Session};
+use crate::sql::{from_df, Frame, Session};
 
 impl Session {
     /// Runs one parsed statement.
-    pub(super) async fn execute(&self, statement: DfStatement) -> Result<DataFrame> {
+    pub(super) async fn execute(&self, statement: DfStatement) -> Result<Frame> {
         if let DfStatement::CopyTo(copy) = &statement {
             if let Some((query, path, format)) = file_copy(copy) {
                 let options = crate::export::ExportOptions::default();
@@ -177,7 +176,7 @@ impl Session {
     /// Runs a statement through DataFusion; the `EXECUTE` of a prepared
     /// statement goes through the front door, and a statement of a kind
     /// that needs no optimiser runs without it ([`Session::as_written`]).
-    pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<DataFrame> {
+    pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<Frame> {
         let stamp = self.stamp();
         // Kept to plan it again after DDL (see `execute_prepared`).
         let prepare = matches!(&statement, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Prepare { .. }))
@@ -210,7 +209,7 @@ impl Session {
         if let Some(plan) = remembered {
             self.remember_prepared(&plan, stamp, prepare);
         }
-        Ok(frame)
+        Ok(frame.into())
     }
 
     /// Whether DataFusion plans `statement` (a query or an `INSERT`): the

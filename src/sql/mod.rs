@@ -14,6 +14,7 @@ mod ddl;
 mod dispatch;
 pub mod dml;
 mod error;
+mod frame;
 mod front_door;
 mod in_subquery;
 mod key_lookup;
@@ -32,6 +33,7 @@ pub mod values;
 pub mod versions;
 
 pub use error::from_df;
+pub use frame::Frame;
 pub use front_door::PlanCacheStats;
 pub use prepared::Prepared;
 pub use session::{Session, SessionOptions, StatementOutput};

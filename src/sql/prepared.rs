@@ -234,7 +234,7 @@ impl Prepared {
                 )
                 .await?;
             if let Some(answer) = answer {
-                return Ok(session.answer_batches(answer).await?.1);
+                return session.answer_frame(answer)?.collect().await;
             }
             let list = params
                 .iter()
@@ -248,9 +248,9 @@ impl Prepared {
                 .map_err(from_df)?;
             let frame = match session.as_written(plan).await? {
                 Ok(frame) => frame,
-                Err(plan) => session.ctx.execute_logical_plan(plan).await?,
+                Err(plan) => session.ctx.execute_logical_plan(plan).await?.into(),
             };
-            frame.collect().await.map_err(from_df)
+            frame.collect().await
         })
         .await
     }

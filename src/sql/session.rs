@@ -4,12 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
-use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::config::Dialect;
-use datafusion::common::DFSchema;
-use datafusion::dataframe::DataFrame;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
@@ -28,7 +25,7 @@ use crate::sql::front_door::{CacheSwitches, PlanCache};
 use crate::sql::in_subquery::InSubqueryNulls;
 use crate::sql::literal::Numbers;
 use crate::sql::scan::scans_of;
-use crate::sql::{catalog, dml, from_df, planned, shape, types, versions};
+use crate::sql::{catalog, dml, from_df, planned, shape, types, versions, Frame};
 use crate::table::TableStore;
 
 /// The result of one statement of a script.
@@ -314,9 +311,10 @@ impl Session {
         state.config().options().sql_parser.dialect == Dialect::Generic
     }
 
-    /// Runs one statement and returns its result as a DataFrame; a text of
-    /// several is an error ([`Session::run`] runs scripts).
-    pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+    /// Runs one statement and returns its result, to collect, stream or
+    /// turn into a DataFusion `DataFrame`; a text of several is an error
+    /// ([`Session::run`] runs scripts).
+    pub async fn sql(&self, sql: &str) -> Result<Frame> {
         if let Some(answer) = self.door_text(sql).await? {
             return self.answer_frame(answer);
         }
@@ -336,8 +334,8 @@ impl Session {
         }
     }
 
-    /// The result of the parsed statement `statement` as a [`DataFrame`].
-    pub(crate) async fn frame_of(&self, mut statement: DfStatement) -> Result<DataFrame> {
+    /// The result of the parsed statement `statement`.
+    pub(crate) async fn frame_of(&self, mut statement: DfStatement) -> Result<Frame> {
         match self.door(&mut statement).await? {
             Some(answer) => self.answer_frame(answer),
             None => self.execute(statement).await,
@@ -363,7 +361,7 @@ impl Session {
     ) -> Result<usize> {
         // One INSERT of literals, or one key lookup: read off the text.
         if let Some(answer) = self.door_text(script).await? {
-            let (schema, batches) = self.answer_batches(answer).await?;
+            let (schema, batches) = self.answer_frame(answer)?.into_rows().await?;
             done(StatementOutput {
                 sql: script.trim().trim_end_matches(';').trim_end().to_string(),
                 schema,
@@ -384,21 +382,15 @@ impl Session {
     /// then), as a statement that waited for the DDL's lock would.
     async fn run_statement(&self, mut statement: DfStatement) -> Result<StatementOutput> {
         let sql = statement.to_string();
-        if let Some(answer) = self.door(&mut statement).await? {
-            let (schema, batches) = self.answer_batches(answer).await?;
-            return Ok(StatementOutput {
-                sql,
-                schema,
-                batches,
-            });
-        }
-        let (schema, batches) = retrying_async(|| async {
-            let frame = self.execute(statement.clone()).await?;
-            let schema = Arc::new(frame.schema().as_arrow().clone());
-            let batches = frame.collect().await.map_err(from_df)?;
-            Ok((schema, batches))
-        })
-        .await?;
+        let (schema, batches) = match self.door(&mut statement).await? {
+            Some(answer) => self.answer_frame(answer)?.into_rows().await?,
+            None => {
+                retrying_async(|| async {
+                    self.execute(statement.clone()).await?.into_rows().await
+                })
+                .await?
+            }
+        };
         Ok(StatementOutput {
             sql,
             schema,
@@ -406,21 +398,21 @@ impl Session {
         })
     }
 
-    /// A DataFrame of rows computed already, whose `collect` does not
-    /// plan them again.
-    pub(super) fn frame(&self, batch: RecordBatch) -> Result<DataFrame> {
-        let schema = batch.schema();
-        let physical = MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&schema), None)?;
-        let logical = Arc::new(DFSchema::try_from(schema.as_ref().clone())?);
-        let (state, _) = self.planning_state();
-        Ok(planned::frame(state.as_ref().clone(), physical, logical))
+    /// The result of rows computed already.
+    pub(super) fn frame(&self, batch: RecordBatch) -> Result<Frame> {
+        Frame::rows(batch, self.planning_state().0)
     }
 
-    pub(super) fn done(&self) -> Result<DataFrame> {
-        Ok(self.ctx.read_empty()?)
+    /// The result of a statement that returns no rows: one row of no
+    /// columns, as DataFusion's DDL gives.
+    pub(super) fn done(&self) -> Result<Frame> {
+        let options = RecordBatchOptions::new().with_row_count(Some(1));
+        let batch =
+            RecordBatch::try_new_with_options(Arc::new(Schema::empty()), Vec::new(), &options)?;
+        self.frame(batch)
     }
 
-    pub(super) fn count(&self, n: u64) -> Result<DataFrame> {
+    pub(super) fn count(&self, n: u64) -> Result<Frame> {
         self.frame(dml::count_batch(n)?)
     }
 

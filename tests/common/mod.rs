@@ -38,14 +38,7 @@ pub fn batches_in(
     session: &Session,
     sql: &str,
 ) -> Result<Vec<datafusion::arrow::record_batch::RecordBatch>, BoxError> {
-    Ok(runtime().block_on(async {
-        session
-            .sql(sql)
-            .await?
-            .collect()
-            .await
-            .map_err(widesql::Error::from)
-    })?)
+    Ok(runtime().block_on(async { session.sql(sql).await?.collect().await })?)
 }
 
 /// Runs a query in `session`; every row as its columns' display strings.

@@ -137,8 +137,8 @@ impl WidesqlSql {
         format!("SELECT * FROM {} WHERE _key = '{key}'", self.table)
     }
 
-    /// Reads the page at `key` with `Session::sql`, which returns a
-    /// DataFusion `DataFrame` (collected here); false when it is missing.
+    /// Reads the page at `key` with `Session::sql` (its `Frame` collected
+    /// here); false when it is missing.
     pub fn point_dataframe(&self, key: &str) -> Res<bool> {
         Ok(row_count(&self.query(&self.point_sql(key))?) == 1)
     }
@@ -147,6 +147,25 @@ impl WidesqlSql {
     pub fn query(&self, sql: &str) -> Res<Vec<RecordBatch>> {
         self.runtime
             .block_on(async { Ok(self.session.sql(sql).await?.collect().await?) })
+    }
+
+    /// Runs the statement `sql` with `Session::run`; its batches.
+    pub fn run(&self, sql: &str) -> Res<Vec<RecordBatch>> {
+        let outputs = self.runtime.block_on(self.session.run(sql))?;
+        Ok(outputs
+            .into_iter()
+            .flat_map(|output| output.batches)
+            .collect())
+    }
+
+    /// Runs `sql`, prepared once by the caller, with no parameters.
+    pub fn prepared_query(&self, prepared: &widesql::Prepared) -> Res<Vec<RecordBatch>> {
+        Ok(self.runtime.block_on(prepared.query(Vec::new()))?)
+    }
+
+    /// Prepares `sql`.
+    pub fn prepare(&self, sql: &str) -> Res<widesql::Prepared> {
+        Ok(self.runtime.block_on(self.session.prepare(sql))?)
     }
 
     /// The database.
@@ -164,7 +183,7 @@ impl WidesqlSql {
         )
     }
 
-    /// [`System::range`] with `Session::sql` and `DataFrame::collect`.
+    /// [`System::range`] with `Session::sql` and `Frame::collect`.
     pub fn range_dataframe(&self, prefix: &str) -> Res<usize> {
         Ok(row_count(&self.query(&self.range_sql(prefix))?))
     }

@@ -683,8 +683,7 @@ mod tests {
             .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
             .await?
             .collect()
-            .await
-            .map_err(crate::sql::error::from_df)?;
+            .await?;
         let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
         assert_eq!(keys, "a,b");
         Ok(())

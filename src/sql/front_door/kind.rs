@@ -4,12 +4,11 @@
 use std::sync::Arc;
 
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::datatypes::{FieldRef, SchemaRef};
+use datafusion::arrow::datatypes::FieldRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchemaRef, ParamValues, ScalarValue};
-use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::physical_plan::{collect, ExecutionPlan};
@@ -20,9 +19,8 @@ use super::eligibility::{
 };
 use crate::error::Result;
 use crate::sql::dml::constant_insert::{Cell, ConstantInsert};
-use crate::sql::dml::count_batch;
 use crate::sql::key_lookup::KeyLookup;
-use crate::sql::{from_df, planned, Session};
+use crate::sql::{from_df, Frame, Session};
 
 /// How a statement shape was normalised, which decides the kinds of plan
 /// it may run by.
@@ -265,34 +263,14 @@ impl Session {
         }))
     }
 
-    /// An answer as a DataFrame whose `collect` does not plan again.
-    pub(crate) fn answer_frame(&self, answer: Answer) -> Result<DataFrame> {
+    /// An answer as a statement's result.
+    pub(crate) fn answer_frame(&self, answer: Answer) -> Result<Frame> {
         match answer {
             Answer::Rows(batch) => self.frame(batch),
             Answer::Count(rows) => self.count(rows),
-            Answer::Ready { physical, schema } => Ok(planned::frame(
-                self.planning_state().0.as_ref().clone(),
-                physical,
-                schema,
-            )),
-        }
-    }
-
-    /// An answer's rows, and their schema.
-    pub(crate) async fn answer_batches(
-        &self,
-        answer: Answer,
-    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        match answer {
-            Answer::Rows(batch) => Ok((batch.schema(), vec![batch])),
-            Answer::Count(rows) => {
-                let batch = count_batch(rows)?;
-                Ok((batch.schema(), vec![batch]))
-            }
             Answer::Ready { physical, schema } => {
-                let (_, task) = self.planning_state();
-                let batches = collect(physical, task).await?;
-                Ok((Arc::new(schema.as_arrow().clone()), batches))
+                let (state, task) = self.planning_state();
+                Ok(Frame::planned(physical, schema, state, task))
             }
         }
     }
@@ -304,7 +282,7 @@ impl Session {
     pub(crate) async fn as_written(
         &self,
         plan: LogicalPlan,
-    ) -> Result<std::result::Result<DataFrame, LogicalPlan>> {
+    ) -> Result<std::result::Result<Frame, LogicalPlan>> {
         if let Some(lookup) = KeyLookup::from_plan(&plan) {
             if let Some(batch) = lookup.run(None)? {
                 return self.frame(batch).map(Ok);
@@ -326,7 +304,7 @@ impl Session {
     /// `bench/RESULTS.md`). The analyzer, which coerces the values to the
     /// table's types, still runs, and the rows go through the one write
     /// path as any INSERT's.
-    async fn insert_values(&self, plan: LogicalPlan) -> Result<DataFrame> {
+    async fn insert_values(&self, plan: LogicalPlan) -> Result<Frame> {
         let state = SessionStateBuilder::new_from_existing(self.ctx.state())
             .with_optimizer_rules(Vec::new())
             .build();

@@ -1,0 +1,159 @@
+//! A statement's result, as [`Session::sql`](crate::Session::sql) returns it.
+//!
+//! DataFusion's `DataFrame` copies the whole session state when it is made
+//! and builds a task context, optimises and plans again in `collect`: about
+//! 30 µs a statement before any row is read (profile in
+//! `bench/RESULTS.md`). A [`Frame`] holds what the statement gave instead:
+//! rows read already (a key lookup, a count of rows written, `SHOW`), a
+//! physical plan taken from the plan cache, which runs with the session's
+//! shared task context, or, for anything else, DataFusion's `DataFrame`.
+//! `collect`, `execute_stream` and `show` read it as they are; the rest of
+//! the DataFrame API is one [`Frame::into_dataframe`] away.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::util::pretty::print_batches;
+use datafusion::common::{DFSchema, DFSchemaRef};
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::context::SessionState;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::{collect, execute_stream, ExecutionPlan};
+
+use crate::error::Result;
+use crate::sql::{from_df, planned};
+
+/// The result of one statement: collect it, stream it, show it, or turn it
+/// into a DataFusion `DataFrame` to go on with DataFusion's API.
+#[derive(Debug)]
+pub struct Frame {
+    body: Body,
+}
+
+#[derive(Debug)]
+enum Body {
+    /// Rows computed when the statement ran.
+    Rows {
+        batch: RecordBatch,
+        schema: DFSchemaRef,
+        state: Arc<SessionState>,
+    },
+    /// A query's physical plan, ready to run once.
+    Planned {
+        physical: Arc<dyn ExecutionPlan>,
+        schema: DFSchemaRef,
+        state: Arc<SessionState>,
+        task: Arc<TaskContext>,
+    },
+    /// A statement DataFusion planned, to run as DataFusion runs it.
+    DataFrame(DataFrame),
+}
+
+impl Frame {
+    /// Rows computed already; `state` is the session's, for
+    /// [`Frame::into_dataframe`].
+    pub(crate) fn rows(batch: RecordBatch, state: Arc<SessionState>) -> Result<Frame> {
+        let schema = Arc::new(DFSchema::try_from(batch.schema())?);
+        Ok(Frame {
+            body: Body::Rows {
+                batch,
+                schema,
+                state,
+            },
+        })
+    }
+
+    /// A physical plan that runs with `task` (the session's).
+    pub(crate) fn planned(
+        physical: Arc<dyn ExecutionPlan>,
+        schema: DFSchemaRef,
+        state: Arc<SessionState>,
+        task: Arc<TaskContext>,
+    ) -> Frame {
+        Frame {
+            body: Body::Planned {
+                physical,
+                schema,
+                state,
+                task,
+            },
+        }
+    }
+
+    /// The result's schema, with the qualifiers of its columns.
+    pub fn schema(&self) -> &DFSchema {
+        match &self.body {
+            Body::Rows { schema, .. } | Body::Planned { schema, .. } => schema,
+            Body::DataFrame(frame) => frame.schema(),
+        }
+    }
+
+    /// Runs the statement's plan, if it has one, and returns every row.
+    pub async fn collect(self) -> Result<Vec<RecordBatch>> {
+        match self.body {
+            Body::Rows { batch, .. } => Ok(vec![batch]),
+            Body::Planned { physical, task, .. } => Ok(collect(physical, task).await?),
+            Body::DataFrame(frame) => frame.collect().await.map_err(from_df),
+        }
+    }
+
+    /// Runs the statement's plan, if it has one, as a stream of batches
+    /// read as they are asked for.
+    pub async fn execute_stream(self) -> Result<SendableRecordBatchStream> {
+        match self.body {
+            Body::Rows { batch, .. } => {
+                let schema = batch.schema();
+                Ok(Box::pin(MemoryStream::try_new(vec![batch], schema, None)?))
+            }
+            Body::Planned { physical, task, .. } => Ok(execute_stream(physical, task)?),
+            Body::DataFrame(frame) => frame.execute_stream().await.map_err(from_df),
+        }
+    }
+
+    /// The result's Arrow schema and every row.
+    pub(crate) async fn into_rows(self) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let schema = Arc::new(self.schema().as_arrow().clone());
+        Ok((schema, self.collect().await?))
+    }
+
+    /// Prints the rows as a text table.
+    pub async fn show(self) -> Result<()> {
+        let batches = self.collect().await?;
+        Ok(print_batches(&batches)?)
+    }
+
+    /// The result as a DataFusion `DataFrame`, whose `collect` runs the
+    /// plan made already (or returns the rows read already) instead of
+    /// planning the statement again.
+    pub fn into_dataframe(self) -> Result<DataFrame> {
+        match self.body {
+            Body::Rows {
+                batch,
+                schema,
+                state,
+            } => {
+                let physical =
+                    MemorySourceConfig::try_new_exec(&[vec![batch]], schema.inner().clone(), None)?;
+                Ok(planned::frame(state.as_ref().clone(), physical, schema))
+            }
+            Body::Planned {
+                physical,
+                schema,
+                state,
+                ..
+            } => Ok(planned::frame(state.as_ref().clone(), physical, schema)),
+            Body::DataFrame(frame) => Ok(frame),
+        }
+    }
+}
+
+impl From<DataFrame> for Frame {
+    fn from(frame: DataFrame) -> Frame {
+        Frame {
+            body: Body::DataFrame(frame),
+        }
+    }
+}
