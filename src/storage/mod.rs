@@ -445,6 +445,7 @@ impl Tree {
             inner,
             prefix_len: self.prefix.len(),
             keys_read: Arc::clone(&self.keys_read),
+            uncounted: 0,
             path: Arc::clone(&self.path),
         }
     }
@@ -465,7 +466,8 @@ impl Tree {
         self.write_epoch.load(Ordering::SeqCst)
     }
 
-    /// Keys visited by reads of this tree since it was opened.
+    /// Keys visited by reads of this tree since it was opened (a scan still
+    /// running adds its last keys when it ends).
     pub fn keys_read(&self) -> u64 {
         self.keys_read.load(Ordering::Relaxed)
     }
@@ -477,7 +479,20 @@ pub struct RangeIter {
     /// The key space's prefix length, stripped from every key.
     prefix_len: usize,
     keys_read: Arc<AtomicU64>,
+    /// Keys visited and not yet added to `keys_read`: a shared counter
+    /// bumped for every key was 2.6% of a full scan's time (perf), so it
+    /// is bumped every [`COUNT_EVERY`] keys and when the scan ends.
+    uncounted: u64,
     path: Arc<str>,
+}
+
+/// How many keys a scan visits between two additions to its tree's count.
+const COUNT_EVERY: u64 = 64;
+
+impl Drop for RangeIter {
+    fn drop(&mut self) {
+        self.keys_read.fetch_add(self.uncounted, Ordering::Relaxed);
+    }
 }
 
 impl RangeIter {
@@ -497,7 +512,11 @@ impl Iterator for RangeIter {
     fn next(&mut self) -> Option<Self::Item> {
         let item = self.inner.next();
         if item.is_some() {
-            self.keys_read.fetch_add(1, Ordering::Relaxed);
+            self.uncounted += 1;
+            if self.uncounted == COUNT_EVERY {
+                self.keys_read.fetch_add(COUNT_EVERY, Ordering::Relaxed);
+                self.uncounted = 0;
+            }
         }
         let prefix_len = self.prefix_len;
         item.map(|r| {
