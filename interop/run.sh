@@ -5,8 +5,9 @@
 # throwaway virtualenv (interop/check.py); then imports a Parquet file with
 # nested columns that pyarrow wrote and checks that its export holds the same
 # values (interop/nested.py); then imports the JSON arrays pandas and Polars
-# write (interop/records.py). Skips, saying why, only when python3 or the
-# install is impossible.
+# write (interop/records.py); then serves the database with `widesql serve`
+# and reads and writes it through ADBC's Flight SQL driver (interop/flight.py).
+# Skips, saying why, only when python3 or the install is impossible.
 #
 # usage: interop/run.sh PATH-TO-WIDESQL-BINARY
 set -euo pipefail
@@ -20,8 +21,8 @@ if ! command -v python3 >/dev/null; then
 fi
 if ! python3 -m venv "$work/venv" >/dev/null 2>&1 ||
   ! "$work/venv/bin/pip" install --quiet --disable-pip-version-check \
-    pyarrow duckdb polars pandas >"$work/pip.log" 2>&1; then
-  echo "interop: skipped: cannot install pyarrow, duckdb, polars and pandas from PyPI:"
+    pyarrow duckdb polars pandas adbc-driver-manager adbc-driver-flightsql >"$work/pip.log" 2>&1; then
+  echo "interop: skipped: cannot install pyarrow, duckdb, polars, pandas and ADBC from PyPI:"
   tail -n 5 "$work/pip.log" 2>/dev/null || true
   exit 0
 fi
@@ -67,3 +68,23 @@ for tool in pandas polars; do
     "SELECT id, name, score FROM ${tool}_rows ORDER BY id"
 done
 "$work/venv/bin/python" "$(dirname "$0")/records.py" compare "$out"
+
+# The database served over Flight SQL: the server prints its address once
+# it takes calls, and stops cleanly on SIGTERM.
+"$widesql" --db "$db" serve --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+server=$!
+addr=""
+for _ in $(seq 1 100); do
+  addr="$(sed -n 's/^listening on //p' "$work/serve.out")"
+  [ -n "$addr" ] && break
+  if ! kill -0 "$server" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+if [ -z "$addr" ]; then
+  echo "interop: widesql serve did not start:"
+  cat "$work/serve.err"
+  exit 1
+fi
+"$work/venv/bin/python" "$(dirname "$0")/flight.py" "$addr" || { kill "$server"; exit 1; }
+kill -TERM "$server"
+wait "$server"

@@ -26,4 +26,15 @@ pub enum CliError {
     /// A result could not be written to standard output.
     #[error("cannot write the result: {0}")]
     Output(#[source] std::io::Error),
+    /// A file named on the command line could not be read.
+    #[error("cannot read '{}': {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server did not start, or did not stop cleanly.
+    #[error(transparent)]
+    Serve(#[from] widesql_server::ServeError),
 }

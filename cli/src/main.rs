@@ -4,6 +4,7 @@ mod error;
 mod export;
 mod import;
 mod render;
+mod serve;
 mod shell;
 mod test_files;
 
@@ -111,6 +112,24 @@ enum Command {
     },
     /// Lists projects, datasets, tables and their column families.
     Catalog,
+    /// Serves the database over Arrow Flight SQL (gRPC) until SIGINT or
+    /// SIGTERM; prints `listening on ADDR` once it takes calls.
+    Serve {
+        /// The address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        listen: std::net::SocketAddr,
+        /// A PEM certificate chain: serve TLS (with --tls-key).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Listen on an address that is not a loopback one although the
+        /// server has no users (anyone who reaches it can read and write
+        /// every table).
+        #[arg(long)]
+        insecure: bool,
+    },
 }
 
 /// The database directory when none is given.
@@ -189,6 +208,20 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             },
         ),
         Command::Catalog => print_catalog(db),
+        Command::Serve {
+            listen,
+            tls_cert,
+            tls_key,
+            insecure,
+        } => serve::run(
+            db,
+            serve::ServeArgs {
+                listen,
+                tls_cert,
+                tls_key,
+                insecure,
+            },
+        ),
         Command::Test { .. } => Ok(()),
     }
 }

@@ -23,6 +23,13 @@ use crate::sql::{from_df, Frame, Session};
 impl Session {
     /// Runs one parsed statement.
     pub(super) async fn execute(&self, statement: DfStatement) -> Result<Frame> {
+        if !self.options.host_files {
+            if let Some(what) = host_file_statement(&statement) {
+                return Err(Error::Sql(format!(
+                    "{what} reads or writes files of the host, which this session may not do"
+                )));
+            }
+        }
         if let DfStatement::CopyTo(copy) = &statement {
             if let Some((query, path, format)) = file_copy(copy) {
                 let options = crate::export::ExportOptions::default();
@@ -334,6 +341,15 @@ pub(super) fn has_into(query: &Query) -> bool {
 pub(super) fn select_into(query: &mut Query) -> Option<&mut Select> {
     match query.body.as_mut() {
         SetExpr::Select(select) if select.into.is_some() => Some(select),
+        _ => None,
+    }
+}
+
+/// What `statement` is when it reads or writes files of the host.
+fn host_file_statement(statement: &DfStatement) -> Option<&'static str> {
+    match statement {
+        DfStatement::CopyTo(_) => Some("COPY … TO"),
+        DfStatement::CreateExternalTable(_) => Some("CREATE EXTERNAL TABLE"),
         _ => None,
     }
 }

@@ -83,6 +83,13 @@ impl Frame {
         }
     }
 
+    /// Whether the statement has run already and only its rows are left
+    /// (a key lookup, a write widesql ran, DDL); a query planned to run
+    /// when its rows are asked for has not.
+    pub fn has_run(&self) -> bool {
+        matches!(self.body, Body::Rows { .. })
+    }
+
     /// The result's schema, with the qualifiers of its columns.
     pub fn schema(&self) -> &DFSchema {
         match &self.body {

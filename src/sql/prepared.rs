@@ -7,7 +7,7 @@
 //! a query runs its cached optimised plan. SQL's `PREPARE` and `EXECUTE`
 //! are DataFusion's own, with the front door in front.
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::{ParamValues, ScalarValue};
@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::sql::front_door::{Answer, PreparedMemo};
 use crate::sql::key_lookup::KeyLookup;
 use crate::sql::session::{Planned, SqlPrepared, Stamp};
-use crate::sql::{from_df, Session};
+use crate::sql::{from_df, Frame, Session};
 
 /// A statement planned once, run with [`Prepared::query`].
 ///
@@ -74,6 +74,13 @@ impl Session {
             planned: Arc::new(Mutex::new(planned)),
             memo: Arc::default(),
         })
+    }
+
+    /// Whether `sql` is one statement of a kind [`Session::prepare`]
+    /// takes (a query or `INSERT`); an error when it does not parse.
+    pub fn can_prepare(&self, sql: &str) -> Result<bool> {
+        let statements = self.parse(sql)?;
+        Ok(statements.len() == 1 && statements.iter().all(|s| self.is_datafusions(s)))
     }
 
     async fn plan_prepared(&self, sql: &str) -> Result<Planned<Arc<PreparedPlan>>> {
@@ -220,39 +227,63 @@ impl Prepared {
     /// statement is planned again from its text first, so its names
     /// resolve as they do now.
     pub async fn query(&self, params: Vec<ScalarValue>) -> Result<Vec<RecordBatch>> {
-        let session = &self.session;
         // Run again when DDL changed the table after planning (nothing was
         // written then): the statement is planned again.
-        retrying_async(|| async {
-            let planned = self.current().await?;
-            let answer = session
-                .door_prepared(
-                    &self.sql,
-                    &planned.statement,
-                    params.clone(),
-                    Some(&self.memo),
-                )
-                .await?;
-            if let Some(answer) = answer {
-                return session.answer_frame(answer)?.collect().await;
-            }
-            let list = params
-                .iter()
-                .cloned()
-                .map(ScalarAndMetadata::from)
-                .collect();
-            let plan = planned
-                .plan
-                .clone()
-                .with_param_values(ParamValues::List(list))
-                .map_err(from_df)?;
-            let frame = match session.as_written(plan).await? {
-                Ok(frame) => frame,
-                Err(plan) => session.ctx.execute_logical_plan(plan).await?.into(),
-            };
-            frame.collect().await
+        retrying_async(|| async { self.execute(params.clone()).await?.collect().await }).await
+    }
+
+    /// Runs the statement with `params` as `$1`, `$2`, … and returns its
+    /// result unread, so that a query's rows can be streamed
+    /// ([`Frame::execute_stream`]). Unlike [`Prepared::query`], a write
+    /// that finds its table changed by DDL meanwhile is not run again.
+    pub async fn execute(&self, params: Vec<ScalarValue>) -> Result<Frame> {
+        let session = &self.session;
+        let planned = self.current().await?;
+        let answer = session
+            .door_prepared(
+                &self.sql,
+                &planned.statement,
+                params.clone(),
+                Some(&self.memo),
+            )
+            .await?;
+        if let Some(answer) = answer {
+            return session.answer_frame(answer);
+        }
+        let list = params.into_iter().map(ScalarAndMetadata::from).collect();
+        let plan = planned
+            .plan
+            .clone()
+            .with_param_values(ParamValues::List(list))
+            .map_err(from_df)?;
+        Ok(match session.as_written(plan).await? {
+            Ok(frame) => frame,
+            Err(plan) => session.ctx.execute_logical_plan(plan).await?.into(),
         })
-        .await
+    }
+
+    /// The types of its parameters `$1`, `$2`, … in order; `None` where
+    /// the statement leaves one open.
+    pub fn parameter_types(&self) -> Result<Vec<Option<DataType>>> {
+        let named = self
+            .planned()
+            .value
+            .plan
+            .get_parameter_types()
+            .map_err(from_df)?;
+        let mut numbered: Vec<(usize, Option<DataType>)> = named
+            .into_iter()
+            .filter_map(|(name, data_type)| {
+                let n: usize = name.strip_prefix('$')?.parse().ok()?;
+                (n >= 1).then_some((n, data_type))
+            })
+            .collect();
+        numbered.sort_by_key(|(n, _)| *n);
+        let mut types = vec![None; numbered.last().map_or(0, |(n, _)| *n)];
+        for (n, data_type) in numbered {
+            types[n - 1] = data_type;
+        }
+        Ok(types)
     }
 
     /// The statement and its plan, parsed and made again if the catalog

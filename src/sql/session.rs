@@ -65,6 +65,10 @@ pub struct SessionOptions {
     pub default_dataset: String,
     /// DataFusion's target partitions. Default: the number of cores.
     pub target_partitions: Option<usize>,
+    /// Whether statements may read and write files of the host: `COPY …
+    /// TO` a file and `CREATE EXTERNAL TABLE`. Default: true; the sessions
+    /// of network clients have it off, since they are not the host's user.
+    pub host_files: bool,
 }
 
 impl Default for SessionOptions {
@@ -73,6 +77,7 @@ impl Default for SessionOptions {
             default_project: DEFAULT_PROJECT.to_string(),
             default_dataset: DEFAULT_DATASET.to_string(),
             target_partitions: None,
+            host_files: true,
         }
     }
 }

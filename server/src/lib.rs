@@ -1,0 +1,29 @@
+//! widesql over the network: an Arrow Flight SQL server.
+//!
+//! [`Server::start`] serves one [`widesql::Db`] over Arrow Flight SQL
+//! (gRPC), the protocol ADBC drivers (Python, Go, R, Java, C), the Flight
+//! SQL JDBC driver and the tools built on them speak. Every call goes
+//! through the same [`widesql::Session`] front door as the embedded API:
+//! queries stream their batches as the client reads them, updates take the
+//! one write path, prepared statements are the session's prepared plans,
+//! and the catalog calls list projects (catalogs), datasets (schemas) and
+//! tables.
+//!
+//! Where things are:
+//! - `server`: options, binding, TLS, shutdown;
+//! - `service`: the Flight SQL calls;
+//! - `sessions`: handshakes, bearer tokens and the session of each;
+//! - `statements`: statements kept between calls (a query between its
+//!   `GetFlightInfo` and `DoGet`, prepared statements, running queries to
+//!   cancel);
+//! - `metadata`: the catalog calls and `GetSqlInfo`;
+//! - `status`: widesql's errors as gRPC statuses.
+
+mod metadata;
+mod server;
+mod service;
+mod sessions;
+mod statements;
+mod status;
+
+pub use server::{Limits, ServeError, ServeOptions, Server, TlsIdentity};

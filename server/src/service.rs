@@ -1,0 +1,663 @@
+//! The Flight SQL calls.
+//!
+//! Each call finds its session ([`Sessions::session_of`]) and runs through
+//! that session as the embedded API does. A query is planned by
+//! `GetFlightInfo` and streamed by `DoGet`: batches are encoded as the
+//! client reads them (HTTP/2 flow control holds the plan back), never
+//! collected whole, and a client that goes away drops the plan, which
+//! stops it. Calls the server does not implement answer `UNIMPLEMENTED`
+//! (ADBC runs a statement unprepared when preparing it is refused so).
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::sql::metadata::SqlInfoData;
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
+    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    TicketStatementQuery,
+};
+use arrow_flight::{
+    Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
+    SchemaAsIpc, Ticket,
+};
+use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use datafusion::common::ScalarValue;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::{stream, Stream, StreamExt, TryStreamExt};
+use prost::bytes::Bytes;
+use prost::Message;
+use tokio::sync::Semaphore;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+use widesql::Db;
+
+use crate::metadata;
+use crate::sessions::Sessions;
+use crate::statements::{Cancelled, Statements};
+use crate::status::{status, status_of_df};
+
+type DoGetStream = <WideFlightSql as FlightService>::DoGetStream;
+type DoActionStream = <WideFlightSql as FlightService>::DoActionStream;
+
+/// The action that cancels a query (not a method of the trait in
+/// arrow-flight 59).
+const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
+
+/// The Flight SQL service of one database.
+pub(crate) struct WideFlightSql {
+    sessions: Sessions,
+    statements: Arc<Statements>,
+    work: Arc<Work>,
+    sql_info: SqlInfoData,
+}
+
+/// Statements that run to their end whatever happens to the call that
+/// started them: a client that goes away, or a deadline, drops its call,
+/// and a write bigger than one atomic batch must not stop half-way. The
+/// server waits for them before it flushes at shutdown.
+pub(crate) struct Work {
+    permits: Arc<Semaphore>,
+}
+
+/// More statements than can run at once.
+const WORK_PERMITS: u32 = 1 << 20;
+
+impl Work {
+    pub(crate) fn new() -> Work {
+        Work {
+            permits: Arc::new(Semaphore::new(WORK_PERMITS as usize)),
+        }
+    }
+
+    /// Runs `statement` on a task of its own and waits for its end.
+    async fn run<T: Send + 'static>(
+        &self,
+        statement: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
+    ) -> Result<T, Status> {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| Status::unavailable("the server is shutting down"))?;
+        tokio::spawn(async move {
+            let result = statement.await;
+            drop(permit);
+            result
+        })
+        .await
+        .map_err(|e| Status::internal(format!("a statement's task failed: {e}")))?
+    }
+
+    /// Waits until every statement started has ended, and takes no more.
+    pub(crate) async fn finish(&self) {
+        if let Ok(all) = self.permits.acquire_many(WORK_PERMITS).await {
+            all.forget();
+        }
+        self.permits.close();
+    }
+}
+
+impl WideFlightSql {
+    pub(crate) fn new(
+        db: Db,
+        limits: &crate::server::Limits,
+        statements: Arc<Statements>,
+        work: Arc<Work>,
+    ) -> Result<WideFlightSql, Status> {
+        Ok(WideFlightSql {
+            sessions: Sessions::new(db, limits.session_idle, limits.sessions),
+            statements,
+            work,
+            sql_info: metadata::sql_info()?,
+        })
+    }
+
+    /// Streams `rows` as Flight data; `handle` names the query for
+    /// `CancelFlightInfo` while it runs.
+    fn stream_rows(&self, handle: Bytes, rows: SendableRecordBatchStream) -> DoGetStream {
+        let schema = rows.schema();
+        let (rows, abort) = stream::abortable(rows);
+        self.statements.start(handle.clone(), abort.clone());
+        // Forgets the query when the stream ends or is dropped (the
+        // client went away).
+        let running = Running {
+            statements: Arc::clone(&self.statements),
+            handle,
+        };
+        let end = stream::once(async move {
+            drop(running);
+            abort.is_aborted().then(|| {
+                Err(FlightError::Tonic(Box::new(Status::cancelled(
+                    "the query was cancelled",
+                ))))
+            })
+        })
+        .filter_map(|end| async move { end });
+        let rows = rows
+            .map_err(|e| FlightError::Tonic(Box::new(status_of_df(e))))
+            .chain(end);
+        Box::pin(
+            FlightDataEncoderBuilder::new()
+                .with_schema(schema)
+                .build(rows)
+                .map_err(Status::from),
+        )
+    }
+}
+
+/// A query being streamed; dropping it forgets it.
+struct Running {
+    statements: Arc<Statements>,
+    handle: Bytes,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.statements.finish(&self.handle);
+    }
+}
+
+/// The schema as it goes on the wire (dictionaries sent as their values,
+/// as the encoder sends them).
+fn wire_schema(schema: SchemaRef) -> SchemaRef {
+    let encoder = FlightDataEncoderBuilder::new()
+        .with_schema(Arc::clone(&schema))
+        .build(stream::empty());
+    encoder.known_schema().unwrap_or(schema)
+}
+
+fn flight_info(
+    schema: &Schema,
+    ticket: Vec<u8>,
+    descriptor: FlightDescriptor,
+) -> Result<Response<FlightInfo>, Status> {
+    let info = FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(format!("encoding the result's schema failed: {e}")))?
+        .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new(ticket)))
+        .with_descriptor(descriptor)
+        .with_total_records(-1)
+        .with_ordered(true);
+    Ok(Response::new(info))
+}
+
+/// A metadata call's `FlightInfo`: its ticket is the command itself.
+fn metadata_info(
+    command: impl ProstMessageExt,
+    schema: SchemaRef,
+    request: Request<FlightDescriptor>,
+) -> Result<Response<FlightInfo>, Status> {
+    flight_info(
+        &schema,
+        command.as_any().encode_to_vec(),
+        request.into_inner(),
+    )
+}
+
+/// Refuses a statement sent inside a transaction: none is offered (each
+/// statement commits on its own), so running it would mislead.
+fn no_transaction(transaction_id: &Option<Bytes>) -> Result<(), Status> {
+    match transaction_id {
+        Some(_) => Err(Status::invalid_argument(
+            "transactions are not offered: every statement commits on its own",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// One batch as a `DoGet` stream.
+fn one_batch(batch: RecordBatch) -> Response<DoGetStream> {
+    let schema = batch.schema();
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(stream::once(async { Ok(batch) }))
+        .map_err(Status::from);
+    Response::new(Box::pin(stream))
+}
+
+fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
+    let options = IpcWriteOptions::default();
+    let IpcMessage(bytes) = SchemaAsIpc::new(schema, &options)
+        .try_into()
+        .map_err(|e| Status::internal(format!("encoding a schema failed: {e}")))?;
+    Ok(bytes)
+}
+
+/// The rows an INSERT, UPDATE or DELETE reports (its one `count`
+/// column); 0 for a statement that reports none (DDL).
+fn rows_changed(batches: &[RecordBatch]) -> i64 {
+    let counted = batches
+        .iter()
+        .filter(|b| b.num_columns() == 1 && b.schema().field(0).name() == "count");
+    let total: u64 = counted
+        .filter_map(|b| b.column(0).as_primitive_opt::<UInt64Type>())
+        .flat_map(|counts| counts.iter().flatten())
+        .sum();
+    i64::try_from(total).unwrap_or(i64::MAX)
+}
+
+/// The rows of parameters a client put, each as `$1`, `$2`, …. A message
+/// that only carries the command (no IPC header) holds none.
+async fn parameter_rows(body: PeekableFlightDataStream) -> Result<Vec<Vec<ScalarValue>>, Status> {
+    let data = body
+        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
+        .map_err(FlightError::from);
+    let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
+    let mut rows = Vec::new();
+    while let Some(batch) = batches.try_next().await? {
+        for row in 0..batch.num_rows() {
+            rows.push(row_values(&batch, row)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The values of one row of a parameter batch, as `$1`, `$2`, ….
+fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<ScalarValue>, Status> {
+    batch
+        .columns()
+        .iter()
+        .map(|column| ScalarValue::try_from_array(column, row))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Status::invalid_argument(format!("a parameter cannot be read: {e}")))
+}
+
+/// The handle a ticket or `FlightInfo` names: a statement's or a prepared
+/// statement's.
+fn handle_of(ticket: &Ticket) -> Option<Bytes> {
+    let any = Any::decode(ticket.ticket.clone()).ok()?;
+    if let Ok(Some(query)) = any.unpack::<TicketStatementQuery>() {
+        return Some(query.statement_handle);
+    }
+    match any.unpack::<CommandPreparedStatementQuery>() {
+        Ok(Some(query)) => Some(query.prepared_statement_handle),
+        _ => None,
+    }
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for WideFlightSql {
+    type FlightService = WideFlightSql;
+
+    async fn do_handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<
+        Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>,
+        Status,
+    > {
+        let token = self.sessions.open()?;
+        let header = MetadataValue::try_from(format!("Bearer {token}"))
+            .map_err(|_| Status::internal("a token is not a header value"))?;
+        let reply = HandshakeResponse {
+            protocol_version: 0,
+            payload: Bytes::from(token),
+        };
+        let replies: Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>> =
+            Box::pin(stream::iter([Ok(reply)]));
+        let mut response = Response::new(replies);
+        response.metadata_mut().insert("authorization", header);
+        Ok(response)
+    }
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let session = self.sessions.session_of(&request)?;
+        no_transaction(&query.transaction_id)?;
+        self.statements.room_for_pending()?;
+        let sql = query.query;
+        let frame = self
+            .work
+            .run(async move { session.sql(&sql).await.map_err(status) })
+            .await?;
+        let schema = wire_schema(Arc::new(frame.schema().as_arrow().clone()));
+        let handle = self.statements.add_pending(frame);
+        let ticket = TicketStatementQuery {
+            statement_handle: handle,
+        };
+        flight_info(
+            &schema,
+            ticket.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.session_of(&request)?;
+        let handle = ticket.statement_handle;
+        let pending = self.statements.take_pending(&handle)?;
+        let rows = pending.frame.execute_stream().await.map_err(status)?;
+        Ok(Response::new(self.stream_rows(handle, rows)))
+    }
+
+    async fn do_put_statement_update(
+        &self,
+        ticket: CommandStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let session = self.sessions.session_of(&request)?;
+        no_transaction(&ticket.transaction_id)?;
+        let sql = ticket.query;
+        self.work
+            .run(async move {
+                let frame = session.sql(&sql).await.map_err(status)?;
+                Ok(rows_changed(&frame.collect().await.map_err(status)?))
+            })
+            .await
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let session = self.sessions.session_of(&request)?;
+        no_transaction(&query.transaction_id)?;
+        if !session.can_prepare(&query.query).map_err(status)? {
+            return Err(Status::unimplemented(
+                "only one query or INSERT can be prepared; run other statements unprepared",
+            ));
+        }
+        let prepared = session.prepare(&query.query).await.map_err(status)?;
+        let dataset_schema = schema_bytes(&wire_schema(prepared.schema()))?;
+        let types = prepared.parameter_types().map_err(status)?;
+        let parameter_schema = match types.is_empty() {
+            true => Bytes::new(),
+            false => {
+                let fields: Vec<Field> = types
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        Field::new(format!("${}", i + 1), t.unwrap_or(DataType::Null), true)
+                    })
+                    .collect();
+                schema_bytes(&Schema::new(fields))?
+            }
+        };
+        let prepared_statement_handle = self.statements.add_prepared(prepared)?;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle,
+            dataset_schema,
+            parameter_schema,
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        query: ActionClosePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<(), Status> {
+        self.sessions.session_of(&request)?;
+        self.statements
+            .close_prepared(&query.prepared_statement_handle)
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        self.sessions.session_of(&request)?;
+        let handle = query.prepared_statement_handle;
+        let rows = parameter_rows(request.into_inner()).await?;
+        self.statements.bind(&handle, rows)?;
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(handle),
+        })
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        let statement = self
+            .statements
+            .prepared(&query.prepared_statement_handle, false)?;
+        let schema = wire_schema(statement.prepared.schema());
+        flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.session_of(&request)?;
+        let handle = query.prepared_statement_handle;
+        let mut statement = self.statements.prepared(&handle, false)?;
+        if statement.rows.len() > 1 {
+            return Err(Status::invalid_argument(format!(
+                "a prepared query runs with one row of parameters; {} are bound",
+                statement.rows.len()
+            )));
+        }
+        let params = statement.rows.pop().unwrap_or_default();
+        let frame = statement.prepared.execute(params).await.map_err(status)?;
+        let rows = frame.execute_stream().await.map_err(status)?;
+        Ok(Response::new(self.stream_rows(handle, rows)))
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        query: CommandPreparedStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        self.sessions.session_of(&request)?;
+        let statement = self
+            .statements
+            .prepared(&query.prepared_statement_handle, true)?;
+        // Each row of parameters runs the statement once (ADBC's
+        // executemany), each row a statement of its own: the rows the
+        // request carries, else the rows bound to it since it last ran.
+        let mut rows = parameter_rows(request.into_inner()).await?;
+        if rows.is_empty() {
+            rows = statement.rows;
+        }
+        let wanted = statement.prepared.parameter_types().map_err(status)?.len();
+        if rows.is_empty() {
+            if wanted > 0 {
+                return Err(Status::invalid_argument(format!(
+                    "the statement takes {wanted} parameters, and no row of them is bound"
+                )));
+            }
+            rows.push(Vec::new());
+        }
+        let prepared = statement.prepared;
+        self.work
+            .run(async move {
+                let mut changed = 0i64;
+                for params in rows {
+                    let result = prepared.query(params).await.map_err(status)?;
+                    changed = changed.saturating_add(rows_changed(&result));
+                }
+                Ok(changed)
+            })
+            .await
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        let schema = query.into_builder().schema();
+        metadata_info(query, schema, request)
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let session = self.sessions.session_of(&request)?;
+        Ok(one_batch(metadata::catalogs(&session, query)?))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        let schema = query.clone().into_builder().schema();
+        metadata_info(query, schema, request)
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let session = self.sessions.session_of(&request)?;
+        Ok(one_batch(metadata::schemas(&session, query)?))
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        let schema = query.clone().into_builder().schema();
+        metadata_info(query, schema, request)
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let session = self.sessions.session_of(&request)?;
+        Ok(one_batch(metadata::tables(&session, query).await?))
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        let schema = query.into_builder().schema();
+        metadata_info(query, schema, request)
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.session_of(&request)?;
+        Ok(one_batch(metadata::table_types(query)?))
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        metadata_info(query, metadata::primary_keys_schema(), request)
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let session = self.sessions.session_of(&request)?;
+        Ok(one_batch(metadata::primary_keys(&session, query).await?))
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.session_of(&request)?;
+        let schema = query.clone().into_builder(&self.sql_info).schema();
+        metadata_info(query, schema, request)
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.session_of(&request)?;
+        let batch = query
+            .into_builder(&self.sql_info)
+            .build()
+            .map_err(|e| Status::internal(format!("building GetSqlInfo's result failed: {e}")))?;
+        Ok(one_batch(batch))
+    }
+
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<DoActionStream>, Status> {
+        self.sessions.session_of(&request)?;
+        let action = request.into_inner();
+        if action.r#type != CANCEL_FLIGHT_INFO {
+            return Err(Status::unimplemented(format!(
+                "the action '{}' is not implemented",
+                action.r#type
+            )));
+        }
+        let cancel = CancelFlightInfoRequest::decode(action.body).map_err(|e| {
+            Status::invalid_argument(format!("a CancelFlightInfo request cannot be read: {e}"))
+        })?;
+        let handles = cancel
+            .info
+            .iter()
+            .flat_map(|info| &info.endpoint)
+            .filter_map(|endpoint| endpoint.ticket.as_ref())
+            .filter_map(handle_of);
+        let mut outcome = CancelStatus::NotCancellable;
+        for handle in handles {
+            match self.statements.cancel(&handle) {
+                Cancelled::BeforeItRan | Cancelled::WhileRunning => {
+                    outcome = CancelStatus::Cancelled
+                }
+                Cancelled::Unknown => {}
+            }
+        }
+        let result = arrow_flight::Result {
+            body: CancelFlightInfoResult::new(outcome).encode_to_vec().into(),
+        };
+        Ok(Response::new(Box::pin(stream::iter([Ok(result)]))))
+    }
+
+    async fn list_custom_actions(&self) -> Option<Vec<Result<ActionType, Status>>> {
+        Some(vec![Ok(ActionType {
+            r#type: CANCEL_FLIGHT_INFO.into(),
+            description: "Cancels a query: before its DoGet, or while its rows stream".into(),
+        })])
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}

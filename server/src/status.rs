@@ -1,0 +1,56 @@
+//! widesql's errors as gRPC statuses: the code says what kind of failure it
+//! was, the message is widesql's own.
+
+use datafusion::error::DataFusionError;
+use tonic::Status;
+use widesql::{Error, ErrorKind};
+
+/// The status of a failed call.
+pub(crate) fn status(error: Error) -> Status {
+    let message = error.to_string();
+    if let Error::DataFusion(e) = &error {
+        if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
+            return Status::resource_exhausted(message);
+        }
+    }
+    match error.kind() {
+        ErrorKind::NotFound => Status::not_found(message),
+        ErrorKind::AlreadyExists => Status::already_exists(message),
+        ErrorKind::InvalidName | ErrorKind::InvalidArgument | ErrorKind::Sql => {
+            Status::invalid_argument(message)
+        }
+        ErrorKind::NotEmpty => Status::failed_precondition(message),
+        // Nothing was applied; the client may run it again.
+        ErrorKind::Conflict => Status::aborted(message),
+        ErrorKind::Storage | ErrorKind::Corruption => Status::internal(message),
+        _ => Status::unknown(message),
+    }
+}
+
+/// The status of an error DataFusion raised while a query ran.
+pub(crate) fn status_of_df(error: DataFusionError) -> Status {
+    status(Error::from(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    #[test]
+    fn each_kind_of_error_has_its_code() {
+        let cases = [
+            (Error::Sql("no such table".into()), Code::InvalidArgument),
+            (
+                Error::from(DataFusionError::ResourcesExhausted("memory".into())),
+                Code::ResourceExhausted,
+            ),
+        ];
+        for (error, code) in cases {
+            let message = error.to_string();
+            let got = status(error);
+            assert_eq!(got.code(), code, "{message}");
+            assert_eq!(got.message(), message);
+        }
+    }
+}

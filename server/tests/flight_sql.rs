@@ -1,0 +1,643 @@
+//! The Flight SQL server, called by arrow-flight's own Flight SQL client
+//! over 127.0.0.1: statements, prepared statements, the catalog calls,
+//! sessions, cancellation, errors, TLS and shutdown.
+
+use std::sync::Arc;
+
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::sql::{CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetTables, SqlInfo};
+use arrow_flight::{CancelFlightInfoRequest, CancelStatus, FlightClient, FlightInfo};
+use datafusion::arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::util::display::array_value_to_string;
+use futures::TryStreamExt;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::Code;
+use widesql::Db;
+use widesql_server::{ServeError, ServeOptions, Server, TlsIdentity};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Client = FlightSqlServiceClient<Channel>;
+
+/// A server on a free loopback port over a new database.
+async fn serve(options: ServeOptions) -> Result<(tempfile::TempDir, Db, Server), BoxError> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    let options = ServeOptions {
+        listen: "127.0.0.1:0".parse()?,
+        ..options
+    };
+    let server = Server::start(db.clone(), options).await?;
+    Ok((dir, db, server))
+}
+
+async fn connect(server: &Server) -> Result<Client, BoxError> {
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
+        .connect()
+        .await?;
+    Ok(FlightSqlServiceClient::new(channel))
+}
+
+/// The rows of every endpoint of `info`, as text: cells joined by " ",
+/// rows by "\n".
+async fn rows(client: &mut Client, info: FlightInfo) -> Result<String, BoxError> {
+    let mut lines = Vec::new();
+    for endpoint in info.endpoint {
+        let ticket = endpoint.ticket.ok_or("an endpoint without a ticket")?;
+        let batches: Vec<RecordBatch> = client.do_get(ticket).await?.try_collect().await?;
+        lines.extend(text_lines(&batches)?);
+    }
+    Ok(lines.join("\n"))
+}
+
+fn text_lines(batches: &[RecordBatch]) -> Result<Vec<String>, BoxError> {
+    let mut lines = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let cells = batch
+                .columns()
+                .iter()
+                .map(|c| array_value_to_string(c, row))
+                .collect::<Result<Vec<_>, _>>()?;
+            lines.push(cells.join(" "));
+        }
+    }
+    Ok(lines)
+}
+
+async fn query(client: &mut Client, sql: &str) -> Result<String, BoxError> {
+    let info = client.execute(sql.to_string(), None).await?;
+    rows(client, info).await
+}
+
+/// The message of a call that must fail with the code `want`.
+fn refused<T>(
+    result: Result<T, arrow_flight::error::FlightError>,
+    want: Code,
+    what: impl std::fmt::Display,
+) -> Result<String, BoxError> {
+    let error = result
+        .err()
+        .ok_or_else(|| format!("it should have failed: {what}"))?;
+    assert_eq!(code(&error), Some(want), "{what}: {error}");
+    Ok(error.to_string())
+}
+
+/// The gRPC code a failed client call ended with.
+fn code(error: &arrow_flight::error::FlightError) -> Option<Code> {
+    match error {
+        arrow_flight::error::FlightError::Tonic(status) => Some(status.code()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn statements_run_and_stream_through_the_one_front_door() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    let created = client
+        .execute_update(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)".into(),
+            None,
+        )
+        .await?;
+    assert_eq!(created, 0);
+    let inserted = client
+        .execute_update(
+            "INSERT INTO t VALUES ('a', 1), ('b', 2), ('c', 3)".into(),
+            None,
+        )
+        .await?;
+    assert_eq!(inserted, 3);
+    assert_eq!(
+        client
+            .execute_update("UPDATE t SET n = n * 10 WHERE n >= 2".into(), None)
+            .await?,
+        2
+    );
+    assert_eq!(
+        client
+            .execute_update("DELETE FROM t WHERE _key = 'a'".into(), None)
+            .await?,
+        1
+    );
+    assert_eq!(
+        query(&mut client, "SELECT _key, n FROM t ORDER BY _key").await?,
+        "b 20\nc 30"
+    );
+    // A key lookup, answered from the rows it read.
+    assert_eq!(
+        query(&mut client, "SELECT n FROM t WHERE _key = 'c'").await?,
+        "30"
+    );
+    // The FlightInfo carries the result's schema.
+    let info = client.execute("SELECT _key, n FROM t".into(), None).await?;
+    let schema = info.clone().try_decode_schema()?;
+    assert_eq!(schema.field(1).name(), "n");
+    assert_eq!(schema.field(1).data_type(), &DataType::Int64);
+    rows(&mut client, info).await?;
+
+    // A result of many batches arrives whole.
+    db.session()
+        .run("CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR)")
+        .await?;
+    let values: Vec<String> = (0..20_000).map(|i| format!("({i}, 'v{i}')")).collect();
+    db.session()
+        .run(&format!("INSERT INTO big VALUES {}", values.join(",")))
+        .await?;
+    let info = client.execute("SELECT k FROM big".into(), None).await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let batches: Vec<RecordBatch> = client.do_get(ticket.clone()).await?.try_collect().await?;
+    assert!(batches.len() > 1, "{} batches", batches.len());
+    let keys: i64 = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .sum();
+    assert_eq!(keys, (0..20_000i64).sum::<i64>());
+    // A ticket is fetched once.
+    let again = client.do_get(ticket).await;
+    let error = match again {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
+        Err(e) => Some(e),
+    }
+    .ok_or("a ticket was fetched twice")?;
+    assert_eq!(code(&error), Some(Code::NotFound), "{error}");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn prepared_statements_bind_parameters_for_queries_and_updates() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)".into(),
+            None,
+        )
+        .await?;
+    // An INSERT prepared once, run with two rows of parameters.
+    let mut insert = client
+        .prepare("INSERT INTO t VALUES ($1, $2)".into(), None)
+        .await?;
+    let parameters = insert.parameter_schema()?.clone();
+    assert_eq!(parameters.fields().len(), 2);
+    assert_eq!(parameters.field(0).name(), "$1");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("$1", DataType::Utf8, false),
+        Field::new("$2", DataType::Int64, false),
+    ]));
+    let binding = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(Int64Array::from(vec![1, 2])),
+        ],
+    )?;
+    insert.set_parameters(binding)?;
+    assert_eq!(insert.execute_update().await?, 2);
+    insert.close().await?;
+    // Without parameters bound, it does not run.
+    let mut unbound = client
+        .prepare("INSERT INTO t VALUES ($1, $2)".into(), None)
+        .await?;
+    let error = refused(
+        unbound.execute_update().await,
+        Code::InvalidArgument,
+        "ran without parameters",
+    )?;
+    assert!(
+        error.to_string().contains("no row of them is bound"),
+        "{error}"
+    );
+
+    // A query prepared once, run with one value and then another.
+    let mut select = client
+        .prepare("SELECT n FROM t WHERE _key = $1".into(), None)
+        .await?;
+    assert_eq!(select.dataset_schema()?.field(0).name(), "n");
+    for (key, expected) in [("a", "1"), ("b", "2")] {
+        let schema = Arc::new(Schema::new(vec![Field::new("$1", DataType::Utf8, false)]));
+        let binding = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec![key]))])?;
+        select.set_parameters(binding)?;
+        let info = select.execute().await?;
+        assert_eq!(rows(&mut client, info).await?, expected);
+    }
+    select.close().await?;
+
+    // Statements that are never prepared say so, so that ADBC runs them
+    // unprepared; a statement that does not parse is invalid.
+    refused(
+        client
+            .prepare("CREATE TABLE u (_key VARCHAR PRIMARY KEY)".into(), None)
+            .await,
+        Code::Unimplemented,
+        "DDL was prepared",
+    )?;
+    refused(
+        client.prepare("SELEC 1".into(), None).await,
+        Code::InvalidArgument,
+        "nonsense was prepared",
+    )?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn catalog_calls_list_projects_datasets_tables_and_keys() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    for statement in [
+        "CREATE DATABASE shop",
+        "CREATE SCHEMA shop.sales",
+        "CREATE TABLE shop.sales.orders (_key VARCHAR PRIMARY KEY, total BIGINT)",
+        "CREATE TABLE pages (_key VARCHAR PRIMARY KEY, body VARCHAR)",
+    ] {
+        client.execute_update(statement.into(), None).await?;
+    }
+    let info = client.get_catalogs().await?;
+    let catalogs = rows(&mut client, info).await?;
+    assert!(catalogs.lines().any(|l| l == "shop"), "{catalogs}");
+    assert!(catalogs.lines().any(|l| l == "default"), "{catalogs}");
+
+    let info = client
+        .get_db_schemas(CommandGetDbSchemas {
+            catalog: Some("shop".into()),
+            db_schema_filter_pattern: None,
+        })
+        .await?;
+    let schemas = rows(&mut client, info).await?;
+    assert!(schemas.lines().any(|l| l == "shop sales"), "{schemas}");
+    assert!(schemas.lines().all(|l| l.starts_with("shop ")), "{schemas}");
+
+    let info = client
+        .get_tables(CommandGetTables {
+            catalog: None,
+            db_schema_filter_pattern: None,
+            table_name_filter_pattern: Some("ord%".into()),
+            table_types: vec!["TABLE".into()],
+            include_schema: true,
+        })
+        .await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let batches: Vec<RecordBatch> = client.do_get(ticket).await?.try_collect().await?;
+    let tables = text_lines(&batches)?;
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    assert!(
+        tables[0].starts_with("shop sales orders TABLE"),
+        "{tables:?}"
+    );
+    // The table's Arrow schema, IPC-encoded.
+    let encoded = batches[0].column(4).as_binary::<i32>().value(0).to_vec();
+    let schema = Schema::try_from(arrow_flight::IpcMessage(encoded.into()))?;
+    assert_eq!(schema.field(1).name(), "total");
+
+    let info = client.get_table_types().await?;
+    assert!(rows(&mut client, info).await?.lines().any(|l| l == "TABLE"));
+
+    let info = client
+        .get_primary_keys(CommandGetPrimaryKeys {
+            catalog: None,
+            db_schema: None,
+            table: "pages".into(),
+        })
+        .await?;
+    assert_eq!(
+        rows(&mut client, info).await?,
+        "default public pages _key  1"
+    );
+
+    let info = client
+        .get_sql_info(vec![SqlInfo::FlightSqlServerName])
+        .await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let batches: Vec<RecordBatch> = client.do_get(ticket).await?.try_collect().await?;
+    let value = batches[0].column(1);
+    let union = value.as_union();
+    let name = union.value(0);
+    assert_eq!(array_value_to_string(&name, 0)?, "widesql");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_handshake_gives_a_session_whose_settings_last() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client.handshake("anyone", "").await?;
+    assert!(client.token().is_some());
+    client
+        .execute_update("SET datafusion.execution.batch_size = 123".into(), None)
+        .await?;
+    let shown = query(&mut client, "SHOW datafusion.execution.batch_size").await?;
+    assert!(shown.ends_with(" 123"), "{shown}");
+    // A client without a token runs each call in a session of its own.
+    let mut other = connect(&server).await?;
+    let shown = query(&mut other, "SHOW datafusion.execution.batch_size").await?;
+    assert!(!shown.ends_with(" 123"), "{shown}");
+    // An unknown token is refused.
+    other.set_token("not-a-token".into());
+    refused(
+        other.execute("SELECT 1".into(), None).await,
+        Code::Unauthenticated,
+        "a made-up token was taken",
+    )?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn errors_carry_their_code_and_widesqls_message() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    let error = refused(
+        client.execute("SELECT * FROM missing".into(), None).await,
+        Code::NotFound,
+        "a missing table was read",
+    )?;
+    assert!(error.to_string().contains("missing"), "{error}");
+    client
+        .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
+        .await?;
+    refused(
+        client
+            .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
+            .await,
+        Code::AlreadyExists,
+        "a table was created twice",
+    )?;
+    refused(
+        client.execute("SELEC 1".into(), None).await,
+        Code::InvalidArgument,
+        "nonsense ran",
+    )?;
+    // No transactions: a statement sent inside one is refused, not run.
+    refused(
+        client
+            .execute_update(
+                "INSERT INTO t VALUES ('in-a-transaction')".into(),
+                Some("tx".into()),
+            )
+            .await,
+        Code::InvalidArgument,
+        "a statement ran inside a transaction",
+    )?;
+    assert_eq!(query(&mut client, "SELECT count(*) FROM t").await?, "0");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_query_cancelled_before_its_rows_are_fetched_never_runs() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    let info = client.execute("SELECT 1".into(), None).await?;
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
+        .connect()
+        .await?;
+    let mut flight = FlightClient::new(channel);
+    let result = flight
+        .cancel_flight_info(CancelFlightInfoRequest::new(info.clone()))
+        .await?;
+    assert_eq!(result.status(), CancelStatus::Cancelled);
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let error = match client.do_get(ticket).await {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
+        Err(e) => Some(e),
+    }
+    .ok_or("a cancelled query ran")?;
+    assert_eq!(code(&error), Some(Code::NotFound), "{error}");
+    // Cancelling it again finds nothing to cancel.
+    let result = flight
+        .cancel_flight_info(CancelFlightInfoRequest::new(info))
+        .await?;
+    assert_eq!(result.status(), CancelStatus::NotCancellable);
+    // A write runs when it is planned: it cannot be cancelled after.
+    client
+        .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
+        .await?;
+    let info = client
+        .execute("INSERT INTO t VALUES ('a')".into(), None)
+        .await?;
+    let result = flight
+        .cancel_flight_info(CancelFlightInfoRequest::new(info))
+        .await?;
+    assert_eq!(result.status(), CancelStatus::NotCancellable);
+    assert_eq!(query(&mut client, "SELECT _key FROM t").await?, "a");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tls_serves_a_client_that_trusts_the_certificate() -> Result<(), BoxError> {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()])?;
+    let cert_pem = certified.cert.pem();
+    let tls = TlsIdentity {
+        cert_pem: cert_pem.clone().into_bytes(),
+        key_pem: certified.signing_key.serialize_pem().into_bytes(),
+    };
+    let (_dir, _db, server) = serve(ServeOptions {
+        tls: Some(tls),
+        ..ServeOptions::default()
+    })
+    .await?;
+    let port = server.local_addr().port();
+    let channel = Endpoint::from_shared(format!("https://localhost:{port}"))?
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&cert_pem))
+                .domain_name("localhost"),
+        )?
+        .connect()
+        .await?;
+    let mut client = FlightSqlServiceClient::new(channel);
+    assert_eq!(query(&mut client, "SELECT 41 + 1").await?, "42");
+    // A client speaking plain TCP gets nothing.
+    let plain = Endpoint::from_shared(format!("http://127.0.0.1:{port}"))?
+        .connect()
+        .await;
+    if let Ok(channel) = plain {
+        let mut client = FlightSqlServiceClient::new(channel);
+        assert!(client.execute("SELECT 1".into(), None).await.is_err());
+    }
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// Refused before anything is bound (tests bind only 127.0.0.1).
+#[tokio::test]
+async fn a_non_loopback_address_needs_insecure() -> Result<(), BoxError> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    for listen in ["0.0.0.0:0", "192.0.2.1:50051", "[::]:0"] {
+        let options = ServeOptions {
+            listen: listen.parse()?,
+            ..ServeOptions::default()
+        };
+        match Server::start(db.clone(), options).await {
+            Err(ServeError::Insecure(addr)) => assert_eq!(addr, listen.parse()?),
+            Err(other) => return Err(other.into()),
+            Ok(_) => return Err(format!("a server without users listened on {listen}").into()),
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn writes_acknowledged_before_shutdown_are_there_when_the_database_opens_again(
+) -> Result<(), BoxError> {
+    let (dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)".into(),
+            None,
+        )
+        .await?;
+    for i in 0..50 {
+        client
+            .execute_update(format!("INSERT INTO t VALUES ('k{i}', {i})"), None)
+            .await?;
+    }
+    drop(client);
+    server.shutdown().await?;
+    drop(db);
+    let db = Db::open(dir.path())?;
+    let outputs = db.session().run("SELECT count(*), sum(n) FROM t").await?;
+    assert_eq!(text_lines(&outputs[0].batches)?, ["50 1225"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn sessions_are_bounded_and_expire_when_idle() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        sessions: 1,
+        session_idle: std::time::Duration::from_secs(2),
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, _db, server) = serve(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await?;
+    let mut first = connect(&server).await?;
+    first.handshake("a", "").await?;
+    let mut second = connect(&server).await?;
+    let denied = second
+        .handshake("b", "")
+        .await
+        .err()
+        .ok_or("a second session opened")?;
+    // The client reports a failed handshake as text: the status's code
+    // and message.
+    let denied = denied.to_string();
+    assert!(denied.contains("resource has been exhausted"), "{denied}");
+    assert!(denied.contains("1 sessions open, its limit"), "{denied}");
+    assert_eq!(query(&mut first, "SELECT 1").await?, "1");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    refused(
+        first.execute("SELECT 1".into(), None).await,
+        Code::Unauthenticated,
+        "an idle token lived on",
+    )?;
+    // Its place is free again.
+    second.handshake("b", "").await?;
+    assert_eq!(query(&mut second, "SELECT 2").await?, "2");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn statements_kept_between_calls_are_bounded() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        statements: 1,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
+        .await?;
+    let waiting = client.execute("SELECT 1".into(), None).await?;
+    // A second statement is refused before it runs: the row is not written.
+    refused(
+        client
+            .execute("INSERT INTO t VALUES ('x')".into(), None)
+            .await,
+        Code::ResourceExhausted,
+        "a second statement was kept",
+    )?;
+    let outputs = db.session().run("SELECT count(*) FROM t").await?;
+    assert_eq!(text_lines(&outputs[0].batches)?, ["0"]);
+    // Fetching the first makes room.
+    assert_eq!(rows(&mut client, waiting).await?, "1");
+    assert_eq!(query(&mut client, "SELECT 2").await?, "2");
+    // Prepared statements have the same bound.
+    let _kept = client.prepare("SELECT 3".into(), None).await?;
+    refused(
+        client.prepare("SELECT 4".into(), None).await,
+        Code::ResourceExhausted,
+        "a second prepared statement was kept",
+    )?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn clients_cannot_read_or_write_the_hosts_files() -> Result<(), BoxError> {
+    let (dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    let target = dir.path().join("out.csv");
+    for statement in [
+        format!("COPY (SELECT 1 AS a) TO '{}'", target.display()),
+        format!(
+            "CREATE EXTERNAL TABLE leak STORED AS CSV LOCATION '{}'",
+            dir.path().display()
+        ),
+    ] {
+        let error = refused(
+            client.execute_update(statement.clone(), None).await,
+            Code::InvalidArgument,
+            format!("ran: {statement}"),
+        )?;
+        assert!(error.to_string().contains("files of the host"), "{error}");
+    }
+    assert!(!target.exists());
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn shutdown_ends_a_stream_left_open_after_its_grace() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions {
+        shutdown_grace: std::time::Duration::from_millis(300),
+        ..ServeOptions::default()
+    })
+    .await?;
+    db.session()
+        .run("CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR)")
+        .await?;
+    let values: Vec<String> = (0..50_000).map(|i| format!("({i}, 'value {i}')")).collect();
+    db.session()
+        .run(&format!("INSERT INTO big VALUES {}", values.join(",")))
+        .await?;
+    let mut client = connect(&server).await?;
+    let info = client.execute("SELECT * FROM big".into(), None).await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let mut stream = client.do_get(ticket).await?;
+    // One batch read; the rest left waiting.
+    assert!(stream.try_next().await?.is_some());
+    tokio::time::timeout(std::time::Duration::from_secs(20), server.shutdown())
+        .await
+        .map_err(|_| "shutdown waited past its grace")??;
+    Ok(())
+}
