@@ -83,6 +83,7 @@ done
 if [ -z "$addr" ]; then
   echo "interop: widesql serve did not start:"
   cat "$work/serve.err"
+  kill "$server" 2>/dev/null || true
   exit 1
 fi
 "$work/venv/bin/python" "$(dirname "$0")/flight.py" "$addr" || { kill "$server"; exit 1; }

@@ -197,8 +197,10 @@ async fn every_kind_of_frame_collects_streams_and_continues_as_a_dataframe(
             .map(|f| f.name().clone())
             .collect();
         assert_eq!(names, ["_key", "n"], "{sql}");
+        let announced = frame.stream_schema();
         let batches = frame.collect().await?;
         assert_eq!(text(&batches)?, expected, "{sql}");
+        assert_eq!(batches[0].schema(), announced, "{sql}");
         assert_eq!(batches[0].schema().field(1).name(), "n", "{sql}");
 
         let stream = session.sql(sql).await?.execute_stream().await?;

@@ -45,7 +45,7 @@ use widesql::Db;
 
 use crate::metadata;
 use crate::sessions::Sessions;
-use crate::statements::{Cancelled, Statements};
+use crate::statements::{Cancelled, Running, Statements};
 use crate::status::{status, status_of_df};
 
 type DoGetStream = <WideFlightSql as FlightService>::DoGetStream;
@@ -123,17 +123,15 @@ impl WideFlightSql {
         })
     }
 
-    /// Streams `rows` as Flight data; `handle` names the query for
-    /// `CancelFlightInfo` while it runs.
-    fn stream_rows(&self, handle: Bytes, rows: SendableRecordBatchStream) -> DoGetStream {
+    /// Streams `rows` as Flight data; `running` lets `CancelFlightInfo`
+    /// stop them, and forgets the query when the stream ends or is
+    /// dropped (the client went away).
+    fn stream_rows(rows: SendableRecordBatchStream, mut running: Running) -> DoGetStream {
         let schema = rows.schema();
-        let (rows, abort) = stream::abortable(rows);
-        self.statements.start(handle.clone(), abort.clone());
-        // Forgets the query when the stream ends or is dropped (the
-        // client went away).
-        let running = Running {
-            statements: Arc::clone(&self.statements),
-            handle,
+        let abort = running.abort.clone();
+        let rows = match running.registration.take() {
+            Some(registration) => stream::Abortable::new(rows, registration).boxed(),
+            None => rows.boxed(),
         };
         let end = stream::once(async move {
             drop(running);
@@ -153,18 +151,6 @@ impl WideFlightSql {
                 .build(rows)
                 .map_err(Status::from),
         )
-    }
-}
-
-/// A query being streamed; dropping it forgets it.
-struct Running {
-    statements: Arc<Statements>,
-    handle: Bytes,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.statements.finish(&self.handle);
     }
 }
 
@@ -324,7 +310,7 @@ impl FlightSqlService for WideFlightSql {
             .work
             .run(async move { session.sql(&sql).await.map_err(status) })
             .await?;
-        let schema = wire_schema(Arc::new(frame.schema().as_arrow().clone()));
+        let schema = wire_schema(frame.stream_schema());
         let handle = self.statements.add_pending(frame);
         let ticket = TicketStatementQuery {
             statement_handle: handle,
@@ -342,10 +328,9 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         self.sessions.session_of(&request)?;
-        let handle = ticket.statement_handle;
-        let pending = self.statements.take_pending(&handle)?;
+        let (pending, running) = self.statements.take_pending(&ticket.statement_handle)?;
         let rows = pending.frame.execute_stream().await.map_err(status)?;
-        Ok(Response::new(self.stream_rows(handle, rows)))
+        Ok(Response::new(Self::stream_rows(rows, running)))
     }
 
     async fn do_put_statement_update(
@@ -456,9 +441,10 @@ impl FlightSqlService for WideFlightSql {
             )));
         }
         let params = statement.rows.pop().unwrap_or_default();
+        let running = self.statements.start(handle);
         let frame = statement.prepared.execute(params).await.map_err(status)?;
         let rows = frame.execute_stream().await.map_err(status)?;
-        Ok(Response::new(self.stream_rows(handle, rows)))
+        Ok(Response::new(Self::stream_rows(rows, running)))
     }
 
     async fn do_put_prepared_statement_update(

@@ -13,7 +13,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use datafusion::common::ScalarValue;
-use futures::stream::AbortHandle;
+use std::sync::Arc;
+
+use futures::stream::{AbortHandle, AbortRegistration};
 use prost::bytes::Bytes;
 use tonic::Status;
 use widesql::{Frame, Prepared};
@@ -100,21 +102,36 @@ impl Statements {
         handle
     }
 
-    /// The planned query of `handle`, taken out: a ticket is fetched once.
-    pub(crate) fn take_pending(&self, handle: &Bytes) -> Result<Pending, Status> {
-        locked(&self.pending)
+    /// The planned query of `handle`, taken out (a ticket is fetched
+    /// once) and marked running in the same step, so that a cancel never
+    /// falls between the two.
+    pub(crate) fn take_pending(
+        self: &Arc<Self>,
+        handle: &Bytes,
+    ) -> Result<(Pending, Running), Status> {
+        let mut pending = locked(&self.pending);
+        let taken = pending
             .remove(handle)
             .filter(|p| p.made.elapsed() < self.ttl)
             .ok_or_else(|| {
                 Status::not_found(
                     "no query waits under this ticket: it was fetched, cancelled or expired",
                 )
-            })
+            })?;
+        Ok((taken, self.start(handle.clone())))
     }
 
-    /// Marks the query of `handle` as streaming, stoppable with `abort`.
-    pub(crate) fn start(&self, handle: Bytes, abort: AbortHandle) {
-        locked(&self.running).insert(handle, abort);
+    /// Marks the query of `handle` as running: `CancelFlightInfo` aborts
+    /// it until the returned guard is dropped.
+    pub(crate) fn start(self: &Arc<Self>, handle: Bytes) -> Running {
+        let (abort, registration) = AbortHandle::new_pair();
+        locked(&self.running).insert(handle.clone(), abort.clone());
+        Running {
+            statements: Arc::clone(self),
+            handle,
+            abort,
+            registration: Some(registration),
+        }
     }
 
     /// Forgets a query that finished streaming.
@@ -198,6 +215,22 @@ impl Statements {
             .remove(handle)
             .map(|_| ())
             .ok_or_else(unknown_prepared)
+    }
+}
+
+/// A query marked running; dropping it (the stream ended, or the client
+/// went away) forgets it.
+pub(crate) struct Running {
+    statements: Arc<Statements>,
+    handle: Bytes,
+    pub(crate) abort: AbortHandle,
+    /// Taken by the stream that the abort handle stops.
+    pub(crate) registration: Option<AbortRegistration>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.statements.finish(&self.handle);
     }
 }
 

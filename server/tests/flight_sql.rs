@@ -641,3 +641,48 @@ async fn shutdown_ends_a_stream_left_open_after_its_grace() -> Result<(), BoxErr
         .map_err(|_| "shutdown waited past its grace")??;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_query_cancelled_while_its_rows_stream_stops() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    db.session()
+        .run("CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR)")
+        .await?;
+    let values: Vec<String> = (0..20_000).map(|i| format!("({i}, 'value {i}')")).collect();
+    db.session()
+        .run(&format!("INSERT INTO big VALUES {}", values.join(",")))
+        .await?;
+    let mut client = connect(&server).await?;
+    client.handshake("reader", "").await?;
+    // Small batches: many messages, so the stream is still going when the
+    // cancel arrives.
+    client
+        .execute_update("SET datafusion.execution.batch_size = 50".into(), None)
+        .await?;
+    let info = client.execute("SELECT k, v FROM big".into(), None).await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let mut stream = client.do_get(ticket).await?;
+    let first = stream.try_next().await?.ok_or("no rows")?;
+    assert!(first.num_rows() > 0);
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
+        .connect()
+        .await?;
+    let mut flight = FlightClient::new(channel);
+    let result = flight
+        .cancel_flight_info(CancelFlightInfoRequest::new(info))
+        .await?;
+    assert_eq!(result.status(), CancelStatus::Cancelled);
+    let mut read = first.num_rows();
+    let ended = loop {
+        match stream.try_next().await {
+            Ok(Some(batch)) => read += batch.num_rows(),
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let error = ended.ok_or(format!("all {read} rows came after the cancel"))?;
+    assert_eq!(code(&error), Some(Code::Cancelled), "{error}");
+    assert!(read < 20_000, "{read} rows");
+    server.shutdown().await?;
+    Ok(())
+}

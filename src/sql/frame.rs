@@ -98,6 +98,17 @@ impl Frame {
         }
     }
 
+    /// The Arrow schema of the batches [`Frame::execute_stream`] gives:
+    /// the physical plan's when there is one (its nullability can differ
+    /// from the logical schema's), else the rows' or the logical one.
+    pub fn stream_schema(&self) -> SchemaRef {
+        match &self.body {
+            Body::Rows { batch, .. } => batch.schema(),
+            Body::Planned { physical, .. } => physical.schema(),
+            Body::DataFrame(frame) => Arc::new(frame.schema().as_arrow().clone()),
+        }
+    }
+
     /// Runs the statement's plan, if it has one, and returns every row.
     pub async fn collect(self) -> Result<Vec<RecordBatch>> {
         match self.body {
