@@ -686,3 +686,42 @@ async fn a_query_cancelled_while_its_rows_stream_stops() -> Result<(), BoxError>
     server.shutdown().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_write_runs_to_its_end_when_its_client_gives_up() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update(
+            "CREATE TABLE t (k BIGINT PRIMARY KEY, v VARCHAR)".into(),
+            None,
+        )
+        .await?;
+    // A client that waits a millisecond: it gives up long before the
+    // 30,000 rows (three atomic batches) are written.
+    let impatient = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
+        .timeout(std::time::Duration::from_millis(1))
+        .connect()
+        .await?;
+    let mut impatient = FlightSqlServiceClient::new(impatient);
+    let insert = "INSERT INTO t SELECT value, concat('v', CAST(value AS VARCHAR)) \
+                  FROM generate_series(1, 30000) AS s(value)";
+    let gave_up = impatient.execute_update(insert.into(), None).await;
+    assert!(gave_up.is_err(), "the write finished within a millisecond");
+    // Every row arrives: the write was not stopped part-way.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let outputs = db.session().run("SELECT count(*) FROM t").await?;
+        let count = text_lines(&outputs[0].batches)?.join("");
+        if count == "30000" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} rows of 30000 after a minute"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server.shutdown().await?;
+    Ok(())
+}
