@@ -112,6 +112,13 @@ pub mod internals {
     pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};
     pub use crate::table::chunks::{encode_chunk, ChunkReader};
     pub use crate::table::entries::ENTRY_BYTES;
+
+    /// The row-lock stripe of the row `key` of `table`: rows on one stripe
+    /// wait for each other's writers, which a test of queued writers must
+    /// keep apart.
+    pub fn lock_stripe(table: &crate::Table, key: &[u8]) -> crate::Result<usize> {
+        Ok(table.store()?.row_stripe(key))
+    }
 }
 
 /// The README's examples, compiled and run as doc tests.

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use widesql::internals::{Fault, MemoryBackend};
+use widesql::internals::{lock_stripe, Fault, MemoryBackend};
 use widesql::{
     Db, DbOptions, ErrorKind, FamilySpec, Filter, Health, RowMutation, StorageError, Table,
     TableSpec,
@@ -48,6 +48,36 @@ fn write(table: &Table, key: &str) -> widesql::Result<()> {
     table.mutate_row(key.as_bytes(), &RowMutation::new().set("f", "v", key))
 }
 
+/// `n` keys `{prefix}{i}` on lock stripes apart from each other and from
+/// the rows `taken`: a writer holds its row's stripe until its write is
+/// answered, so a writer that shares one waits before it queues (stripes
+/// are seeded per run, so keys fixed in advance would share one now and
+/// then).
+fn keys_apart(
+    table: &Table,
+    taken: &[&str],
+    prefix: &str,
+    n: usize,
+) -> widesql::Result<Vec<String>> {
+    let mut stripes = Vec::new();
+    for key in taken {
+        stripes.push(lock_stripe(table, key.as_bytes())?);
+    }
+    let mut keys = Vec::new();
+    for i in 0.. {
+        if keys.len() == n {
+            break;
+        }
+        let key = format!("{prefix}{i}");
+        let stripe = lock_stripe(table, key.as_bytes())?;
+        if !stripes.contains(&stripe) {
+            stripes.push(stripe);
+            keys.push(key);
+        }
+    }
+    Ok(keys)
+}
+
 fn exists(table: &Table, key: &str) -> widesql::Result<bool> {
     Ok(table.read_row(key.as_bytes(), &Filter::all())?.is_some())
 }
@@ -71,17 +101,19 @@ fn writers_that_arrive_during_a_flush_share_the_next_one() -> TestResult {
     let t = table(&db)?;
     let before = db.commit_stats();
     let flushes = backend.flushes();
+    let rest_keys = keys_apart(&t, &["first"], "w", 7)?;
     let hold = backend.hold_flushes();
     std::thread::scope(|scope| -> TestResult {
         // The first writer's flush is held; seven more queue behind it.
-        let first = scope.spawn(|| write(&t, "w0"));
+        let first = scope.spawn(|| write(&t, "first"));
         wait_until("the first flush started", || {
             backend.flushes() == flushes + 1
         })?;
-        let rest: Vec<_> = (1..8)
-            .map(|i| {
+        let rest: Vec<_> = rest_keys
+            .iter()
+            .map(|key| {
                 let t = t.clone();
-                scope.spawn(move || write(&t, &format!("w{i}")))
+                scope.spawn(move || write(&t, key))
             })
             .collect();
         wait_until("eight writes are waiting", || db.commit_stats().queued == 8)?;
@@ -96,15 +128,18 @@ fn writers_that_arrive_during_a_flush_share_the_next_one() -> TestResult {
     assert_eq!(after.jobs - before.jobs, 8);
     assert_eq!(after.flushes - before.flushes, 2, "{after:?}");
     assert_eq!(after.largest_group, 7, "{after:?}");
-    for i in 0..8 {
-        assert!(exists(&t, &format!("w{i}"))?);
+    let all: Vec<&str> = std::iter::once("first")
+        .chain(rest_keys.iter().map(String::as_str))
+        .collect();
+    for key in &all {
+        assert!(exists(&t, key)?);
     }
     // All eight were flushed: a restart from what was flushed has them.
     drop((t, db));
     let db = open(&backend.restart_from_flushed(), Duration::from_secs(60))?;
     let t = table(&db)?;
-    for i in 0..8 {
-        assert!(exists(&t, &format!("w{i}"))?, "w{i} lost");
+    for key in &all {
+        assert!(exists(&t, key)?, "{key} lost");
     }
     Ok(())
 }
@@ -115,6 +150,7 @@ fn a_group_applies_in_arrival_order_and_a_refused_batch_fails_its_writer_only() 
     let db = open(&backend, Duration::from_secs(60))?;
     let t = table(&db)?;
     let flushes = backend.flushes();
+    let keys = keys_apart(&t, &["first"], "x", 3)?;
     let hold = backend.hold_flushes();
     let outcomes = std::thread::scope(|scope| -> Result<_, Box<dyn std::error::Error>> {
         let first = scope.spawn(|| write(&t, "first"));
@@ -124,7 +160,7 @@ fn a_group_applies_in_arrival_order_and_a_refused_batch_fails_its_writer_only() 
         // Three writers queue one after the other; the second one's batch
         // will be the second applied, and the store refuses it.
         let mut queued = Vec::new();
-        for (i, key) in ["x", "y", "z"].into_iter().enumerate() {
+        for (i, key) in keys.iter().enumerate() {
             let t = t.clone();
             queued.push(scope.spawn(move || write(&t, key)));
             wait_until("the writer queued", || {
@@ -144,7 +180,7 @@ fn a_group_applies_in_arrival_order_and_a_refused_batch_fails_its_writer_only() 
     z?;
     let error = y.err().ok_or("the refused batch succeeded")?;
     assert!(error.to_string().contains("injected fault"), "{error}");
-    assert!(exists(&t, "x")? && exists(&t, "z")? && !exists(&t, "y")?);
+    assert!(exists(&t, &keys[0])? && exists(&t, &keys[2])? && !exists(&t, &keys[1])?);
     // A refused batch is its writer's error only: the store goes on.
     assert_eq!(db.health(), Health::Healthy);
     write(&t, "after")?;
@@ -157,13 +193,14 @@ fn a_failed_flush_fails_exactly_its_group_and_loses_nothing_acknowledged() -> Te
     let db = open(&backend, Duration::from_secs(60))?;
     let t = table(&db)?;
     write(&t, "before")?;
+    let group_keys = keys_apart(&t, &["a"], "b", 3)?;
     let hold = backend.hold_flushes();
     let flushes = backend.flushes();
     let (first, group) = std::thread::scope(|scope| -> Result<_, Box<dyn std::error::Error>> {
         let first = scope.spawn(|| write(&t, "a"));
         wait_until("a's flush started", || backend.flushes() == flushes + 1)?;
-        let group: Vec<_> = ["b", "c", "d"]
-            .into_iter()
+        let group: Vec<_> = group_keys
+            .iter()
             .map(|key| {
                 let t = t.clone();
                 scope.spawn(move || write(&t, key))
@@ -215,7 +252,7 @@ fn a_failed_flush_fails_exactly_its_group_and_loses_nothing_acknowledged() -> Te
     let t = table(&db)?;
     assert_eq!(db.health(), Health::Healthy);
     assert!(exists(&t, "before")? && exists(&t, "a")?);
-    for key in ["b", "c", "d", "e"] {
+    for key in group_keys.iter().map(String::as_str).chain(["e"]) {
         assert!(!exists(&t, key)?, "{key} survived");
     }
     write(&t, "after")?;
@@ -348,16 +385,18 @@ fn eventual_batches_of_one_group_still_flush_after_every_third() -> TestResult {
     let t = table(&db)?;
     let eventual = t.with_durability(widesql::Durability::Eventual);
     let flushes = backend.flushes();
+    let eventual_keys = keys_apart(&t, &["immediate"], "e", 7)?;
     let hold = backend.hold_flushes();
     std::thread::scope(|scope| -> TestResult {
         // An immediate write holds the commit thread in its flush while
         // seven eventual writes queue: they are applied as one group.
         let first = scope.spawn(|| write(&t, "immediate"));
         wait_until("the flush started", || backend.flushes() == flushes + 1)?;
-        let queued: Vec<_> = (0..7)
-            .map(|i| {
+        let queued: Vec<_> = eventual_keys
+            .iter()
+            .map(|key| {
                 let eventual = eventual.clone();
-                scope.spawn(move || write(&eventual, &format!("e{i}")))
+                scope.spawn(move || write(&eventual, key))
             })
             .collect();
         wait_until("seven eventual writes wait", || {

@@ -189,7 +189,7 @@ impl TableStore {
         })
     }
 
-    pub(super) fn row_stripe(&self, key: &[u8]) -> usize {
+    pub(crate) fn row_stripe(&self, key: &[u8]) -> usize {
         let mut encoded = Vec::with_capacity(key.len() + 2);
         crate::keys::put_bytes(&mut encoded, key);
         self.engine.locks.stripe(self.layout.lock_salt(), &encoded)
