@@ -37,35 +37,55 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
         ..ServeOptions::default()
     };
     crate::runtime()?.block_on(async {
+        // The handlers are installed before the address is printed: a
+        // supervisor that reads the line may stop the server at once.
+        let signals = Signals::install()?;
         let server = Server::start(db.clone(), options).await?;
         println!("listening on {}", server.local_addr());
-        stopped().await;
+        signals.wait().await;
         eprintln!("stopping: running calls may finish, then the database is flushed");
         server.shutdown().await?;
         Ok(())
     })
 }
 
-/// Waits for SIGINT or SIGTERM.
-async fn stopped() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
+/// SIGINT and SIGTERM, listened for from the moment they are installed.
+#[cfg(unix)]
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl Signals {
+    fn install() -> Result<Signals, CliError> {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = interrupt => {}
-                    _ = terminate.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
-            }
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).map_err(CliError::Runtime)?,
+            terminate: signal(SignalKind::terminate()).map_err(CliError::Runtime)?,
+        })
+    }
+
+    /// Waits for either.
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
+}
+
+/// Ctrl-C where there are no Unix signals.
+#[cfg(not(unix))]
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn install() -> Result<Signals, CliError> {
+        Ok(Signals)
+    }
+
+    async fn wait(self) {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
