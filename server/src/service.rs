@@ -327,7 +327,7 @@ impl FlightSqlService for WideFlightSql {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let (pending, running) = self.statements.take_pending(&ticket.statement_handle)?;
         let rows = pending.frame.execute_stream().await.map_err(status)?;
         Ok(Response::new(Self::stream_rows(rows, running)))
@@ -390,7 +390,7 @@ impl FlightSqlService for WideFlightSql {
         query: ActionClosePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<(), Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         self.statements
             .close_prepared(&query.prepared_statement_handle)
     }
@@ -400,7 +400,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let handle = query.prepared_statement_handle;
         let rows = parameter_rows(request.into_inner()).await?;
         self.statements.bind(&handle, rows)?;
@@ -414,7 +414,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let statement = self
             .statements
             .prepared(&query.prepared_statement_handle, false)?;
@@ -431,7 +431,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let handle = query.prepared_statement_handle;
         let mut statement = self.statements.prepared(&handle, false)?;
         if statement.rows.len() > 1 {
@@ -452,7 +452,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let statement = self
             .statements
             .prepared(&query.prepared_statement_handle, true)?;
@@ -490,7 +490,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let schema = query.into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -509,7 +509,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -528,7 +528,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -547,7 +547,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let schema = query.into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -557,7 +557,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTableTypes,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         Ok(one_batch(metadata::table_types(query)?))
     }
 
@@ -566,7 +566,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetPrimaryKeys,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         metadata_info(query, metadata::primary_keys_schema(), request)
     }
 
@@ -584,7 +584,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let schema = query.clone().into_builder(&self.sql_info).schema();
         metadata_info(query, schema, request)
     }
@@ -594,7 +594,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetSqlInfo,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let batch = query
             .into_builder(&self.sql_info)
             .build()
@@ -606,7 +606,7 @@ impl FlightSqlService for WideFlightSql {
         &self,
         request: Request<Action>,
     ) -> Result<Response<DoActionStream>, Status> {
-        self.sessions.session_of(&request)?;
+        self.sessions.check(&request)?;
         let action = request.into_inner();
         if action.r#type != CANCEL_FLIGHT_INFO {
             return Err(Status::unimplemented(format!(

@@ -80,8 +80,22 @@ impl Sessions {
     /// The session a call runs in: its token's, or a new one when it
     /// carries none.
     pub(crate) fn session_of<T>(&self, request: &Request<T>) -> Result<Session, Status> {
+        Ok(match self.token_session(request)? {
+            Some(session) => session,
+            None => self.new_session(),
+        })
+    }
+
+    /// Refuses a call whose token is unknown or expired, for calls that
+    /// need no session of their own (no session is made for them).
+    pub(crate) fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        self.token_session(request).map(drop)
+    }
+
+    /// The session of the call's token; `None` when it carries none.
+    fn token_session<T>(&self, request: &Request<T>) -> Result<Option<Session>, Status> {
         let Some(header) = request.metadata().get("authorization") else {
-            return Ok(self.new_session());
+            return Ok(None);
         };
         let token = header
             .to_str()
@@ -94,7 +108,7 @@ impl Sessions {
         match by_token.get_mut(token.trim()) {
             Some(open) if open.last_used.elapsed() < self.idle => {
                 open.last_used = Instant::now();
-                Ok(open.session.clone())
+                Ok(Some(open.session.clone()))
             }
             Some(_) => {
                 by_token.remove(token.trim());

@@ -31,6 +31,20 @@ async fn serve(options: ServeOptions) -> Result<(tempfile::TempDir, Db, Server),
     Ok((dir, db, server))
 }
 
+/// A table `big (k BIGINT PRIMARY KEY, v VARCHAR)` of `rows` rows, keys 0
+/// to `rows - 1`.
+async fn big_table(db: &Db, rows: u64) -> Result<(), BoxError> {
+    db.session()
+        .run(&format!(
+            "CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR); \
+             INSERT INTO big SELECT value, concat('value ', CAST(value AS VARCHAR)) \
+             FROM generate_series(0, {}) AS s(value)",
+            rows - 1
+        ))
+        .await?;
+    Ok(())
+}
+
 async fn connect(server: &Server) -> Result<Client, BoxError> {
     let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
         .connect()
@@ -138,13 +152,7 @@ async fn statements_run_and_stream_through_the_one_front_door() -> Result<(), Bo
     rows(&mut client, info).await?;
 
     // A result of many batches arrives whole.
-    db.session()
-        .run("CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR)")
-        .await?;
-    let values: Vec<String> = (0..20_000).map(|i| format!("({i}, 'v{i}')")).collect();
-    db.session()
-        .run(&format!("INSERT INTO big VALUES {}", values.join(",")))
-        .await?;
+    big_table(&db, 20_000).await?;
     let info = client.execute("SELECT k FROM big".into(), None).await?;
     let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
     let batches: Vec<RecordBatch> = client.do_get(ticket.clone()).await?.try_collect().await?;
@@ -623,13 +631,7 @@ async fn shutdown_ends_a_stream_left_open_after_its_grace() -> Result<(), BoxErr
         ..ServeOptions::default()
     })
     .await?;
-    db.session()
-        .run("CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR)")
-        .await?;
-    let values: Vec<String> = (0..50_000).map(|i| format!("({i}, 'value {i}')")).collect();
-    db.session()
-        .run(&format!("INSERT INTO big VALUES {}", values.join(",")))
-        .await?;
+    big_table(&db, 50_000).await?;
     let mut client = connect(&server).await?;
     let info = client.execute("SELECT * FROM big".into(), None).await?;
     let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
@@ -645,13 +647,7 @@ async fn shutdown_ends_a_stream_left_open_after_its_grace() -> Result<(), BoxErr
 #[tokio::test]
 async fn a_query_cancelled_while_its_rows_stream_stops() -> Result<(), BoxError> {
     let (_dir, db, server) = serve(ServeOptions::default()).await?;
-    db.session()
-        .run("CREATE TABLE big (k BIGINT PRIMARY KEY, v VARCHAR)")
-        .await?;
-    let values: Vec<String> = (0..20_000).map(|i| format!("({i}, 'value {i}')")).collect();
-    db.session()
-        .run(&format!("INSERT INTO big VALUES {}", values.join(",")))
-        .await?;
+    big_table(&db, 20_000).await?;
     let mut client = connect(&server).await?;
     client.handshake("reader", "").await?;
     // Small batches: many messages, so the stream is still going when the
