@@ -6,7 +6,8 @@
 # nested columns that pyarrow wrote and checks that its export holds the same
 # values (interop/nested.py); then imports the JSON arrays pandas and Polars
 # write (interop/records.py); then serves the database with `widesql serve`
-# and reads and writes it through ADBC's Flight SQL driver (interop/flight.py).
+# (TLS with a certificate openssl makes here, a first admin) and reads and
+# writes it through ADBC's Flight SQL driver as two users (interop/flight.py).
 # Skips, saying why, only when python3 or the install is impossible.
 #
 # usage: interop/run.sh PATH-TO-WIDESQL-BINARY
@@ -69,9 +70,17 @@ for tool in pandas polars; do
 done
 "$work/venv/bin/python" "$(dirname "$0")/records.py" compare "$out"
 
-# The database served over Flight SQL: the server prints its address once
-# it takes calls, and stops cleanly on SIGTERM.
-"$widesql" --db "$db" serve --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+# The database served over Flight SQL, with TLS (a self-signed certificate
+# made here) and a first admin: the server prints its address once it
+# takes calls, and stops cleanly on SIGTERM.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=localhost" \
+  -addext "subjectAltName=DNS:localhost" \
+  -keyout "$work/key.pem" -out "$work/cert.pem" >"$work/openssl.log" 2>&1 \
+  || { echo "interop: openssl could not make a certificate:"; cat "$work/openssl.log"; exit 1; }
+admin_password="interop-$(date +%s)"
+WIDESQL_ADMIN_PASSWORD="$admin_password" "$widesql" --db "$db" serve --listen 127.0.0.1:0 \
+  --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" --init-admin admin \
+  >"$work/serve.out" 2>"$work/serve.err" &
 server=$!
 addr=""
 for _ in $(seq 1 100); do
@@ -86,6 +95,7 @@ if [ -z "$addr" ]; then
   kill "$server" 2>/dev/null || true
   exit 1
 fi
-"$work/venv/bin/python" "$(dirname "$0")/flight.py" "$addr" || { kill "$server"; exit 1; }
+"$work/venv/bin/python" "$(dirname "$0")/flight.py" "$addr" "$work/cert.pem" admin "$admin_password" \
+  || { kill "$server"; exit 1; }
 kill -TERM "$server"
 wait "$server"

@@ -2,6 +2,7 @@
 //!
 //! Callers that only care about the category match on [`Error::kind`].
 
+use crate::access::AccessError;
 use crate::catalog::CatalogError;
 use crate::keys::KeyError;
 use crate::storage::StorageError;
@@ -14,6 +15,9 @@ pub enum Error {
     /// A catalog object was missing, duplicated, misnamed or reserved.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// Authentication failed, or a user lacks a privilege.
+    #[error(transparent)]
+    Access(#[from] AccessError),
     /// A table operation was refused or found corrupt data.
     #[error(transparent)]
     Table(#[from] TableError),
@@ -93,6 +97,11 @@ pub enum ErrorKind {
     /// A concurrent change (DDL) made the operation out of date; nothing
     /// was applied and it may be run again.
     Conflict,
+    /// The session's user lacks a privilege the statement needs.
+    PermissionDenied,
+    /// A user name and password did not match, or the session's user is
+    /// gone.
+    Unauthenticated,
 }
 
 impl Error {
@@ -106,6 +115,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Catalog(e) => e.kind(),
+            Error::Access(e) => e.kind(),
             Error::Table(e) => e.kind(),
             Error::Storage(StorageError::UnsupportedFormat { .. })
             | Error::Storage(StorageError::NotWidesql { .. }) => ErrorKind::Corruption,

@@ -43,12 +43,15 @@
 //! each depending only on those before it: `keys` (the byte layout of every
 //! key) → `storage` (the only caller of sled, behind a backend trait) →
 //! `clock` (server timestamps) → `table` (cells, mutations, reads, GC) →
-//! `catalog` (projects, datasets, tables, system tables) → `db` (the
+//! `catalog` (projects, datasets, tables, users and grants, system tables;
+//! `access` holds the rules) → `db` (the
 //! handles) → `sql` (DataFusion).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Users, passwords, privileges and the rules of access checks.
+pub(crate) mod access;
 /// Projects, datasets, tables and the system tables.
 pub(crate) mod catalog;
 /// Server timestamps, strictly increasing across restarts.
@@ -74,9 +77,10 @@ pub(crate) mod storage;
 /// Wide-column tables: cells, mutations, reads, GC.
 pub(crate) mod table;
 
+pub use access::{AccessError, Privilege, Securable};
 pub use catalog::{CatalogError, DropMode, ObjectKind};
 pub use clock::wall_micros;
-pub use db::{Dataset, Db, DbOptions, Project, Table};
+pub use db::{Activity, ActivityEntry, Dataset, Db, DbOptions, Project, Running, Table};
 pub use error::{Error, ErrorKind, Result};
 pub use file_format::FileFormat;
 pub use ids::{DatasetId, ProjectId, TableId};

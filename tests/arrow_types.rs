@@ -184,6 +184,7 @@ fn every_arrow_type_round_trips_through_a_table() -> TestResult {
         let options = ImportOptions {
             format: Some(FileFormat::Arrow),
             create: true,
+            ..ImportOptions::default()
         };
         runtime().block_on(db.session().import("every_type", &file, options, |_| {}))?;
         let back = read_back(&db, &batch)?;

@@ -40,6 +40,7 @@ pub fn run(db: &Db, args: ImportArgs) -> Result<(), CliError> {
         let options = ImportOptions {
             format,
             create: args.create && i == 0,
+            ..ImportOptions::default()
         };
         let bar = progress_bar(args.quiet, file);
         let show = {

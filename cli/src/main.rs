@@ -124,11 +124,29 @@ enum Command {
         /// The PEM private key of --tls-cert.
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
-        /// Listen on an address that is not a loopback one although the
-        /// server has no users (anyone who reaches it can read and write
-        /// every table).
+        /// Listen on an address that is not a loopback one without TLS, or
+        /// while the database has no users (anyone who reaches it can read
+        /// and write every table).
         #[arg(long)]
         insecure: bool,
+        /// Create this admin user first; its password is read from the
+        /// WIDESQL_ADMIN_PASSWORD environment variable, or else from the
+        /// first line of standard input. Once a user exists, every client
+        /// signs in.
+        #[arg(long, value_name = "USER")]
+        init_admin: Option<String>,
+        /// Stop a query that runs longer than this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+        query_timeout: u64,
+        /// The memory each session's queries may hold at once, in MiB.
+        #[arg(long, value_name = "MIB", default_value_t = 1024)]
+        session_memory: usize,
+        /// Connections open at once.
+        #[arg(long, value_name = "N", default_value_t = 4096)]
+        max_connections: usize,
+        /// Statements running at once.
+        #[arg(long, value_name = "N", default_value_t = 256)]
+        max_statements: usize,
     },
 }
 
@@ -213,6 +231,11 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             tls_cert,
             tls_key,
             insecure,
+            init_admin,
+            query_timeout,
+            session_memory,
+            max_connections,
+            max_statements,
         } => serve::run(
             db,
             serve::ServeArgs {
@@ -220,6 +243,14 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                 tls_cert,
                 tls_key,
                 insecure,
+                init_admin,
+                limits: widesql_server::Limits {
+                    query_time: std::time::Duration::from_secs(query_timeout),
+                    session_memory: session_memory.saturating_mul(1 << 20),
+                    connections: max_connections,
+                    running_statements: max_statements,
+                    ..widesql_server::Limits::default()
+                },
             },
         ),
         Command::Test { .. } => Ok(()),

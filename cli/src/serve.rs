@@ -16,6 +16,24 @@ pub(crate) struct ServeArgs {
     pub(crate) tls_cert: Option<PathBuf>,
     pub(crate) tls_key: Option<PathBuf>,
     pub(crate) insecure: bool,
+    pub(crate) init_admin: Option<String>,
+    pub(crate) limits: widesql_server::Limits,
+}
+
+/// The first admin's password: `WIDESQL_ADMIN_PASSWORD`, or the first line
+/// of standard input (never a flag, which `ps` would show).
+fn admin_password() -> Result<String, CliError> {
+    if let Ok(password) = std::env::var("WIDESQL_ADMIN_PASSWORD") {
+        return Ok(password);
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|source| CliError::Read {
+            path: "standard input".into(),
+            source,
+        })?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
 fn read(path: PathBuf) -> Result<Vec<u8>, CliError> {
@@ -23,6 +41,10 @@ fn read(path: PathBuf) -> Result<Vec<u8>, CliError> {
 }
 
 pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
+    if let Some(admin) = &args.init_admin {
+        db.create_user(admin, &admin_password()?, true)?;
+        eprintln!("created admin user '{admin}'");
+    }
     let tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsIdentity {
             cert_pem: read(cert)?,
@@ -34,8 +56,16 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
         listen: args.listen,
         tls,
         insecure: args.insecure,
+        limits: args.limits,
         ..ServeOptions::default()
     };
+    // One line per call on standard error: who, what, how long, how many
+    // rows, how it ended.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .try_init();
     crate::runtime()?.block_on(async {
         // The handlers are installed before the address is printed: a
         // supervisor that reads the line may stop the server at once.

@@ -1,7 +1,8 @@
 //! `widesql serve` as a process: it prints its address once it takes
 //! calls, stops cleanly on SIGINT and SIGTERM (exit 0, the database
-//! flushed and closed, so another process can open it), and refuses an
-//! address that is not a loopback one.
+//! flushed and closed, so another process can open it), refuses an
+//! address that is not a loopback one, serves TLS from certificate files,
+//! and creates its first admin from a password it never takes as a flag.
 
 #![allow(
     clippy::expect_used,
@@ -58,4 +59,136 @@ fn serve_refuses_an_address_that_is_not_loopback() {
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("refusing to listen on 0.0.0.0:0"), "{error}");
     assert!(error.contains("--insecure"), "{error}");
+}
+
+/// Starts `widesql serve` with `args`, `password` in the environment (or
+/// on standard input), and returns it with the address it printed.
+fn start_serve(
+    dir: &std::path::Path,
+    args: &[&str],
+    password: Option<&str>,
+    stdin: &str,
+) -> (std::process::Child, String) {
+    use std::io::Write;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_widesql"));
+    command
+        .arg("--db")
+        .arg(dir)
+        .arg("serve")
+        .args(args)
+        .env_remove("WIDESQL_ADMIN_PASSWORD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(password) = password {
+        command.env("WIDESQL_ADMIN_PASSWORD", password);
+    }
+    let mut child = command.spawn().expect("serve starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin written");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("a line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not an address line: {line:?}"))
+        .to_string();
+    (child, addr)
+}
+
+fn stop(mut child: std::process::Child) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    assert!(child.wait().expect("serve ends").success());
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
+    use arrow_flight::sql::client::FlightSqlServiceClient;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+
+    let dir = tempfile::tempdir().expect("a directory");
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("a certificate");
+    let cert_pem = certified.cert.pem();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, &cert_pem).expect("cert written");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key written");
+    let db = dir.path().join("db");
+    let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
+    let tls = [
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ];
+
+    // The password from the environment.
+    let mut args = tls.to_vec();
+    args.extend(["--init-admin", "admin"]);
+    let (child, addr) = start_serve(&db, &args, Some("from env"), "");
+    let port = addr.rsplit(':').next().expect("a port").to_string();
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let channel = Endpoint::from_shared(format!("https://localhost:{port}"))
+            .expect("an endpoint")
+            .tls_config(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(&cert_pem))
+                    .domain_name("localhost"),
+            )
+            .expect("a TLS config")
+            .connect()
+            .await
+            .expect("a TLS connection");
+        let mut client = FlightSqlServiceClient::new(channel);
+        assert!(client.handshake("admin", "wrong").await.is_err());
+        client
+            .handshake("admin", "from env")
+            .await
+            .expect("signed in");
+        client
+            .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
+            .await
+            .expect("the admin creates a table");
+    });
+    stop(child);
+
+    // The same admin again is refused; another one reads its password
+    // from standard input.
+    let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
+        .arg("--db")
+        .arg(&db)
+        .args(["serve", "--listen", "127.0.0.1:0", "--init-admin", "admin"])
+        .env("WIDESQL_ADMIN_PASSWORD", "x")
+        .output()
+        .expect("the binary runs");
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("user 'admin' already exists"), "{error}");
+    let mut args = tls.to_vec();
+    args.extend(["--init-admin", "second"]);
+    let (child, _) = start_serve(&db, &args, None, "from stdin\n");
+    stop(child);
+    let opened = widesql::Db::open(&db).expect("the database opens");
+    opened
+        .authenticate("admin", "from env")
+        .expect("the first admin");
+    opened
+        .authenticate("second", "from stdin")
+        .expect("the second admin");
+    assert!(opened.open_table("default", "public", "t").is_ok());
 }

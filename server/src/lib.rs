@@ -10,7 +10,8 @@
 //! tables.
 //!
 //! Where things are:
-//! - `server`: options, binding, TLS, shutdown;
+//! - `server`: options, limits, binding, TLS, shutdown;
+//! - `connections`: the bound on open connections;
 //! - `service`: the Flight SQL calls;
 //! - `sessions`: handshakes, bearer tokens and the session of each;
 //! - `statements`: statements kept between calls (a query between its
@@ -19,6 +20,7 @@
 //! - `metadata`: the catalog calls and `GetSqlInfo`;
 //! - `status`: widesql's errors as gRPC statuses.
 
+mod connections;
 mod metadata;
 mod server;
 mod service;

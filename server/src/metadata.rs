@@ -39,7 +39,7 @@ fn arrow_status(error: impl std::fmt::Display) -> Status {
 
 /// The session's catalog names, sorted.
 fn catalog_names(session: &Session) -> Vec<String> {
-    let mut names = session.context().catalog_names();
+    let mut names = session.catalog_list().catalog_names();
     names.sort();
     names
 }
@@ -61,10 +61,10 @@ pub(crate) fn schemas(
     session: &Session,
     query: CommandGetDbSchemas,
 ) -> Result<RecordBatch, Status> {
-    let context = session.context();
+    let catalogs = session.catalog_list();
     let mut builder = query.into_builder();
     for catalog in catalog_names(session) {
-        let Some(provider) = context.catalog(&catalog) else {
+        let Some(provider) = catalogs.catalog(&catalog) else {
             continue;
         };
         for schema in provider.schema_names() {
@@ -79,14 +79,14 @@ pub(crate) async fn tables(
     session: &Session,
     query: CommandGetTables,
 ) -> Result<RecordBatch, Status> {
-    let context = session.context();
+    let catalogs = session.catalog_list();
     let wanted_catalog = query.catalog.clone();
     let mut builder = query.into_builder();
     for catalog in catalog_names(session) {
         if wanted_catalog.as_ref().is_some_and(|c| *c != catalog) {
             continue;
         }
-        let Some(provider) = context.catalog(&catalog) else {
+        let Some(provider) = catalogs.catalog(&catalog) else {
             continue;
         };
         for schema in provider.schema_names() {
@@ -141,20 +141,19 @@ pub(crate) async fn primary_keys(
     session: &Session,
     query: CommandGetPrimaryKeys,
 ) -> Result<RecordBatch, Status> {
-    let context = session.context();
-    let (default_catalog, default_schema) = {
-        let state = context.state();
-        let options = &state.config_options().catalog;
-        (
-            options.default_catalog.clone(),
-            options.default_schema.clone(),
-        )
-    };
+    let (default_catalog, default_schema) = session.default_names();
     let catalog = query.catalog.unwrap_or(default_catalog);
     let schema = query.db_schema.unwrap_or(default_schema);
-    let table = match context.catalog(&catalog).and_then(|c| c.schema(&schema)) {
-        Some(tables) => tables.table(&query.table).await.map_err(status_of_df)?,
-        None => None,
+    let tables = session
+        .catalog_list()
+        .catalog(&catalog)
+        .and_then(|c| c.schema(&schema));
+    let table = match tables {
+        // Only a table the session's user sees.
+        Some(tables) if tables.table_names().contains(&query.table) => {
+            tables.table(&query.table).await.map_err(status_of_df)?
+        }
+        _ => None,
     };
     let mut columns = Vec::new();
     if let Some(table) = &table {

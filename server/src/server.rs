@@ -31,9 +31,9 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Serve TLS with this identity instead of plain TCP.
     pub tls: Option<TlsIdentity>,
-    /// Listen on an address other than a loopback one although the server
-    /// has no users, so anyone who reaches it can read and write every
-    /// table.
+    /// Listen on an address other than a loopback one without TLS, or
+    /// while the database has no users (so anyone who reaches it can read
+    /// and write every table).
     pub insecure: bool,
     /// How long running calls may go on after a shutdown starts.
     pub shutdown_grace: Duration,
@@ -52,8 +52,23 @@ pub struct Limits {
     pub session_idle: Duration,
     /// Queries waiting for their `DoGet`, and prepared statements, each.
     pub statements: usize,
+    /// The same, for one session.
+    pub statements_per_session: usize,
     /// How long a planned query waits for its `DoGet`.
     pub ticket_ttl: Duration,
+    /// Connections open at once; one more is closed as soon as it is
+    /// accepted.
+    pub connections: usize,
+    /// Statements running at once (a query counts while its rows stream);
+    /// one more is refused with `RESOURCE_EXHAUSTED`.
+    pub running_statements: usize,
+    /// How long a query may run (planning and streaming its rows) before
+    /// it is stopped with `DEADLINE_EXCEEDED`. Writes always run to their
+    /// end: a write is never stopped half-way.
+    pub query_time: Duration,
+    /// The memory each session's queries may hold at once (see
+    /// [`SessionOptions::memory_limit`](widesql::SessionOptions::memory_limit)).
+    pub session_memory: usize,
 }
 
 impl Default for Limits {
@@ -63,7 +78,12 @@ impl Default for Limits {
             sessions: 1024,
             session_idle: Duration::from_secs(3600),
             statements: 4096,
+            statements_per_session: 256,
             ticket_ttl: Duration::from_secs(300),
+            connections: 4096,
+            running_statements: 256,
+            query_time: Duration::from_secs(3600),
+            session_memory: 1 << 30,
         }
     }
 }
@@ -81,26 +101,43 @@ impl Default for ServeOptions {
 }
 
 impl ServeOptions {
-    /// Refuses an address other than a loopback one unless `insecure`:
-    /// the server has no users, so whoever reaches it is trusted.
-    fn check(&self) -> Result<(), ServeError> {
-        match self.listen.ip().is_loopback() || self.insecure {
-            true => Ok(()),
-            false => Err(ServeError::Insecure(self.listen)),
+    /// Refuses an address other than a loopback one, unless `insecure`,
+    /// when the server would send passwords and rows in the clear (no TLS)
+    /// or let anyone in (a database without users).
+    fn check(&self, has_users: bool) -> Result<(), ServeError> {
+        if self.listen.ip().is_loopback() || self.insecure {
+            return Ok(());
         }
+        let reason = match (self.tls.is_some(), has_users) {
+            (true, true) => return Ok(()),
+            (false, _) => "without TLS, passwords and rows would cross the network in the clear",
+            (true, false) => {
+                "the database has no users yet, so anyone who reaches the server could read and \
+                 write every table (create one with --init-admin)"
+            }
+        };
+        Err(ServeError::Insecure {
+            addr: self.listen,
+            reason,
+        })
     }
 }
 
 /// Why a server did not start or did not stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A non-loopback address without `insecure`.
+    /// A non-loopback address without TLS or users, and without
+    /// `insecure`.
     #[error(
-        "refusing to listen on {0}: the server has no users yet, so anyone who reaches it could \
-         read and write every table; listen on a loopback address (127.0.0.1 or ::1), or pass \
-         --insecure to serve it anyway"
+        "refusing to listen on {addr}: {reason}; listen on a loopback address (127.0.0.1 or \
+         ::1), or pass --insecure to serve it anyway"
     )]
-    Insecure(SocketAddr),
+    Insecure {
+        /// The address.
+        addr: SocketAddr,
+        /// What is missing.
+        reason: &'static str,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -137,7 +174,7 @@ pub struct Server {
 impl Server {
     /// Binds `options.listen` and serves `db` until [`Server::shutdown`].
     pub async fn start(db: Db, options: ServeOptions) -> Result<Server, ServeError> {
-        options.check()?;
+        options.check(db.has_users())?;
         let addr = options.listen;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -145,10 +182,18 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|source| ServeError::Bind { addr, source })?;
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let limits = &options.limits;
-        let statements = Arc::new(Statements::new(limits.ticket_ttl, limits.statements));
-        let work = Arc::new(Work::new());
+        // Keepalives find clients that vanished without closing.
+        let incoming = TcpIncoming::from(listener)
+            .with_nodelay(Some(true))
+            .with_keepalive(Some(Duration::from_secs(60)));
+        let incoming = crate::connections::Bounded::new(incoming, limits.connections);
+        let statements = Arc::new(Statements::new(
+            limits.ticket_ttl,
+            limits.statements,
+            limits.statements_per_session,
+        ));
+        let work = Arc::new(Work::new(limits.running_statements));
         let service = WideFlightSql::new(
             db.clone(),
             limits,
@@ -159,7 +204,9 @@ impl Server {
         let service = FlightServiceServer::new(service)
             .max_decoding_message_size(limits.message_bytes)
             .max_encoding_message_size(limits.message_bytes);
-        let mut builder = tonic::transport::Server::builder();
+        let mut builder = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)));
         if let Some(tls) = &options.tls {
             let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
             builder = builder
@@ -223,24 +270,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_loopback_addresses_are_served_without_insecure() {
-        for (listen, insecure, allowed) in [
-            ("127.0.0.1:1", false, true),
-            ("[::1]:1", false, true),
-            ("0.0.0.0:1", false, false),
-            ("10.1.2.3:1", false, false),
-            ("0.0.0.0:1", true, true),
-            ("10.1.2.3:1", true, true),
+    fn other_addresses_than_loopback_need_tls_and_users_or_insecure() {
+        let identity = TlsIdentity {
+            cert_pem: Vec::new(),
+            key_pem: Vec::new(),
+        };
+        for (listen, tls, users, insecure, allowed) in [
+            ("127.0.0.1:1", false, false, false, true),
+            ("[::1]:1", false, true, false, true),
+            ("0.0.0.0:1", false, false, false, false),
+            ("0.0.0.0:1", false, true, false, false),
+            ("10.1.2.3:1", true, false, false, false),
+            ("10.1.2.3:1", true, true, false, true),
+            ("0.0.0.0:1", false, false, true, true),
+            ("10.1.2.3:1", true, false, true, true),
         ] {
             let options = ServeOptions {
                 listen: listen.parse().expect("an address"),
+                tls: tls.then(|| identity.clone()),
                 insecure,
                 ..ServeOptions::default()
             };
             assert_eq!(
-                options.check().is_ok(),
+                options.check(users).is_ok(),
                 allowed,
-                "{listen} insecure {insecure}"
+                "{listen} tls {tls} users {users} insecure {insecure}"
             );
         }
     }

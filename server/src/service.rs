@@ -9,9 +9,11 @@
 //! (ADBC runs a statement unprepared when preparing it is refused so).
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::decode::{
+    DecodedFlightData, DecodedPayload, FlightDataDecoder, FlightRecordBatchStream,
+};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
@@ -21,9 +23,9 @@ use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
     CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
-    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
-    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
-    TicketStatementQuery,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementIngest,
+    CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt,
+    SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
@@ -34,18 +36,21 @@ use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{stream, Stream, StreamExt, TryStreamExt};
 use prost::bytes::Bytes;
 use prost::Message;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
+use widesql::import::ImportOptions;
 use widesql::Db;
 
 use crate::metadata;
-use crate::sessions::Sessions;
-use crate::statements::{Cancelled, Running, Statements};
+use crate::sessions::{basic_credentials, Sessions};
+use crate::statements::{About, Cancelled, Running, Statements};
 use crate::status::{status, status_of_df};
 
 type DoGetStream = <WideFlightSql as FlightService>::DoGetStream;
@@ -57,28 +62,50 @@ const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
 
 /// The Flight SQL service of one database.
 pub(crate) struct WideFlightSql {
+    db: Db,
     sessions: Sessions,
     statements: Arc<Statements>,
     work: Arc<Work>,
     sql_info: SqlInfoData,
+    /// How long a query may run.
+    query_time: std::time::Duration,
+    /// The most bytes of parameters one call binds.
+    parameter_bytes: usize,
 }
 
 /// Statements that run to their end whatever happens to the call that
 /// started them: a client that goes away, or a deadline, drops its call,
 /// and a write bigger than one atomic batch must not stop half-way. The
-/// server waits for them before it flushes at shutdown.
+/// server waits for them before it flushes at shutdown. Every statement,
+/// and every query while its rows stream, holds one of a bounded number of
+/// slots.
 pub(crate) struct Work {
     permits: Arc<Semaphore>,
+    slots: Arc<Semaphore>,
+    max_running: usize,
 }
 
 /// More statements than can run at once.
 const WORK_PERMITS: u32 = 1 << 20;
 
 impl Work {
-    pub(crate) fn new() -> Work {
+    pub(crate) fn new(max_running: usize) -> Work {
         Work {
             permits: Arc::new(Semaphore::new(WORK_PERMITS as usize)),
+            slots: Arc::new(Semaphore::new(max_running)),
+            max_running,
         }
+    }
+
+    /// A slot for one more running statement, refused when all are taken.
+    fn slot(&self) -> Result<OwnedSemaphorePermit, Status> {
+        Arc::clone(&self.slots).try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "the server runs {} statements at once, its limit: run this one when another \
+                 has ended",
+                self.max_running
+            ))
+        })
     }
 
     /// Runs `statement` on a task of its own and waits for its end.
@@ -86,6 +113,7 @@ impl Work {
         &self,
         statement: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
     ) -> Result<T, Status> {
+        let slot = self.slot()?;
         let permit = Arc::clone(&self.permits)
             .acquire_owned()
             .await
@@ -93,6 +121,7 @@ impl Work {
         tokio::spawn(async move {
             let result = statement.await;
             drop(permit);
+            drop(slot);
             result
         })
         .await
@@ -116,34 +145,106 @@ impl WideFlightSql {
         work: Arc<Work>,
     ) -> Result<WideFlightSql, Status> {
         Ok(WideFlightSql {
-            sessions: Sessions::new(db, limits.session_idle, limits.sessions),
+            sessions: Sessions::new(db.clone(), limits),
+            db,
             statements,
             work,
             sql_info: metadata::sql_info()?,
+            query_time: limits.query_time,
+            parameter_bytes: limits.message_bytes,
         })
+    }
+
+    /// Starts a call about a statement (`cancel`: how to stop it; `None`
+    /// for a write, which runs to its end).
+    fn call<T>(
+        &self,
+        name: &'static str,
+        about: About,
+        request: &Request<T>,
+        cancel: Option<Box<dyn Fn() + Send + Sync>>,
+    ) -> Call {
+        let client = request
+            .remote_addr()
+            .map_or_else(|| "?".to_string(), |a| a.to_string());
+        let listed = self.db.activity().start(
+            about.user.clone(),
+            client.clone(),
+            about.kind.clone(),
+            cancel,
+        );
+        Call {
+            name,
+            about,
+            client,
+            started: std::time::Instant::now(),
+            _listed: listed,
+        }
     }
 
     /// Streams `rows` as Flight data; `running` lets `CancelFlightInfo`
     /// stop them, and forgets the query when the stream ends or is
-    /// dropped (the client went away).
-    fn stream_rows(rows: SendableRecordBatchStream, mut running: Running) -> DoGetStream {
+    /// dropped (the client went away). The query holds `slot` while its
+    /// rows stream, and is stopped once it has run for the server's query
+    /// time.
+    fn stream_rows(
+        &self,
+        rows: SendableRecordBatchStream,
+        mut running: Running,
+        slot: OwnedSemaphorePermit,
+        call: Call,
+    ) -> DoGetStream {
         let schema = rows.schema();
         let abort = running.abort.clone();
         let rows = match running.registration.take() {
             Some(registration) => stream::Abortable::new(rows, registration).boxed(),
             None => rows.boxed(),
         };
+        let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = Arc::clone(&counted);
+        let rows = rows.inspect(move |batch| {
+            if let Ok(batch) = batch {
+                counter.fetch_add(
+                    batch.num_rows() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+        });
+        let limit = self.query_time;
+        let deadline = tokio::time::Instant::now() + limit;
+        let rows = rows.take_until(tokio::time::sleep_until(deadline));
+        let failed: Arc<Mutex<Option<Status>>> = Arc::default();
+        let seen = Arc::clone(&failed);
         let end = stream::once(async move {
             drop(running);
-            abort.is_aborted().then(|| {
-                Err(FlightError::Tonic(Box::new(Status::cancelled(
-                    "the query was cancelled",
-                ))))
-            })
+            drop(slot);
+            let stopped = if abort.is_aborted() {
+                Some(Status::cancelled("the query was cancelled"))
+            } else if tokio::time::Instant::now() >= deadline {
+                Some(Status::deadline_exceeded(format!(
+                    "the query ran for {} s, the server's limit, and was stopped",
+                    limit.as_secs_f64()
+                )))
+            } else {
+                None
+            };
+            let outcome = match stopped.clone().or_else(|| seen.lock().ok()?.take()) {
+                Some(status) => Err(status),
+                None => Ok(()),
+            };
+            let rows = counted.load(std::sync::atomic::Ordering::Relaxed);
+            let _ = call.done(outcome, Some(rows));
+            stopped.map(|status| Err(FlightError::Tonic(Box::new(status))))
         })
         .filter_map(|end| async move { end });
         let rows = rows
-            .map_err(|e| FlightError::Tonic(Box::new(status_of_df(e))))
+            .map_err(move |e| {
+                let status = status_of_df(e);
+                if let Ok(mut failed) = failed.lock() {
+                    *failed = Some(status.clone());
+                }
+                FlightError::Tonic(Box::new(status))
+            })
             .chain(end);
         Box::pin(
             FlightDataEncoderBuilder::new()
@@ -151,6 +252,56 @@ impl WideFlightSql {
                 .build(rows)
                 .map_err(Status::from),
         )
+    }
+}
+
+/// A statement being served: listed in `SHOW ACTIVITY` while it runs, and
+/// logged (who, what, how long, how many rows, how it ended) when it ends.
+pub(crate) struct Call {
+    name: &'static str,
+    about: About,
+    client: String,
+    started: std::time::Instant,
+    _listed: widesql::Running,
+}
+
+impl Call {
+    /// Logs the end of the call and passes its result on.
+    fn done<T>(self, result: Result<T, Status>, rows: Option<u64>) -> Result<T, Status> {
+        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let user = self.about.user.as_deref().unwrap_or("-");
+        let kind = self.about.kind.as_str();
+        match &result {
+            Ok(_) => {
+                tracing::info!(call = self.name, user, client = %self.client, kind, ms, rows, "done")
+            }
+            Err(e) => tracing::warn!(
+                call = self.name,
+                user,
+                client = %self.client,
+                kind,
+                ms,
+                code = ?e.code(),
+                message = e.message(),
+                "failed"
+            ),
+        }
+        result
+    }
+}
+
+/// The first word of a statement, upper-cased (`SELECT`, `INSERT`,
+/// `CREATE`): what the log and `SHOW ACTIVITY` say of it, since its text
+/// may hold a password.
+fn statement_kind(sql: &str) -> String {
+    let word: String = sql
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .collect();
+    match word.is_empty() {
+        true => "?".into(),
+        false => word.to_ascii_uppercase(),
     }
 }
 
@@ -233,15 +384,111 @@ fn rows_changed(batches: &[RecordBatch]) -> i64 {
     i64::try_from(total).unwrap_or(i64::MAX)
 }
 
-/// The rows of parameters a client put, each as `$1`, `$2`, …. A message
-/// that only carries the command (no IPC header) holds none.
-async fn parameter_rows(body: PeekableFlightDataStream) -> Result<Vec<Vec<ScalarValue>>, Status> {
+/// The record batches of a bulk ingest, streamed as they arrive: the
+/// first message with an IPC header is their schema.
+async fn ingest_stream(
+    body: PeekableFlightDataStream,
+) -> Result<SendableRecordBatchStream, Status> {
+    let data = body
+        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
+        .map_err(FlightError::from);
+    let mut decoder = FlightDataDecoder::new(data);
+    let schema = loop {
+        match decoder.try_next().await.map_err(Status::from)? {
+            Some(DecodedFlightData {
+                payload: DecodedPayload::Schema(schema),
+                ..
+            }) => break schema,
+            Some(DecodedFlightData {
+                payload: DecodedPayload::None,
+                ..
+            }) => continue,
+            Some(_) => {
+                return Err(Status::invalid_argument(
+                    "the ingested rows came before their schema",
+                ))
+            }
+            None => return Err(Status::invalid_argument("the ingest carried no schema")),
+        }
+    };
+    let batches = decoder.filter_map(|item| {
+        futures::future::ready(match item {
+            Ok(DecodedFlightData {
+                payload: DecodedPayload::RecordBatch(batch),
+                ..
+            }) => Some(Ok(batch)),
+            Ok(_) => None,
+            Err(e) => Some(Err(DataFusionError::External(Box::new(e)))),
+        })
+    });
+    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+}
+
+/// How to ingest, from the client's table definition options (ADBC's
+/// modes: create, append, create_append, replace).
+fn ingest_options(command: &CommandStatementIngest) -> Result<ImportOptions, Status> {
+    use arrow_flight::sql::{TableExistsOption as Exists, TableNotExistOption as Missing};
+    let options = command.table_definition_options.ok_or_else(|| {
+        Status::invalid_argument(
+            "an ingest must say what to do when the table exists and when it does not",
+        )
+    })?;
+    let (create, append, replace) = match (options.if_not_exist(), options.if_exists()) {
+        (Missing::Create, Exists::Fail) => (true, false, false),
+        (Missing::Fail, Exists::Append) => (false, false, false),
+        (Missing::Create, Exists::Append) => (true, true, false),
+        (Missing::Create, Exists::Replace) => (true, false, true),
+        (missing, exists) => {
+            return Err(Status::invalid_argument(format!(
+                "an ingest with if_not_exist {} and if_exists {} is not offered",
+                missing.as_str_name(),
+                exists.as_str_name()
+            )))
+        }
+    };
+    Ok(ImportOptions {
+        create,
+        append,
+        replace,
+        ..ImportOptions::default()
+    })
+}
+
+/// The table an ingest names, as SQL quotes it (`"catalog"."schema"."t"`).
+fn ingest_table(command: &CommandStatementIngest) -> String {
+    [
+        command.catalog.as_deref(),
+        command.schema.as_deref(),
+        Some(command.table.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|part| format!("\"{}\"", part.replace('"', "\"\"")))
+    .collect::<Vec<_>>()
+    .join(".")
+}
+
+/// The rows of parameters a client put, each as `$1`, `$2`, …, at most
+/// `max_bytes` of them (as Arrow holds them). A message that only carries
+/// the command (no IPC header) holds none.
+async fn parameter_rows(
+    body: PeekableFlightDataStream,
+    max_bytes: usize,
+) -> Result<Vec<Vec<ScalarValue>>, Status> {
     let data = body
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .map_err(FlightError::from);
     let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
     let mut rows = Vec::new();
+    let mut bytes = 0usize;
     while let Some(batch) = batches.try_next().await? {
+        bytes = bytes.saturating_add(batch.get_array_memory_size());
+        if bytes > max_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "the parameters bound in one call hold more than {max_bytes} bytes, the \
+                 server's limit: bind fewer rows per call"
+            )));
+        }
         for row in 0..batch.num_rows() {
             rows.push(row_values(&batch, row)?);
         }
@@ -278,12 +525,37 @@ impl FlightSqlService for WideFlightSql {
 
     async fn do_handshake(
         &self,
-        _request: Request<Streaming<HandshakeRequest>>,
+        request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<
         Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>,
         Status,
     > {
-        let token = self.sessions.open()?;
+        let credentials = basic_credentials(&request)?;
+        let user = credentials.as_ref().map(|c| c.user.clone());
+        let client = request
+            .remote_addr()
+            .map_or_else(|| "?".to_string(), |a| a.to_string());
+        let token = match self.sessions.open(credentials).await {
+            Ok(token) => {
+                tracing::info!(
+                    call = "Handshake",
+                    user = user.as_deref().unwrap_or("-"),
+                    client,
+                    "signed in"
+                );
+                token
+            }
+            Err(e) => {
+                tracing::warn!(
+                    call = "Handshake",
+                    user = user.as_deref().unwrap_or("-"),
+                    client,
+                    message = e.message(),
+                    "refused"
+                );
+                return Err(e);
+            }
+        };
         let header = MetadataValue::try_from(format!("Bearer {token}"))
             .map_err(|_| Status::internal("a token is not a header value"))?;
         let reply = HandshakeResponse {
@@ -303,15 +575,23 @@ impl FlightSqlService for WideFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let session = self.sessions.session_of(&request)?;
+        let owner = self.sessions.caller(&request)?;
         no_transaction(&query.transaction_id)?;
-        self.statements.room_for_pending()?;
+        self.statements.room_for_pending(&owner)?;
         let sql = query.query;
+        let about = About {
+            user: session.options().user.clone(),
+            kind: statement_kind(&sql),
+        };
+        // Planned here; a statement that changes something runs here.
+        let call = self.call("GetFlightInfo", about.clone(), &request, None);
         let frame = self
             .work
             .run(async move { session.sql(&sql).await.map_err(status) })
-            .await?;
+            .await;
+        let frame = call.done(frame, None)?;
         let schema = wire_schema(frame.stream_schema());
-        let handle = self.statements.add_pending(frame);
+        let handle = self.statements.add_pending(frame, owner, about);
         let ticket = TicketStatementQuery {
             statement_handle: handle,
         };
@@ -327,10 +607,23 @@ impl FlightSqlService for WideFlightSql {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.check(&request)?;
-        let (pending, running) = self.statements.take_pending(&ticket.statement_handle)?;
-        let rows = pending.frame.execute_stream().await.map_err(status)?;
-        Ok(Response::new(Self::stream_rows(rows, running)))
+        let owner = self.sessions.caller(&request)?;
+        let slot = self.work.slot()?;
+        let (pending, running) = self
+            .statements
+            .take_pending(&ticket.statement_handle, &owner)?;
+        let abort = running.abort.clone();
+        let call = self.call(
+            "DoGet",
+            pending.about.clone(),
+            &request,
+            Some(Box::new(move || abort.abort())),
+        );
+        let rows = match pending.frame.execute_stream().await {
+            Ok(rows) => rows,
+            Err(e) => return call.done(Err(status(e)), None),
+        };
+        Ok(Response::new(self.stream_rows(rows, running, slot, call)))
     }
 
     async fn do_put_statement_update(
@@ -341,12 +634,62 @@ impl FlightSqlService for WideFlightSql {
         let session = self.sessions.session_of(&request)?;
         no_transaction(&ticket.transaction_id)?;
         let sql = ticket.query;
-        self.work
+        let about = About {
+            user: session.options().user.clone(),
+            kind: statement_kind(&sql),
+        };
+        let call = self.call("DoPutUpdate", about, &request, None);
+        let changed = self
+            .work
             .run(async move {
                 let frame = session.sql(&sql).await.map_err(status)?;
                 Ok(rows_changed(&frame.collect().await.map_err(status)?))
             })
-            .await
+            .await;
+        let rows = changed.as_ref().ok().map(|n| n.unsigned_abs());
+        call.done(changed, rows)
+    }
+
+    async fn do_put_statement_ingest(
+        &self,
+        command: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let session = self.sessions.session_of(&request)?;
+        no_transaction(&command.transaction_id)?;
+        if command.temporary {
+            return Err(Status::invalid_argument(
+                "temporary tables are not offered: ingest into a table",
+            ));
+        }
+        if command.catalog.is_some() && command.schema.is_none() {
+            return Err(Status::invalid_argument(
+                "an ingest that names a catalog (project) names a schema (dataset) too",
+            ));
+        }
+        let options = ingest_options(&command)?;
+        let table = ingest_table(&command);
+        let about = About {
+            user: session.options().user.clone(),
+            kind: "INGEST".into(),
+        };
+        let call = self.call("DoPutIngest", about, &request, None);
+        let input = match ingest_stream(request.into_inner()).await {
+            Ok(input) => input,
+            Err(e) => return call.done(Err(e), None),
+        };
+        let written = self
+            .work
+            .run(async move {
+                session
+                    .import_stream(&table, input, options)
+                    .await
+                    .map_err(status)
+            })
+            .await;
+        let rows = written.as_ref().ok().copied();
+        call.done(written, rows)
+            .map(|rows| i64::try_from(rows).unwrap_or(i64::MAX))
     }
 
     async fn do_action_create_prepared_statement(
@@ -355,6 +698,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let session = self.sessions.session_of(&request)?;
+        let owner = self.sessions.caller(&request)?;
         no_transaction(&query.transaction_id)?;
         if !session.can_prepare(&query.query).map_err(status)? {
             return Err(Status::unimplemented(
@@ -377,7 +721,11 @@ impl FlightSqlService for WideFlightSql {
                 schema_bytes(&Schema::new(fields))?
             }
         };
-        let prepared_statement_handle = self.statements.add_prepared(prepared)?;
+        let about = About {
+            user: session.options().user.clone(),
+            kind: statement_kind(&query.query),
+        };
+        let prepared_statement_handle = self.statements.add_prepared(prepared, owner, about)?;
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle,
             dataset_schema,
@@ -390,9 +738,9 @@ impl FlightSqlService for WideFlightSql {
         query: ActionClosePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<(), Status> {
-        self.sessions.check(&request)?;
+        let owner = self.sessions.caller(&request)?;
         self.statements
-            .close_prepared(&query.prepared_statement_handle)
+            .close_prepared(&query.prepared_statement_handle, &owner)
     }
 
     async fn do_put_prepared_statement_query(
@@ -400,10 +748,10 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        self.sessions.check(&request)?;
+        let owner = self.sessions.caller(&request)?;
         let handle = query.prepared_statement_handle;
-        let rows = parameter_rows(request.into_inner()).await?;
-        self.statements.bind(&handle, rows)?;
+        let rows = parameter_rows(request.into_inner(), self.parameter_bytes).await?;
+        self.statements.bind(&handle, rows, &owner)?;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle),
         })
@@ -414,10 +762,10 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
-        let statement = self
-            .statements
-            .prepared(&query.prepared_statement_handle, false)?;
+        let owner = self.sessions.caller(&request)?;
+        let statement =
+            self.statements
+                .prepared(&query.prepared_statement_handle, false, &owner)?;
         let schema = wire_schema(statement.prepared.schema());
         flight_info(
             &schema,
@@ -431,9 +779,9 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.check(&request)?;
+        let owner = self.sessions.caller(&request)?;
         let handle = query.prepared_statement_handle;
-        let mut statement = self.statements.prepared(&handle, false)?;
+        let mut statement = self.statements.prepared(&handle, false, &owner)?;
         if statement.rows.len() > 1 {
             return Err(Status::invalid_argument(format!(
                 "a prepared query runs with one row of parameters; {} are bound",
@@ -441,10 +789,25 @@ impl FlightSqlService for WideFlightSql {
             )));
         }
         let params = statement.rows.pop().unwrap_or_default();
-        let running = self.statements.start(handle);
-        let frame = statement.prepared.execute(params).await.map_err(status)?;
-        let rows = frame.execute_stream().await.map_err(status)?;
-        Ok(Response::new(Self::stream_rows(rows, running)))
+        let slot = self.work.slot()?;
+        let running = self.statements.start(handle, owner);
+        let abort = running.abort.clone();
+        let cancel: Box<dyn Fn() + Send + Sync> = Box::new(move || abort.abort());
+        let call = self.call(
+            "DoGetPrepared",
+            statement.about.clone(),
+            &request,
+            Some(cancel),
+        );
+        let rows = match statement.prepared.execute(params).await {
+            Ok(frame) => frame.execute_stream().await,
+            Err(e) => Err(e),
+        };
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => return call.done(Err(status(e)), None),
+        };
+        Ok(Response::new(self.stream_rows(rows, running, slot, call)))
     }
 
     async fn do_put_prepared_statement_update(
@@ -452,14 +815,20 @@ impl FlightSqlService for WideFlightSql {
         query: CommandPreparedStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.sessions.check(&request)?;
+        let owner = self.sessions.caller(&request)?;
         let statement = self
             .statements
-            .prepared(&query.prepared_statement_handle, true)?;
+            .prepared(&query.prepared_statement_handle, true, &owner)?;
+        let call = self.call(
+            "DoPutPreparedUpdate",
+            statement.about.clone(),
+            &request,
+            None,
+        );
         // Each row of parameters runs the statement once (ADBC's
         // executemany), each row a statement of its own: the rows the
         // request carries, else the rows bound to it since it last ran.
-        let mut rows = parameter_rows(request.into_inner()).await?;
+        let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes).await?;
         if rows.is_empty() {
             rows = statement.rows;
         }
@@ -473,7 +842,8 @@ impl FlightSqlService for WideFlightSql {
             rows.push(Vec::new());
         }
         let prepared = statement.prepared;
-        self.work
+        let changed = self
+            .work
             .run(async move {
                 let mut changed = 0i64;
                 for params in rows {
@@ -482,7 +852,9 @@ impl FlightSqlService for WideFlightSql {
                 }
                 Ok(changed)
             })
-            .await
+            .await;
+        let rows = changed.as_ref().ok().map(|n| n.unsigned_abs());
+        call.done(changed, rows)
     }
 
     async fn get_flight_info_catalogs(
@@ -490,7 +862,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         let schema = query.into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -509,7 +881,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -528,7 +900,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -547,7 +919,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         let schema = query.into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -557,7 +929,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTableTypes,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         Ok(one_batch(metadata::table_types(query)?))
     }
 
@@ -566,7 +938,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetPrimaryKeys,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         metadata_info(query, metadata::primary_keys_schema(), request)
     }
 
@@ -584,7 +956,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         let schema = query.clone().into_builder(&self.sql_info).schema();
         metadata_info(query, schema, request)
     }
@@ -594,7 +966,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetSqlInfo,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        self.sessions.check(&request)?;
+        self.sessions.caller(&request)?;
         let batch = query
             .into_builder(&self.sql_info)
             .build()
@@ -606,7 +978,7 @@ impl FlightSqlService for WideFlightSql {
         &self,
         request: Request<Action>,
     ) -> Result<Response<DoActionStream>, Status> {
-        self.sessions.check(&request)?;
+        let owner = self.sessions.caller(&request)?;
         let action = request.into_inner();
         if action.r#type != CANCEL_FLIGHT_INFO {
             return Err(Status::unimplemented(format!(
@@ -625,7 +997,7 @@ impl FlightSqlService for WideFlightSql {
             .filter_map(handle_of);
         let mut outcome = CancelStatus::NotCancellable;
         for handle in handles {
-            match self.statements.cancel(&handle) {
+            match self.statements.cancel(&handle, &owner) {
                 Cancelled::BeforeItRan | Cancelled::WhileRunning => {
                     outcome = CancelStatus::Cancelled
                 }

@@ -1,21 +1,49 @@
 //! Handshakes, bearer tokens and the session of each.
 //!
-//! A client that shakes hands gets a token, sent back in the `authorization:
-//! Bearer …` response header (ADBC's Go driver reads it there) and as the
-//! handshake's payload; every call that carries it runs in the same
-//! [`Session`], so its settings (`SET`), views and SQL `PREPARE`s last
-//! from one call to the next. A call without a token runs in a session of
-//! its own. The server has no users yet: it trusts whoever reaches it (as
-//! PostgreSQL's `trust` method does), which is why it listens only on
-//! loopback addresses unless told otherwise. Tokens of sessions left idle
-//! expire.
+//! A client shakes hands with HTTP Basic credentials (`authorization: Basic
+//! base64(user:password)`, as ADBC and the Flight SQL JDBC driver send
+//! them) and gets a token, sent back in the `authorization: Bearer …`
+//! response header (ADBC's Go driver reads it there) and as the
+//! handshake's payload. Every call that carries the token runs in the same
+//! [`Session`], opened for that user, so its grants are checked on every
+//! statement and its settings (`SET`), views and SQL `PREPARE`s last from
+//! one call to the next. Tokens of sessions left idle expire.
+//!
+//! A database without users trusts whoever reaches the server (as
+//! PostgreSQL's `trust` method does): the handshake needs no credentials
+//! and sessions are not checked, which is why such a server listens only
+//! on loopback addresses unless told otherwise. Once a user exists, a call
+//! without a token of a user's session is refused.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use base64::engine::general_purpose::STANDARD_NO_PAD;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
 use tonic::{Request, Status};
 use widesql::{Db, Session, SessionOptions};
+
+use crate::statements::Owner;
+use crate::status::status;
+
+/// The token a call carries, if any.
+fn bearer<T>(request: &Request<T>) -> Option<&str> {
+    request
+        .metadata()
+        .get("authorization")?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+/// Standard base64, padded or not: ADBC's Go driver leaves the padding out.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 /// The sessions of the clients that shook hands, by token.
 pub(crate) struct Sessions {
@@ -25,6 +53,8 @@ pub(crate) struct Sessions {
     idle: Duration,
     /// How many sessions may be open at once.
     max: usize,
+    /// The memory each session's queries may hold.
+    memory: usize,
 }
 
 struct Open {
@@ -32,13 +62,43 @@ struct Open {
     last_used: Instant,
 }
 
+/// A user name and password.
+pub(crate) struct Credentials {
+    pub(crate) user: String,
+    pub(crate) password: String,
+}
+
+/// The HTTP Basic credentials of a call; `None` when it carries none.
+pub(crate) fn basic_credentials<T>(request: &Request<T>) -> Result<Option<Credentials>, Status> {
+    let Some(header) = request.metadata().get("authorization") else {
+        return Ok(None);
+    };
+    let malformed = || {
+        Status::unauthenticated("the authorization header is not 'Basic <base64 of user:password>'")
+    };
+    let Some(encoded) = header.to_str().ok().and_then(|v| v.strip_prefix("Basic ")) else {
+        return Ok(None);
+    };
+    let decoded = BASE64
+        .decode(encoded.trim())
+        .or_else(|_| STANDARD_NO_PAD.decode(encoded.trim()))
+        .map_err(|_| malformed())?;
+    let text = String::from_utf8(decoded).map_err(|_| malformed())?;
+    let (user, password) = text.split_once(':').ok_or_else(malformed)?;
+    Ok(Some(Credentials {
+        user: user.to_string(),
+        password: password.to_string(),
+    }))
+}
+
 impl Sessions {
-    pub(crate) fn new(db: Db, idle: Duration, max: usize) -> Sessions {
+    pub(crate) fn new(db: Db, limits: &crate::server::Limits) -> Sessions {
         Sessions {
             db,
             by_token: Mutex::new(HashMap::new()),
-            idle,
-            max,
+            idle: limits.session_idle,
+            max: limits.sessions,
+            memory: limits.session_memory,
         }
     }
 
@@ -46,19 +106,40 @@ impl Sessions {
         self.by_token.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A new session: it may not read or write the host's files (`COPY …
-    /// TO`, `CREATE EXTERNAL TABLE`), since a client is not the host's
-    /// user.
-    fn new_session(&self) -> Session {
+    /// A new session for `user` (`None`: a database without users): it
+    /// may not read or write the host's files (`COPY … TO`, `CREATE
+    /// EXTERNAL TABLE`), since a client is not the host's user, and its
+    /// queries hold at most the server's session memory.
+    fn new_session(&self, user: Option<String>) -> Session {
         let options = SessionOptions {
             host_files: false,
+            user,
+            memory_limit: Some(self.memory),
             ..SessionOptions::default()
         };
         Session::with_options(self.db.clone(), options)
     }
 
-    /// Opens a session and returns its token (122 random bits).
-    pub(crate) fn open(&self) -> Result<String, Status> {
+    /// Checks `credentials` (when the database has users) and opens a
+    /// session; returns its token (122 random bits).
+    pub(crate) async fn open(&self, credentials: Option<Credentials>) -> Result<String, Status> {
+        let user = if self.db.has_users() {
+            let Credentials { user, password } = credentials.ok_or_else(|| {
+                Status::unauthenticated(
+                    "this server has users: shake hands with a user name and password (HTTP Basic)",
+                )
+            })?;
+            let db = self.db.clone();
+            let name = user.clone();
+            // Checking a password hash takes milliseconds of CPU on purpose.
+            tokio::task::spawn_blocking(move || db.authenticate(&name, &password))
+                .await
+                .map_err(|e| Status::internal(format!("the password check stopped: {e}")))?
+                .map_err(status)?;
+            Some(user)
+        } else {
+            None
+        };
         let mut by_token = self.by_token();
         let idle = self.idle;
         by_token.retain(|_, open| open.last_used.elapsed() < idle);
@@ -70,48 +151,72 @@ impl Sessions {
         }
         let token = uuid::Uuid::new_v4().simple().to_string();
         let open = Open {
-            session: self.new_session(),
+            session: self.new_session(user),
             last_used: Instant::now(),
         };
         by_token.insert(token.clone(), open);
         Ok(token)
     }
 
-    /// The session a call runs in: its token's, or a new one when it
-    /// carries none.
+    /// The session a call runs in: its token's; a new one when it carries
+    /// none and the database has no users.
     pub(crate) fn session_of<T>(&self, request: &Request<T>) -> Result<Session, Status> {
-        Ok(match self.token_session(request)? {
-            Some(session) => session,
-            None => self.new_session(),
-        })
+        match self.token_session(request)? {
+            Some(session) => Ok(session),
+            None => Ok(self.new_session(None)),
+        }
     }
 
-    /// Refuses a call whose token is unknown or expired, for calls that
-    /// need no session of their own (no session is made for them).
-    pub(crate) fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        self.token_session(request).map(drop)
+    /// Who makes a call (its token), refusing a token that is unknown or
+    /// expired and a call without one when the database has users. Calls
+    /// that need no session of their own ask this (no session is made).
+    pub(crate) fn caller<T>(&self, request: &Request<T>) -> Result<Owner, Status> {
+        self.token_session(request)?;
+        Ok(bearer(request).map(Arc::from))
     }
 
-    /// The session of the call's token; `None` when it carries none.
+    /// The session of the call's token; `None` when it carries none and
+    /// the database has no users.
     fn token_session<T>(&self, request: &Request<T>) -> Result<Option<Session>, Status> {
-        let Some(header) = request.metadata().get("authorization") else {
+        let token = match request.metadata().get("authorization") {
+            Some(header) => Some(
+                header
+                    .to_str()
+                    .ok()
+                    .and_then(|value| value.strip_prefix("Bearer "))
+                    .ok_or_else(|| {
+                        Status::unauthenticated(
+                            "the authorization header is not 'Bearer <token>': shake hands first",
+                        )
+                    })?,
+            ),
+            None => None,
+        };
+        let has_users = self.db.has_users();
+        let Some(token) = token else {
+            if has_users {
+                return Err(Status::unauthenticated(
+                    "this server has users: shake hands with a user name and password first",
+                ));
+            }
             return Ok(None);
         };
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated("the authorization header is not 'Bearer <token>'")
-            })?;
         let mut by_token = self.by_token();
-        match by_token.get_mut(token.trim()) {
+        let token = token.trim();
+        match by_token.get_mut(token) {
+            // A session of the time before the database had users.
+            Some(open) if has_users && open.session.options().user.is_none() => {
+                by_token.remove(token);
+                Err(Status::unauthenticated(
+                    "this server has users now: shake hands again with a user name and password",
+                ))
+            }
             Some(open) if open.last_used.elapsed() < self.idle => {
                 open.last_used = Instant::now();
                 Ok(Some(open.session.clone()))
             }
             Some(_) => {
-                by_token.remove(token.trim());
+                by_token.remove(token);
                 Err(Status::unauthenticated(
                     "the session's token expired: shake hands again",
                 ))

@@ -6,7 +6,12 @@
 //! [`Frame`] waits here in between, under a random handle, and so does a
 //! prepared statement until the client closes it. A query being streamed
 //! keeps an abort handle here, so that `CancelFlightInfo` can stop it.
-//! Frames nobody fetched expire, and the number of each kind is bounded.
+//! Frames nobody fetched expire, and the number of each kind is bounded,
+//! for the server and for each session.
+//!
+//! Each statement belongs to the session (token) that made it: a handle
+//! used with another session's token is unknown, so a handle that leaks
+//! to another client is of no use to it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -20,10 +25,24 @@ use prost::bytes::Bytes;
 use tonic::Status;
 use widesql::{Frame, Prepared};
 
+/// Who made a statement: the token of its session; `None` for calls
+/// without one (a database without users).
+pub(crate) type Owner = Option<Arc<str>>;
+
 /// A query planned by `GetFlightInfo`, waiting for its `DoGet`.
 pub(crate) struct Pending {
     pub(crate) frame: Frame,
     made: Instant,
+    owner: Owner,
+    /// Who runs it and what it is, for the log and `SHOW ACTIVITY`.
+    pub(crate) about: About,
+}
+
+/// Who runs a statement and what it is (its first word, never its text).
+#[derive(Clone, Debug)]
+pub(crate) struct About {
+    pub(crate) user: Option<String>,
+    pub(crate) kind: String,
 }
 
 /// A prepared statement and the rows of parameters bound to it last.
@@ -32,6 +51,8 @@ pub(crate) struct PreparedStatement {
     pub(crate) prepared: Prepared,
     pub(crate) rows: Vec<Vec<ScalarValue>>,
     used: Instant,
+    owner: Owner,
+    pub(crate) about: About,
 }
 
 /// What `CancelFlightInfo` found.
@@ -47,13 +68,15 @@ pub(crate) enum Cancelled {
 /// The statements of a server, by handle.
 pub(crate) struct Statements {
     pending: Mutex<HashMap<Bytes, Pending>>,
-    running: Mutex<HashMap<Bytes, AbortHandle>>,
+    running: Mutex<HashMap<Bytes, (Owner, AbortHandle)>>,
     prepared: Mutex<HashMap<Bytes, PreparedStatement>>,
     /// How long a planned query waits for its `DoGet`, and a prepared
     /// statement unused waits for its next call.
     ttl: Duration,
     /// How many of each kind may be kept at once.
     max: usize,
+    /// How many of each kind one session may keep at once.
+    per_session: usize,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -70,35 +93,68 @@ fn too_many(what: &str, max: usize) -> Status {
 }
 
 impl Statements {
-    pub(crate) fn new(ttl: Duration, max: usize) -> Statements {
+    pub(crate) fn new(ttl: Duration, max: usize, per_session: usize) -> Statements {
         Statements {
             pending: Mutex::default(),
             running: Mutex::default(),
             prepared: Mutex::default(),
             ttl,
             max,
+            per_session,
         }
+    }
+
+    /// Refuses one more statement of `owner` when the server, or the
+    /// session, holds as many of the kind as it may.
+    fn room<'a>(
+        &self,
+        owners: impl Iterator<Item = &'a Owner>,
+        owner: &Owner,
+        what: &str,
+    ) -> Result<(), Status> {
+        let (mut all, mut own) = (0, 0);
+        for o in owners {
+            all += 1;
+            own += usize::from(o == owner);
+        }
+        if all >= self.max {
+            return Err(too_many(what, self.max));
+        }
+        if own >= self.per_session {
+            return Err(Status::resource_exhausted(format!(
+                "this session holds {} {what}, its limit",
+                self.per_session
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses a new query when as many wait for their `DoGet` as may
     /// (asked before the statement runs, so that a write is not run and
     /// then reported as refused).
-    pub(crate) fn room_for_pending(&self) -> Result<(), Status> {
+    pub(crate) fn room_for_pending(&self, owner: &Owner) -> Result<(), Status> {
         let mut pending = locked(&self.pending);
         let ttl = self.ttl;
         pending.retain(|_, p| p.made.elapsed() < ttl);
-        match pending.len() < self.max {
-            true => Ok(()),
-            false => Err(too_many("queries waiting for their DoGet", self.max)),
-        }
+        self.room(
+            pending.values().map(|p| &p.owner),
+            owner,
+            "queries waiting for their DoGet",
+        )
     }
 
-    /// Keeps a planned query until its `DoGet`; its handle.
-    pub(crate) fn add_pending(&self, frame: Frame) -> Bytes {
+    /// Keeps a planned query of `owner` until its `DoGet`; its handle.
+    pub(crate) fn add_pending(&self, frame: Frame, owner: Owner, about: About) -> Bytes {
         let mut pending = locked(&self.pending);
         let handle = handle();
         let made = Instant::now();
-        pending.insert(handle.clone(), Pending { frame, made });
+        let query = Pending {
+            frame,
+            made,
+            owner,
+            about,
+        };
+        pending.insert(handle.clone(), query);
         handle
     }
 
@@ -108,24 +164,30 @@ impl Statements {
     pub(crate) fn take_pending(
         self: &Arc<Self>,
         handle: &Bytes,
+        owner: &Owner,
     ) -> Result<(Pending, Running), Status> {
         let mut pending = locked(&self.pending);
+        let unknown = || {
+            Status::not_found(
+                "no query of this session waits under this ticket: it was fetched, cancelled or \
+                 expired",
+            )
+        };
+        if pending.get(handle).is_none_or(|p| p.owner != *owner) {
+            return Err(unknown());
+        }
         let taken = pending
             .remove(handle)
             .filter(|p| p.made.elapsed() < self.ttl)
-            .ok_or_else(|| {
-                Status::not_found(
-                    "no query waits under this ticket: it was fetched, cancelled or expired",
-                )
-            })?;
-        Ok((taken, self.start(handle.clone())))
+            .ok_or_else(unknown)?;
+        Ok((taken, self.start(handle.clone(), owner.clone())))
     }
 
     /// Marks the query of `handle` as running: `CancelFlightInfo` aborts
     /// it until the returned guard is dropped.
-    pub(crate) fn start(self: &Arc<Self>, handle: Bytes) -> Running {
+    pub(crate) fn start(self: &Arc<Self>, handle: Bytes, owner: Owner) -> Running {
         let (abort, registration) = AbortHandle::new_pair();
-        locked(&self.running).insert(handle.clone(), abort.clone());
+        locked(&self.running).insert(handle.clone(), (owner, abort.clone()));
         Running {
             statements: Arc::clone(self),
             handle,
@@ -139,17 +201,24 @@ impl Statements {
         locked(&self.running).remove(handle);
     }
 
-    /// Cancels the query of `handle`. A statement that ran when it was
-    /// planned (a write, DDL) cannot be.
-    pub(crate) fn cancel(&self, handle: &Bytes) -> Cancelled {
+    /// Cancels the query of `handle`, when `owner` made it. A statement
+    /// that ran when it was planned (a write, DDL) cannot be.
+    pub(crate) fn cancel(&self, handle: &Bytes, owner: &Owner) -> Cancelled {
         let mut pending = locked(&self.pending);
-        if pending.get(handle).is_some_and(|p| !p.frame.has_run()) {
+        if pending
+            .get(handle)
+            .is_some_and(|p| p.owner == *owner && !p.frame.has_run())
+        {
             pending.remove(handle);
             return Cancelled::BeforeItRan;
         }
         drop(pending);
-        match locked(&self.running).remove(handle) {
-            Some(abort) => {
+        let mut running = locked(&self.running);
+        if running.get(handle).is_none_or(|(o, _)| o != owner) {
+            return Cancelled::Unknown;
+        }
+        match running.remove(handle) {
+            Some((_, abort)) => {
                 abort.abort();
                 Cancelled::WhileRunning
             }
@@ -159,25 +228,34 @@ impl Statements {
 
     /// Stops every query being streamed (at shutdown).
     pub(crate) fn cancel_running(&self) {
-        for (_, abort) in locked(&self.running).drain() {
+        for (_, (_, abort)) in locked(&self.running).drain() {
             abort.abort();
         }
     }
 
-    /// Keeps a prepared statement until it is closed or left unused for
-    /// the ticket lifetime; its handle.
-    pub(crate) fn add_prepared(&self, prepared: Prepared) -> Result<Bytes, Status> {
+    /// Keeps a prepared statement of `owner` until it is closed or left
+    /// unused for the ticket lifetime; its handle.
+    pub(crate) fn add_prepared(
+        &self,
+        prepared: Prepared,
+        owner: Owner,
+        about: About,
+    ) -> Result<Bytes, Status> {
         let mut all = locked(&self.prepared);
         let ttl = self.ttl;
         all.retain(|_, s| s.used.elapsed() < ttl);
-        if all.len() >= self.max {
-            return Err(too_many("prepared statements", self.max));
-        }
+        self.room(
+            all.values().map(|s| &s.owner),
+            &owner,
+            "prepared statements",
+        )?;
         let handle = handle();
         let statement = PreparedStatement {
             prepared,
             rows: Vec::new(),
             used: Instant::now(),
+            owner,
+            about,
         };
         all.insert(handle.clone(), statement);
         Ok(handle)
@@ -186,9 +264,14 @@ impl Statements {
     /// The prepared statement of `handle`, with the rows of parameters
     /// bound to it; `take` takes them, so that an update runs with a
     /// binding once.
-    pub(crate) fn prepared(&self, handle: &Bytes, take: bool) -> Result<PreparedStatement, Status> {
+    pub(crate) fn prepared(
+        &self,
+        handle: &Bytes,
+        take: bool,
+        owner: &Owner,
+    ) -> Result<PreparedStatement, Status> {
         let mut all = locked(&self.prepared);
-        let statement = all.get_mut(handle).ok_or_else(unknown_prepared)?;
+        let statement = owned(&mut all, handle, owner)?;
         statement.used = Instant::now();
         let rows = match take {
             true => std::mem::take(&mut statement.rows),
@@ -201,20 +284,25 @@ impl Statements {
     }
 
     /// Binds rows of parameters to the prepared statement of `handle`.
-    pub(crate) fn bind(&self, handle: &Bytes, rows: Vec<Vec<ScalarValue>>) -> Result<(), Status> {
+    pub(crate) fn bind(
+        &self,
+        handle: &Bytes,
+        rows: Vec<Vec<ScalarValue>>,
+        owner: &Owner,
+    ) -> Result<(), Status> {
         let mut all = locked(&self.prepared);
-        let statement = all.get_mut(handle).ok_or_else(unknown_prepared)?;
+        let statement = owned(&mut all, handle, owner)?;
         statement.rows = rows;
         statement.used = Instant::now();
         Ok(())
     }
 
     /// Closes the prepared statement of `handle`.
-    pub(crate) fn close_prepared(&self, handle: &Bytes) -> Result<(), Status> {
-        locked(&self.prepared)
-            .remove(handle)
-            .map(|_| ())
-            .ok_or_else(unknown_prepared)
+    pub(crate) fn close_prepared(&self, handle: &Bytes, owner: &Owner) -> Result<(), Status> {
+        let mut all = locked(&self.prepared);
+        owned(&mut all, handle, owner)?;
+        all.remove(handle);
+        Ok(())
     }
 }
 
@@ -234,6 +322,18 @@ impl Drop for Running {
     }
 }
 
-fn unknown_prepared() -> Status {
-    Status::not_found("no prepared statement has this handle (it was closed, or never made)")
+/// The prepared statement of `handle`, when `owner` made it.
+fn owned<'a>(
+    all: &'a mut HashMap<Bytes, PreparedStatement>,
+    handle: &Bytes,
+    owner: &Owner,
+) -> Result<&'a mut PreparedStatement, Status> {
+    all.get_mut(handle)
+        .filter(|s| s.owner == *owner)
+        .ok_or_else(|| {
+            Status::not_found(
+                "no prepared statement of this session has this handle (it was closed, or never \
+                 made)",
+            )
+        })
 }

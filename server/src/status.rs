@@ -20,6 +20,8 @@ pub(crate) fn status(error: Error) -> Status {
             Status::invalid_argument(message)
         }
         ErrorKind::NotEmpty => Status::failed_precondition(message),
+        ErrorKind::PermissionDenied => Status::permission_denied(message),
+        ErrorKind::Unauthenticated => Status::unauthenticated(message),
         // Nothing was applied; the client may run it again.
         ErrorKind::Conflict => Status::aborted(message),
         ErrorKind::Storage | ErrorKind::Corruption => Status::internal(message),

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use arrow_flight::sql::{CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetTables, SqlInfo};
+use arrow_flight::sql::{
+    CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetTables, CommandStatementIngest, SqlInfo,
+    TableDefinitionOptions, TableExistsOption, TableNotExistOption,
+};
 use arrow_flight::{CancelFlightInfoRequest, CancelStatus, FlightClient, FlightInfo};
 use datafusion::arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -360,6 +363,313 @@ async fn a_handshake_gives_a_session_whose_settings_last() -> Result<(), BoxErro
 }
 
 #[tokio::test]
+async fn users_sign_in_and_every_call_is_checked_against_their_grants() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    // A token of the time before the database had users.
+    let mut early = connect(&server).await?;
+    early.handshake("anyone", "").await?;
+    db.session()
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1); \
+             CREATE TABLE secret (_key VARCHAR PRIMARY KEY); \
+             CREATE USER alice PASSWORD 'alice pw'; GRANT SELECT ON TABLE t TO alice; \
+             CREATE USER root PASSWORD 'root pw' ADMIN",
+        )
+        .await?;
+    refused(
+        early.execute("SELECT 1".into(), None).await,
+        Code::Unauthenticated,
+        "a token from before the first user still worked",
+    )?;
+    // No token, a wrong password, an unknown user.
+    let mut client = connect(&server).await?;
+    refused(
+        client.execute("SELECT 1".into(), None).await,
+        Code::Unauthenticated,
+        "a call without a token ran",
+    )?;
+    for (user, password) in [("alice", "wrong"), ("nobody", "alice pw")] {
+        let error = client
+            .handshake(user, password)
+            .await
+            .err()
+            .ok_or("a wrong password was taken")?;
+        // The client reports a failed handshake as text.
+        assert!(
+            error
+                .to_string()
+                .contains("valid authentication credentials"),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("wrong user name or password"),
+            "{error}"
+        );
+    }
+    client.handshake("alice", "alice pw").await?;
+    assert_eq!(query(&mut client, "SELECT n FROM t").await?, "1");
+    let error = refused(
+        client.execute("SELECT * FROM secret".into(), None).await,
+        Code::PermissionDenied,
+        "alice read a table she has no grant on",
+    )?;
+    assert!(
+        error.contains("user 'alice' has no SELECT privilege on table default.public.secret"),
+        "{error}"
+    );
+    refused(
+        client
+            .execute_update("INSERT INTO t VALUES ('b', 2)".into(), None)
+            .await,
+        Code::PermissionDenied,
+        "alice wrote with SELECT only",
+    )?;
+    // A prepared INSERT is refused when it is prepared (it is planned
+    // then), or else when it runs.
+    match client
+        .prepare("INSERT INTO t VALUES ($1, $2)".into(), None)
+        .await
+    {
+        Err(error) => assert_eq!(code(&error), Some(Code::PermissionDenied), "{error}"),
+        Ok(mut statement) => {
+            let params = RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("k", DataType::Utf8, false),
+                    Field::new("n", DataType::Int64, false),
+                ])),
+                vec![
+                    Arc::new(StringArray::from(vec!["c"])),
+                    Arc::new(Int64Array::from(vec![3])),
+                ],
+            )?;
+            statement.set_parameters(params)?;
+            refused(
+                statement.execute_update().await,
+                Code::PermissionDenied,
+                "a prepared INSERT ran without the INSERT privilege",
+            )?;
+        }
+    }
+    let outputs = db.session().run("SELECT count(*) FROM t").await?;
+    assert_eq!(
+        text_lines(&outputs[0].batches)?,
+        ["1"],
+        "alice's INSERTs wrote rows"
+    );
+    // The catalog calls list only what alice may use.
+    let info = client
+        .get_tables(CommandGetTables {
+            catalog: None,
+            db_schema_filter_pattern: None,
+            table_name_filter_pattern: None,
+            table_types: vec![],
+            include_schema: false,
+        })
+        .await?;
+    let tables = rows(&mut client, info).await?;
+    assert_eq!(tables, "default public t TABLE", "{tables}");
+    let info = client.get_catalogs().await?;
+    assert_eq!(rows(&mut client, info).await?, "default");
+    // An admin sees and does everything.
+    let mut root = connect(&server).await?;
+    root.handshake("root", "root pw").await?;
+    root.execute_update("INSERT INTO secret VALUES ('x')".into(), None)
+        .await?;
+    assert_eq!(query(&mut root, "SELECT count(*) FROM secret").await?, "1");
+    let info = root.get_catalogs().await?;
+    assert_eq!(rows(&mut root, info).await?, "_system\ndefault");
+    // A revoked grant reaches a session that is open.
+    root.execute_update("REVOKE SELECT ON TABLE t FROM alice".into(), None)
+        .await?;
+    refused(
+        client.execute("SELECT n FROM t".into(), None).await,
+        Code::PermissionDenied,
+        "a revoked grant still held",
+    )?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// A bulk ingest of `batches` into `table` with ADBC's `mode`.
+async fn ingest(
+    client: &mut Client,
+    table: &str,
+    mode: (TableNotExistOption, TableExistsOption),
+    batches: Vec<RecordBatch>,
+) -> Result<i64, arrow_flight::error::FlightError> {
+    let command = CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: mode.0.into(),
+            if_exists: mode.1.into(),
+        }),
+        table: table.into(),
+        schema: None,
+        catalog: None,
+        temporary: false,
+        transaction_id: None,
+        options: Default::default(),
+    };
+    client
+        .execute_ingest(command, futures::stream::iter(batches.into_iter().map(Ok)))
+        .await
+}
+
+#[tokio::test]
+async fn bulk_ingest_creates_appends_and_replaces_through_the_import_path() -> Result<(), BoxError>
+{
+    use TableExistsOption as Exists;
+    use TableNotExistOption as Missing;
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_key", DataType::Utf8, false),
+        Field::new("n", DataType::Int64, true),
+    ]));
+    let batch = |keys: Vec<&str>, ns: Vec<i64>| {
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(StringArray::from(keys)),
+                Arc::new(Int64Array::from(ns)),
+            ],
+        )
+    };
+    // create: two batches into a new table.
+    let written = ingest(
+        &mut client,
+        "people",
+        (Missing::Create, Exists::Fail),
+        vec![
+            batch(vec!["ada", "lin"], vec![36, 29])?,
+            batch(vec!["max"], vec![41])?,
+        ],
+    )
+    .await?;
+    assert_eq!(written, 3);
+    assert_eq!(
+        query(&mut client, "SELECT _key, n FROM people ORDER BY _key").await?,
+        "ada 36\nlin 29\nmax 41"
+    );
+    // create again: refused, nothing changed.
+    refused(
+        ingest(
+            &mut client,
+            "people",
+            (Missing::Create, Exists::Fail),
+            vec![batch(vec!["x"], vec![1])?],
+        )
+        .await,
+        Code::InvalidArgument,
+        "an ingest created a table that exists",
+    )?;
+    // append, and create_append into a table that exists.
+    ingest(
+        &mut client,
+        "people",
+        (Missing::Fail, Exists::Append),
+        vec![batch(vec!["zoe"], vec![7])?],
+    )
+    .await?;
+    ingest(
+        &mut client,
+        "people",
+        (Missing::Create, Exists::Append),
+        vec![batch(vec!["bo"], vec![8])?],
+    )
+    .await?;
+    assert_eq!(
+        query(&mut client, "SELECT count(*) FROM people").await?,
+        "5"
+    );
+    // append to a missing table: refused, no table made.
+    refused(
+        ingest(
+            &mut client,
+            "nobody",
+            (Missing::Fail, Exists::Append),
+            vec![batch(vec!["x"], vec![1])?],
+        )
+        .await,
+        Code::InvalidArgument,
+        "an append created a table",
+    )?;
+    assert!(db.open_table("default", "public", "nobody").is_err());
+    // replace: the table holds only the new rows.
+    ingest(
+        &mut client,
+        "people",
+        (Missing::Create, Exists::Replace),
+        vec![batch(vec!["new"], vec![1])?],
+    )
+    .await?;
+    assert_eq!(
+        query(&mut client, "SELECT _key, n FROM people").await?,
+        "new 1"
+    );
+    // A column the table lacks is an error naming it; the table is as it was.
+    let other = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("_key", DataType::Utf8, false),
+            Field::new("age", DataType::Int64, true),
+        ])),
+        vec![
+            Arc::new(StringArray::from(vec!["q"])),
+            Arc::new(Int64Array::from(vec![1])),
+        ],
+    )?;
+    let error = refused(
+        ingest(
+            &mut client,
+            "people",
+            (Missing::Fail, Exists::Append),
+            vec![other],
+        )
+        .await,
+        Code::InvalidArgument,
+        "an unknown column was ingested",
+    )?;
+    assert!(error.contains("'age'"), "{error}");
+    assert_eq!(
+        query(&mut client, "SELECT count(*) FROM people").await?,
+        "1"
+    );
+    // An ingest is checked against the user's grants like an INSERT.
+    db.session()
+        .run("CREATE USER reader PASSWORD 'pw'; GRANT SELECT ON TABLE people TO reader")
+        .await?;
+    let mut reader = connect(&server).await?;
+    reader.handshake("reader", "pw").await?;
+    refused(
+        ingest(
+            &mut reader,
+            "people",
+            (Missing::Fail, Exists::Append),
+            vec![batch(vec!["r"], vec![1])?],
+        )
+        .await,
+        Code::PermissionDenied,
+        "an ingest without the INSERT privilege",
+    )?;
+    refused(
+        ingest(
+            &mut reader,
+            "mine",
+            (Missing::Create, Exists::Fail),
+            vec![batch(vec!["r"], vec![1])?],
+        )
+        .await,
+        Code::PermissionDenied,
+        "an ingest created a table without the CREATE privilege",
+    )?;
+    assert_eq!(
+        query(&mut reader, "SELECT count(*) FROM people").await?,
+        "1"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn errors_carry_their_code_and_widesqls_message() -> Result<(), BoxError> {
     let (_dir, _db, server) = serve(ServeOptions::default()).await?;
     let mut client = connect(&server).await?;
@@ -488,7 +798,7 @@ async fn a_non_loopback_address_needs_insecure() -> Result<(), BoxError> {
             ..ServeOptions::default()
         };
         match Server::start(db.clone(), options).await {
-            Err(ServeError::Insecure(addr)) => assert_eq!(addr, listen.parse()?),
+            Err(ServeError::Insecure { addr, .. }) => assert_eq!(addr, listen.parse()?),
             Err(other) => return Err(other.into()),
             Ok(_) => return Err(format!("a server without users listened on {listen}").into()),
         }
@@ -663,7 +973,11 @@ async fn a_query_cancelled_while_its_rows_stream_stops() -> Result<(), BoxError>
     let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
         .connect()
         .await?;
+    // Another connection of the same session (a query belongs to the
+    // session that planned it).
     let mut flight = FlightClient::new(channel);
+    let token = client.token().ok_or("no token")?.clone();
+    flight.add_header("authorization", &format!("Bearer {token}"))?;
     let result = flight
         .cancel_flight_info(CancelFlightInfoRequest::new(info))
         .await?;
@@ -718,6 +1032,196 @@ async fn a_write_runs_to_its_end_when_its_client_gives_up() -> Result<(), BoxErr
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// Starts a query of a billion rows on `client` and reads its first
+/// batch; the rest waits in the stream (the server blocks once the
+/// connection's window is full).
+async fn started_query(
+    client: &mut Client,
+) -> Result<arrow_flight::decode::FlightRecordBatchStream, BoxError> {
+    let sql = "SELECT value, 'a row of the endless query' AS v FROM generate_series(1, 1000000000)";
+    let info = client.execute(sql.into(), None).await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let mut stream = client.do_get(ticket).await?;
+    stream.try_next().await?.ok_or("no rows")?;
+    Ok(stream)
+}
+
+/// How a stream ends after its first batch: its error, if any.
+async fn end_of(
+    mut stream: arrow_flight::decode::FlightRecordBatchStream,
+) -> Option<arrow_flight::error::FlightError> {
+    loop {
+        match stream.try_next().await {
+            Ok(Some(_)) => {}
+            Ok(None) => return None,
+            Err(e) => return Some(e),
+        }
+    }
+}
+
+#[tokio::test]
+async fn limits_stop_the_statement_that_breaks_them_and_no_other() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        running_statements: 1,
+        query_time: std::time::Duration::from_secs(2),
+        session_memory: 256 << 10,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await?;
+    big_table(&db, 20_000).await?;
+    let mut first = connect(&server).await?;
+    first.handshake("first", "").await?;
+    // A query streaming its rows holds the one slot.
+    let stream = started_query(&mut first).await?;
+    let mut second = connect(&server).await?;
+    let error = refused(
+        second.execute("SELECT 1".into(), None).await,
+        Code::ResourceExhausted,
+        "a second statement ran past the limit of one",
+    )?;
+    assert!(error.contains("1 statements at once"), "{error}");
+    // The query is stopped once it has run for the query time.
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let error = end_of(stream).await.ok_or("the query outlived its time")?;
+    assert_eq!(code(&error), Some(Code::DeadlineExceeded), "{error}");
+    // Its slot is free again.
+    assert_eq!(query(&mut second, "SELECT 41 + 1").await?, "42");
+    // A query that needs more memory than a session may hold.
+    let error = refused(
+        query(
+            &mut second,
+            "SELECT count(*) FROM big a JOIN big b ON a.v = b.v",
+        )
+        .await
+        .map_err(|e| match e.downcast::<arrow_flight::error::FlightError>() {
+            Ok(e) => *e,
+            Err(e) => arrow_flight::error::FlightError::ProtocolError(e.to_string()),
+        }),
+        Code::ResourceExhausted,
+        "a join larger than the session's memory ran",
+    )?;
+    assert!(
+        error.contains("memory") || error.contains("Resources exhausted"),
+        "{error}"
+    );
+    assert_eq!(
+        query(&mut first, "SELECT count(*) FROM big").await?,
+        "20000"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_closed_and_others_go_on() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        connections: 1,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, _db, server) = serve(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await?;
+    let mut first = connect(&server).await?;
+    assert_eq!(query(&mut first, "SELECT 1").await?, "1");
+    let second = match connect(&server).await {
+        Ok(mut client) => client.execute("SELECT 2".into(), None).await.err(),
+        Err(e) => Some(arrow_flight::error::FlightError::ProtocolError(
+            e.to_string(),
+        )),
+    };
+    assert!(second.is_some(), "a second connection was served");
+    assert_eq!(query(&mut first, "SELECT 3").await?, "3");
+    // Once the first closes, a new one is served.
+    drop(first);
+    let mut served = None;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if let Ok(mut client) = connect(&server).await {
+            if let Ok(rows) = query(&mut client, "SELECT 4").await {
+                served = Some(rows);
+                break;
+            }
+        }
+    }
+    assert_eq!(served.as_deref(), Some("4"));
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tickets_belong_to_the_session_that_planned_them() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut owner = connect(&server).await?;
+    owner.handshake("owner", "").await?;
+    let mut other = connect(&server).await?;
+    other.handshake("other", "").await?;
+    let info = owner.execute("SELECT 7".into(), None).await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let error = match other.do_get(ticket.clone()).await {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
+        Err(e) => Some(e),
+    }
+    .ok_or("another session fetched the ticket")?;
+    assert_eq!(code(&error), Some(Code::NotFound), "{error}");
+    let batches: Vec<RecordBatch> = owner.do_get(ticket).await?.try_collect().await?;
+    assert_eq!(text_lines(&batches)?, ["7"]);
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn show_activity_lists_running_statements_and_cancel_stops_one() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    big_table(&db, 20_000).await?;
+    db.session()
+        .run(
+            "CREATE USER root PASSWORD 'r' ADMIN; CREATE USER alice PASSWORD 'a'; \
+             GRANT SELECT ON TABLE big TO alice; CREATE USER bob PASSWORD 'b'",
+        )
+        .await?;
+    let mut alice = connect(&server).await?;
+    alice.handshake("alice", "a").await?;
+    let stream = started_query(&mut alice).await?;
+    let mut root = connect(&server).await?;
+    root.handshake("root", "r").await?;
+    let activity = query(&mut root, "SHOW ACTIVITY").await?;
+    let line = activity
+        .lines()
+        .find(|l| l.contains(" alice ") && l.contains("SELECT"))
+        .ok_or(format!("alice's query is not listed: {activity}"))?
+        .to_string();
+    let id = line.split(' ').next().ok_or("no id")?.to_string();
+    // Another user sees only its own statements, and cannot cancel hers.
+    let mut bob = connect(&server).await?;
+    bob.handshake("bob", "b").await?;
+    let seen = query(&mut bob, "SHOW ACTIVITY").await?;
+    assert!(!seen.contains("alice"), "{seen}");
+    refused(
+        bob.execute_update(format!("CANCEL {id}"), None).await,
+        Code::PermissionDenied,
+        "bob cancelled alice's query",
+    )?;
+    root.execute_update(format!("CANCEL STATEMENT {id}"), None)
+        .await?;
+    let error = end_of(stream)
+        .await
+        .ok_or("the cancelled query ran to its end")?;
+    assert_eq!(code(&error), Some(Code::Cancelled), "{error}");
+    refused(
+        root.execute_update("CANCEL 999999".into(), None).await,
+        Code::InvalidArgument,
+        "a statement that does not run was cancelled",
+    )?;
     server.shutdown().await?;
     Ok(())
 }

@@ -132,7 +132,7 @@ fn run_one(path: &Path, skips: &BTreeMap<usize, String>) -> Result<(Counts, Vec<
         default_project: "datafusion".into(),
         default_dataset: "public".into(),
         target_partitions: Some(4),
-        host_files: true,
+        ..SessionOptions::default()
     };
     let memory_options = RunOptions {
         session: session.clone(),

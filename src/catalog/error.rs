@@ -18,6 +18,8 @@ pub enum ObjectKind {
     Column,
     /// A locality group.
     LocalityGroup,
+    /// A user.
+    User,
 }
 
 impl fmt::Display for ObjectKind {
@@ -29,6 +31,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Family => "column family",
             ObjectKind::Column => "column",
             ObjectKind::LocalityGroup => "locality group",
+            ObjectKind::User => "user",
         })
     }
 }

@@ -1,4 +1,5 @@
-//! The catalog: projects → datasets → tables, stored as rows of the system
+//! The catalog: projects → datasets → tables, and the users and grants
+//! that say who may use them, stored as rows of the system
 //! tables ([`system`](crate::catalog::system)) and mirrored in memory for lookups.
 //!
 //! Every change is validated in full, then written as one atomic storage
@@ -17,10 +18,12 @@ mod spec;
 mod state;
 pub mod system;
 mod table;
+mod users;
 
 pub use error::{not_found, CatalogError, ObjectKind};
 pub use spec::{with_family, with_gc, without_family};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
+pub use users::UserEntry;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -115,6 +118,7 @@ impl Catalog {
             catalog.bootstrap()?;
         }
         catalog.remove_orphan_trees()?;
+        catalog.remove_orphan_grants()?;
         Ok(catalog)
     }
 

@@ -64,6 +64,17 @@ impl Catalog {
             })
     }
 
+    pub(super) fn bool(table: SystemTable, row: &Row, column: &str) -> Result<bool, CatalogError> {
+        match row.value(system::FAMILY, column.as_bytes()) {
+            Some([0]) => Ok(false),
+            Some([1]) => Ok(true),
+            _ => Err(CatalogError::Corrupt(format!(
+                "a row of {} has no boolean '{column}'",
+                table.name
+            ))),
+        }
+    }
+
     pub(super) fn int(table: SystemTable, row: &Row, column: &str) -> Result<i64, CatalogError> {
         row.value(system::FAMILY, column.as_bytes())
             .and_then(|v| <[u8; 8]>::try_from(v).ok())
@@ -156,6 +167,7 @@ impl Catalog {
                 });
             }
         }
+        self.load_access(&mut state)?;
         *self.write_state() = state;
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! The in-memory mirror of the system tables: entries by id and by name.
 
 use super::*;
+use crate::access::{Privilege, Securable};
 
 /// A project as the catalog knows it.
 #[derive(Debug, Clone)]
@@ -59,6 +60,9 @@ pub struct CatalogState {
     pub(super) project_names: BTreeMap<String, ProjectId>,
     pub(super) dataset_names: BTreeMap<(ProjectId, String), DatasetId>,
     pub(super) table_names: BTreeMap<(DatasetId, String), TableId>,
+    pub(super) users: BTreeMap<String, UserEntry>,
+    /// The grants of each user: (object, privilege).
+    pub(super) grants: BTreeMap<String, std::collections::BTreeSet<(Securable, Privilege)>>,
 }
 
 impl CatalogState {

@@ -11,6 +11,8 @@
 //! | `_projects` | `…-000000000003` | `name` | `id`, `created_at` |
 //! | `_datasets` | `…-000000000004` | `project_id`, `name` | `id`, `created_at` |
 //! | `_tables` | `…-000000000005` | `dataset_id`, `name` | `id`, `created_at`, `spec` (JSON), `next_family_id` |
+//! | `_users` | `…-000000000006` | `name` | `password_hash` (Argon2id PHC string), `admin`, `created_at` |
+//! | `_grants` | `…-000000000007` | `user`, `object` (`project:<id>`, `dataset:<id>`, `table:<id>`), `privilege` | `granted_at` |
 //!
 //! IDs are stored as their hyphenated text, timestamps as microseconds.
 
@@ -79,8 +81,30 @@ pub const TABLES: SystemTable = SystemTable {
     ],
 };
 
-/// Every system table.
-pub const ALL: [SystemTable; 3] = [PROJECTS, DATASETS, TABLES];
+/// `_users`: one row per user, with its password hash.
+pub const USERS: SystemTable = SystemTable {
+    id: TableId::reserved(6),
+    name: "_users",
+    key: &["name"],
+    columns: &[
+        ("password_hash", ValueType::Utf8),
+        ("admin", ValueType::Bool),
+        ("created_at", ValueType::Timestamp),
+    ],
+};
+
+/// `_grants`: one row per privilege a user holds on an object.
+pub const GRANTS: SystemTable = SystemTable {
+    id: TableId::reserved(7),
+    name: "_grants",
+    key: &["user", "object", "privilege"],
+    columns: &[("granted_at", ValueType::Timestamp)],
+};
+
+/// Every system table. A database made before `_users` and `_grants`
+/// existed gets them (empty) when it is opened: their rows live in the
+/// shared `catalog` tree, under their own prefixes.
+pub const ALL: [SystemTable; 5] = [PROJECTS, DATASETS, TABLES, USERS, GRANTS];
 
 impl SystemTable {
     /// The table's spec: text key columns, one family `c` keeping one

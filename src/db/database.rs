@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 
-use super::{open_databases, Dataset, DbInner, DbOptions, Project, Table};
+use super::{open_databases, Activity, Dataset, DbInner, DbOptions, Project, Table};
+
 use crate::catalog::{self, Catalog, DropMode, ObjectKind};
 use crate::error::Result;
 use crate::ids::{DatasetId, ProjectId, TableId};
@@ -90,6 +91,7 @@ impl Db {
             engine,
             catalog,
             path,
+            activity: super::Activity::default(),
             _stop_compaction: options.compaction_interval.map(|_| stop),
         });
         if let Some(every) = options.compaction_interval {
@@ -127,6 +129,13 @@ impl Db {
 
     pub(crate) fn catalog(&self) -> &Catalog {
         &self.inner.catalog
+    }
+
+    /// The statements running now, as their callers registered them (the
+    /// server registers each call); `SHOW ACTIVITY` lists them and `CANCEL`
+    /// stops one.
+    pub fn activity(&self) -> &Activity {
+        &self.inner.activity
     }
 
     /// Waits until every write is durable on disk.

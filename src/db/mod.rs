@@ -4,6 +4,7 @@
 //! Handles hold ids, not names: a handle keeps working after its object was
 //! renamed, and answers `NotFound` after it was dropped.
 
+mod activity;
 mod database;
 mod dataset;
 mod options;
@@ -11,7 +12,9 @@ mod project;
 mod registry;
 mod retry;
 mod table;
+mod users;
 
+pub use activity::{Activity, ActivityEntry, Running};
 pub use database::Db;
 pub use dataset::Dataset;
 pub use options::DbOptions;

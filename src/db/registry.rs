@@ -12,6 +12,8 @@ pub(super) struct DbInner {
     pub(super) engine: Arc<Engine>,
     pub(super) catalog: Catalog,
     pub(super) path: PathBuf,
+    /// What runs now (`SHOW ACTIVITY`).
+    pub(super) activity: super::Activity,
     /// Dropping it stops the background compaction thread.
     pub(super) _stop_compaction: Option<mpsc::Sender<()>>,
 }

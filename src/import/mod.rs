@@ -15,8 +15,11 @@
 //!   table (`create`) takes the types Arrow infers from the first 1,000
 //!   rows. Parquet and Arrow files bring their own types, nested ones
 //!   included.
+//! - A stream of record batches (Flight SQL's bulk ingest) is imported
+//!   the same way ([`Session::import_stream`]).
 //! - Atomicity: a new table appears only when the whole file is in (an
-//!   error leaves no table). Into an existing table, a file is written in
+//!   error leaves no table); a table replaced (`replace`) is swapped for
+//!   the new one in one step once the whole file is in. Into an existing table, a file is written in
 //!   atomic batches of the statement batch size
 //!   ([`DbOptions::with_statement_batch_rows`](crate::DbOptions::with_statement_batch_rows));
 //!   a file of up to one batch is written whole or not at all, and an error
@@ -74,6 +77,11 @@ pub struct ImportOptions {
     /// column named `_key` becomes the row key, else rows get generated
     /// keys.
     pub create: bool,
+    /// With `create`: when the table exists, append to it instead.
+    pub append: bool,
+    /// With `create`: when the table exists, replace it (its definition
+    /// and rows) with the new one, in one step once the whole file is in.
+    pub replace: bool,
 }
 
 /// How far an import of one file got.
@@ -110,6 +118,26 @@ impl Session {
             })
     }
 
+    /// Imports a stream of record batches into the table named `table`,
+    /// as [`Session::import`] imports a file's (Flight SQL's bulk ingest
+    /// comes here); returns the rows written.
+    pub async fn import_stream(
+        &self,
+        table: &str,
+        input: SendableRecordBatchStream,
+        options: ImportOptions,
+    ) -> Result<u64> {
+        let target = self.import_target(table, options).await?;
+        let rows = Arc::new(AtomicU64::new(0));
+        let source = StreamSource {
+            schema: input.schema(),
+            stream: Mutex::new(Some(input)),
+            rows: Arc::clone(&rows),
+        };
+        target.write(Arc::new(source)).await?;
+        Ok(rows.load(Ordering::Relaxed))
+    }
+
     async fn import_file(
         &self,
         table: &str,
@@ -126,44 +154,10 @@ impl Session {
                 )
             })?,
         };
-        let (project, dataset, name) = self
-            .options()
-            .resolve(&name_parts_of_text(table))
-            .ok_or_else(|| Error::Sql(format!("'{table}' is not a table name")))?;
-        let qualified = format!("{project}.{dataset}.{name}");
-        let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
-        let exists = dataset_handle.table(&name)?.is_some();
-        match (exists, options.create) {
-            (true, true) => {
-                return Err(Error::Sql(format!(
-                    "table {qualified} exists: import into it without create, or drop it first"
-                )))
-            }
-            (false, false) => {
-                return Err(Error::Sql(format!(
-                    "table {qualified} does not exist: create it first, or import with create"
-                )))
-            }
-            _ => {}
-        }
-        // A session of its own: one partition keeps the file's row order,
-        // so the row an error names is the file's.
-        let session = self.db().session();
-        session
-            .run("SET datafusion.execution.target_partitions = 1")
-            .await?;
-        let target = quoted(&[&project, &dataset, &name]);
-        let columns = if exists {
-            let frame = session
-                .sql(&format!("SELECT * FROM {target} LIMIT 0"))
-                .await?;
-            Some(Arc::new(frame.schema().as_arrow().clone()))
-        } else {
-            None
-        };
+        let target = self.import_target(table, options).await?;
         let path_buf = path.to_path_buf();
         let source = {
-            let columns = columns.clone();
+            let columns = target.columns.clone();
             off_runtime(move || {
                 open_file(&path_buf, format, columns.as_ref(), progress)
                     .map_err(|e| DataFusionError::External(Box::new(e)))
@@ -171,54 +165,178 @@ impl Session {
             .await
             .map_err(from_df)?
         };
-        let file_columns: Vec<String> = source
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        if file_columns.is_empty() {
+        let rows = Arc::clone(&source.rows);
+        target.write(Arc::new(source)).await?;
+        Ok(rows.load(Ordering::Relaxed))
+    }
+
+    /// The table an import writes, checked against `options`.
+    async fn import_target(&self, table: &str, options: ImportOptions) -> Result<ImportTarget> {
+        let (project, dataset, name) = self
+            .options()
+            .resolve(&name_parts_of_text(table))
+            .ok_or_else(|| Error::Sql(format!("'{table}' is not a table name")))?;
+        let qualified = format!("{project}.{dataset}.{name}");
+        let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
+        let exists = dataset_handle.table(&name)?.is_some();
+        match (exists, options.create, options.append || options.replace) {
+            (true, true, false) => {
+                return Err(Error::Sql(format!(
+                    "table {qualified} exists: import into it without create, or drop it first"
+                )))
+            }
+            (false, false, _) => {
+                return Err(Error::Sql(format!(
+                    "table {qualified} does not exist: create it first, or import with create"
+                )))
+            }
+            _ => {}
+        }
+        // A session of its own, as this one's user: one partition keeps
+        // the file's row order, so the row an error names is the file's.
+        let session = Session::with_options(self.db().clone(), self.options().clone());
+        session
+            .run("SET datafusion.execution.target_partitions = 1")
+            .await?;
+        let target = quoted(&[&project, &dataset, &name]);
+        let appends = exists && (!options.create || options.append);
+        let columns = if appends {
+            let frame = session
+                .sql(&format!("SELECT * FROM {target} LIMIT 0"))
+                .await?;
+            Some(Arc::new(frame.schema().as_arrow().clone()))
+        } else {
+            None
+        };
+        Ok(ImportTarget {
+            session,
+            project,
+            dataset,
+            qualified,
+            target,
+            columns,
+            replace: exists && !appends,
+        })
+    }
+}
+
+/// Where an import writes.
+struct ImportTarget {
+    /// The session the import's statement runs in.
+    session: Session,
+    project: String,
+    dataset: String,
+    /// `project.dataset.table`, for messages.
+    qualified: String,
+    /// The quoted name.
+    target: String,
+    /// The columns of the table appended to; `None`: it is created.
+    columns: Option<SchemaRef>,
+    /// It exists and is replaced.
+    replace: bool,
+}
+
+impl ImportTarget {
+    /// Writes the rows of `source` through one SQL statement: `INSERT …
+    /// SELECT` into a table that exists, `CREATE [OR REPLACE] TABLE … AS
+    /// SELECT` otherwise.
+    async fn write(self, source: Arc<dyn PartitionStream>) -> Result<()> {
+        let schema = Arc::clone(source.schema());
+        let source_columns: Vec<String> =
+            schema.fields().iter().map(|f| f.name().clone()).collect();
+        if source_columns.is_empty() {
             return Err(Error::Sql(
                 "the file has no columns: it is empty, or has no header row or fields".into(),
             ));
         }
-        if let Some(columns) = &columns {
-            let unknown: Vec<&str> = file_columns
+        if let Some(columns) = &self.columns {
+            let unknown: Vec<&str> = source_columns
                 .iter()
                 .filter(|c| columns.field_with_name(c).is_err())
                 .map(String::as_str)
                 .collect();
             if !unknown.is_empty() {
                 return Err(Error::Sql(format!(
-                    "the file has column(s) '{}', which table {qualified} does not have",
-                    unknown.join("', '")
+                    "the file has column(s) '{}', which table {} does not have",
+                    unknown.join("', '"),
+                    self.qualified
                 )));
             }
         }
         let source_name = format!("widesql_import_{}", uuid::Uuid::now_v7().simple());
-        let source_ref =
-            TableReference::full(project.as_str(), dataset.as_str(), source_name.as_str());
-        let rows = Arc::clone(&source.rows);
-        let schema = Arc::clone(&source.schema);
-        let provider = StreamingTable::try_new(schema, vec![Arc::new(source)])?;
-        session
-            .own_context()
-            .register_table(source_ref.clone(), Arc::new(provider))?;
-        let from = quoted(&[&project, &dataset, &source_name]);
-        let list = file_columns
+        let source_ref = TableReference::full(
+            self.project.as_str(),
+            self.dataset.as_str(),
+            source_name.as_str(),
+        );
+        let provider = StreamingTable::try_new(schema, vec![source])?;
+        let context = self.session.own_context();
+        context.register_table(source_ref.clone(), Arc::new(provider))?;
+        let from = quoted(&[&self.project, &self.dataset, &source_name]);
+        let list = source_columns
             .iter()
             .map(|c| quoted(&[c]))
             .collect::<Vec<_>>()
             .join(", ");
-        let statement = if exists {
-            format!("INSERT INTO {target} ({list}) SELECT {list} FROM {from}")
-        } else {
-            format!("CREATE TABLE {target} AS SELECT {list} FROM {from}")
+        let target = &self.target;
+        let statement = match (&self.columns, self.replace) {
+            (Some(_), _) => format!("INSERT INTO {target} ({list}) SELECT {list} FROM {from}"),
+            (None, false) => format!("CREATE TABLE {target} AS SELECT {list} FROM {from}"),
+            (None, true) => {
+                format!("CREATE OR REPLACE TABLE {target} AS SELECT {list} FROM {from}")
+            }
         };
-        let result = session.run(&statement).await;
-        session.own_context().deregister_table(source_ref)?;
-        result?;
-        Ok(rows.load(Ordering::Relaxed))
+        let result = self.session.run(&statement).await;
+        context.deregister_table(source_ref)?;
+        result.map(drop)
+    }
+}
+
+/// A stream of record batches as the one partition of a table, read once;
+/// counts the rows through it.
+struct StreamSource {
+    schema: SchemaRef,
+    stream: Mutex<Option<SendableRecordBatchStream>>,
+    rows: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for StreamSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamSource")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionStream for StreamSource {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        use futures::StreamExt as _;
+        let taken = self.stream.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let rows = Arc::clone(&self.rows);
+        let stream = match taken {
+            Some(stream) => stream
+                .map(move |batch| {
+                    if let Ok(batch) = &batch {
+                        rows.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+                    }
+                    batch
+                })
+                .boxed(),
+            None => futures::stream::once(async {
+                Err(DataFusionError::Execution(
+                    "the stream was read already".into(),
+                ))
+            })
+            .boxed(),
+        };
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        ))
     }
 }
 

@@ -6,6 +6,11 @@
 //! file, a `MemTable`, your own) live in a session-local overlay next to the
 //! widesql tables, so they can be joined with them; they are never stored
 //! and cannot shadow a widesql table.
+//!
+//! A session opened for a user lists only the projects, datasets and tables
+//! that user sees (see [`crate::access`]), so `information_schema` shows
+//! nothing else; looking a name up still finds it, and the statement is
+//! then refused by the access check, naming the privilege it lacks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -14,6 +19,7 @@ use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider, TableProvider};
 use datafusion::common::{exec_err, Result};
 
+use crate::access::Securable;
 use crate::db::Db;
 use crate::ids::{DatasetId, ProjectId};
 use crate::sql::table::WideTable;
@@ -21,17 +27,39 @@ use crate::sql::table::WideTable;
 /// Providers registered in one session: (dataset, name) -> provider.
 type Overlay = Arc<RwLock<HashMap<(DatasetId, String), Arc<dyn TableProvider>>>>;
 
+/// Who lists the catalog: `Some(user)` sees what that user's grants
+/// reach, `None` everything.
+#[derive(Debug, Clone)]
+struct Viewer {
+    db: Db,
+    user: Option<Arc<str>>,
+}
+
+impl Viewer {
+    fn sees(&self, on: Securable) -> bool {
+        match &self.user {
+            None => true,
+            Some(user) => self.db.catalog().read().sees(user, on),
+        }
+    }
+}
+
 /// Every project of a database.
 #[derive(Debug)]
 pub struct ProjectList {
     db: Db,
     overlay: Overlay,
+    viewer: Viewer,
 }
 
 impl ProjectList {
-    /// The projects of `db`.
-    pub fn new(db: Db) -> Self {
+    /// The projects of `db`, as `user` sees them (`None`: all of them).
+    pub fn new(db: Db, user: Option<String>) -> Self {
         Self {
+            viewer: Viewer {
+                db: db.clone(),
+                user: user.map(Arc::from),
+            },
             db,
             overlay: Overlay::default(),
         }
@@ -54,6 +82,7 @@ impl CatalogProviderList for ProjectList {
             .read()
             .projects()
             .iter()
+            .filter(|p| self.viewer.sees(Securable::Project(p.id)))
             .map(|p| p.name.clone())
             .collect()
     }
@@ -64,6 +93,7 @@ impl CatalogProviderList for ProjectList {
             db: self.db.clone(),
             id,
             overlay: Arc::clone(&self.overlay),
+            viewer: self.viewer.clone(),
         }))
     }
 }
@@ -74,6 +104,7 @@ pub struct ProjectCatalog {
     db: Db,
     id: ProjectId,
     overlay: Overlay,
+    viewer: Viewer,
 }
 
 impl CatalogProvider for ProjectCatalog {
@@ -83,6 +114,7 @@ impl CatalogProvider for ProjectCatalog {
             .read()
             .datasets_of(self.id)
             .iter()
+            .filter(|d| self.viewer.sees(Securable::Dataset(d.id)))
             .map(|d| d.name.clone())
             .collect()
     }
@@ -93,6 +125,7 @@ impl CatalogProvider for ProjectCatalog {
             db: self.db.clone(),
             id,
             overlay: Arc::clone(&self.overlay),
+            viewer: self.viewer.clone(),
         }))
     }
 
@@ -111,6 +144,7 @@ pub struct DatasetSchema {
     db: Db,
     id: DatasetId,
     overlay: Overlay,
+    viewer: Viewer,
 }
 
 impl DatasetSchema {
@@ -130,6 +164,7 @@ impl SchemaProvider for DatasetSchema {
             .read()
             .tables_of(self.id)
             .iter()
+            .filter(|t| self.viewer.sees(Securable::Table(t.id)))
             .map(|t| t.name.clone())
             .collect();
         names.extend(

@@ -30,6 +30,7 @@ impl Session {
                 )));
             }
         }
+        self.check_statement(&statement)?;
         if let DfStatement::CopyTo(copy) = &statement {
             if let Some((query, path, format)) = file_copy(copy) {
                 let options = crate::export::ExportOptions::default();
@@ -251,6 +252,7 @@ impl Session {
             }
             Err(e) => return Err(from_df(e)),
         };
+        self.check_plan(&plan)?;
         with_defaults_marked(plan)
     }
 }
@@ -335,6 +337,14 @@ pub(super) fn statement_back(statement: Statement) -> DfStatement {
 
 pub(super) fn has_into(query: &Query) -> bool {
     matches!(query.body.as_ref(), SetExpr::Select(select) if select.into.is_some())
+}
+
+/// The table a `SELECT … INTO` creates.
+pub(super) fn select_into_target(query: &Query) -> Option<&ObjectName> {
+    match query.body.as_ref() {
+        SetExpr::Select(select) => select.into.as_ref().map(|into| &into.name),
+        _ => None,
+    }
 }
 
 /// The SELECT of `query` if it has an INTO clause.

@@ -7,6 +7,7 @@
 //! everything else (queries, `INSERT`, `EXPLAIN`, `TRUNCATE`) is planned
 //! and run by DataFusion over widesql's table providers.
 
+mod access;
 mod arrow_cells;
 pub mod catalog;
 mod checked;

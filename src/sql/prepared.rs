@@ -22,7 +22,7 @@ use crate::db::retrying_async;
 use crate::error::{Error, Result};
 use crate::sql::front_door::{Answer, PreparedMemo};
 use crate::sql::key_lookup::KeyLookup;
-use crate::sql::session::{Planned, SqlPrepared, Stamp};
+use crate::sql::session::{Parsed, Planned, SqlPrepared, Stamp};
 use crate::sql::{from_df, Frame, Session};
 
 /// A statement planned once, run with [`Prepared::query`].
@@ -79,8 +79,11 @@ impl Session {
     /// Whether `sql` is one statement of a kind [`Session::prepare`]
     /// takes (a query or `INSERT`); an error when it does not parse.
     pub fn can_prepare(&self, sql: &str) -> Result<bool> {
-        let statements = self.parse(sql)?;
-        Ok(statements.len() == 1 && statements.iter().all(|s| self.is_datafusions(s)))
+        let statements = self.parse_script(sql)?;
+        Ok(statements.len() == 1
+            && statements
+                .iter()
+                .all(|s| matches!(s, Parsed::Sql(s) if self.is_datafusions(s))))
     }
 
     async fn plan_prepared(&self, sql: &str) -> Result<Planned<Arc<PreparedPlan>>> {

@@ -1,24 +1,30 @@
 //! A SQL session: a DataFusion `SessionContext` over the widesql catalog,
 //! its options, and running statements and scripts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::config::Dialect;
 use datafusion::execution::context::SessionContext;
+use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion::sql::sqlparser::parser::ParserError;
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
 use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
 use crate::sql::checked::{self, CheckedIntegers};
+use crate::sql::ddl::users::{parse_access, AccessStatement};
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::front_door::{CacheSwitches, PlanCache};
@@ -27,6 +33,14 @@ use crate::sql::literal::Numbers;
 use crate::sql::scan::scans_of;
 use crate::sql::{catalog, dml, from_df, planned, shape, types, versions, Frame};
 use crate::table::TableStore;
+
+/// One statement of a script.
+pub(crate) enum Parsed {
+    /// A statement DataFusion's parser reads.
+    Sql(DfStatement),
+    /// A statement about users or grants.
+    Access(AccessStatement),
+}
 
 /// The result of one statement of a script.
 #[derive(Debug, Clone)]
@@ -69,6 +83,16 @@ pub struct SessionOptions {
     /// TO` a file and `CREATE EXTERNAL TABLE`. Default: true; the sessions
     /// of network clients have it off, since they are not the host's user.
     pub host_files: bool,
+    /// The user whose grants every statement is checked against; `None`
+    /// (the default): no checks, as for the program that owns the files.
+    /// Set it only for a user who proved who it is
+    /// ([`Db::authenticate`](crate::Db::authenticate)).
+    pub user: Option<String>,
+    /// The most memory the session's running queries may hold at once
+    /// (DataFusion's memory pool: sorts and aggregations spill to disk
+    /// past it, other operators fail with a resources-exhausted error);
+    /// `None` (the default): no limit.
+    pub memory_limit: Option<usize>,
 }
 
 impl Default for SessionOptions {
@@ -78,6 +102,8 @@ impl Default for SessionOptions {
             default_dataset: DEFAULT_DATASET.to_string(),
             target_partitions: None,
             host_files: true,
+            user: None,
+            memory_limit: None,
         }
     }
 }
@@ -187,7 +213,23 @@ impl Session {
             .with_type_planner(Arc::new(types::WidesqlTypes::default()))
             .with_analyzer_rule(Arc::new(InSubqueryNulls))
             .with_analyzer_rule(Arc::new(CheckedIntegers))
-            .with_catalog_list(Arc::new(catalog::ProjectList::new(db.clone())));
+            .with_catalog_list(Arc::new(catalog::ProjectList::new(
+                db.clone(),
+                options.user.clone(),
+            )));
+        let state = match options.memory_limit {
+            Some(limit) => {
+                let runtime = RuntimeEnv {
+                    memory_pool: Arc::new(TrackConsumersPool::new(
+                        GreedyMemoryPool::new(limit),
+                        NonZeroUsize::MIN.saturating_add(4),
+                    )),
+                    ..RuntimeEnv::default()
+                };
+                state.with_runtime_env(Arc::new(runtime))
+            }
+            None => state,
+        };
         let state = planned::with_planner(state).build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udaf(checked::checked_sum());
@@ -219,7 +261,8 @@ impl Session {
         self.db.catalog().generation()
     }
 
-    /// The key a statement's shape is remembered under: its text, and the
+    /// The key a statement's shape is remembered under: its text, the
+    /// session's user (whose grants its plan was checked against), and the
     /// settings that decide what its names resolve to (a `SET` of the
     /// default catalog or schema, or of identifier normalization, makes
     /// it a new shape).
@@ -228,7 +271,8 @@ impl Session {
         let state = state.read();
         let options = state.config().options();
         format!(
-            "{}.{} {} {text}",
+            "{:?} {}.{} {} {text}",
+            self.options.user,
             options.catalog.default_catalog,
             options.catalog.default_schema,
             options.sql_parser.enable_ident_normalization
@@ -281,6 +325,25 @@ impl Session {
         &self.ctx
     }
 
+    /// The catalog as DataFusion's providers (projects, their datasets,
+    /// their tables), listing what the session's user sees; reading it
+    /// changes nothing about the session, unlike [`Session::context`].
+    pub fn catalog_list(&self) -> Arc<dyn datafusion::catalog::CatalogProviderList> {
+        Arc::clone(self.ctx.state_ref().read().catalog_list())
+    }
+
+    /// The project and dataset that unqualified names resolve in now (`SET
+    /// datafusion.catalog.default_catalog` changes them).
+    pub fn default_names(&self) -> (String, String) {
+        let state = self.ctx.state_ref();
+        let state = state.read();
+        let options = &state.config().options().catalog;
+        (
+            options.default_catalog.clone(),
+            options.default_schema.clone(),
+        )
+    }
+
     /// The DataFusion context, for the crate's own registrations that it
     /// undoes itself (an import's source) and that no cached plan reads.
     pub(crate) fn own_context(&self) -> &SessionContext {
@@ -289,8 +352,9 @@ impl Session {
 
     /// Parses statements with the session's dialect
     /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
-    /// does. A script is parsed whole, before any of it runs.
-    pub(crate) fn parse(&self, sql: &str) -> Result<std::collections::VecDeque<DfStatement>> {
+    /// does, and widesql's statements about users and grants among them.
+    /// A script is parsed whole, before any of it runs.
+    pub(crate) fn parse_script(&self, sql: &str) -> Result<VecDeque<Parsed>> {
         // Read the settings without cloning the session state.
         let (dialect_name, recursion_limit) = {
             let state = self.ctx.state_ref();
@@ -300,12 +364,51 @@ impl Session {
         };
         let dialect = dialect_from_str(dialect_name)
             .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{dialect_name}'")))?;
-        DFParserBuilder::new(sql)
+        let mut parser = DFParserBuilder::new(sql)
             .with_dialect(dialect.as_ref())
             .with_recursion_limit(recursion_limit)
             .build()
-            .and_then(|mut parser| parser.parse_statements())
-            .map_err(from_df)
+            .map_err(from_df)?;
+        // DataFusion's `parse_statements`, with one more kind of statement.
+        let mut statements = VecDeque::new();
+        let mut expecting_delimiter = false;
+        loop {
+            while parser.parser.consume_token(&Token::SemiColon) {
+                expecting_delimiter = false;
+            }
+            let next = parser.parser.peek_token();
+            if next == Token::EOF {
+                break;
+            }
+            if expecting_delimiter {
+                let message = format!(
+                    "Expected: end of statement, found: {next}{}",
+                    next.span.start
+                );
+                return Err(from_df(ParserError::ParserError(message).into()));
+            }
+            let statement = match parse_access(&mut parser.parser) {
+                Some(access) => Parsed::Access(access.map_err(|e| from_df(e.into()))?),
+                None => Parsed::Sql(parser.parse_statement().map_err(from_df)?),
+            };
+            statements.push_back(statement);
+            expecting_delimiter = true;
+        }
+        Ok(statements)
+    }
+
+    /// The statements of `sql`, where a statement about users or grants
+    /// is an error (a prepared statement, an export's query).
+    pub(crate) fn parse(&self, sql: &str) -> Result<VecDeque<DfStatement>> {
+        self.parse_script(sql)?
+            .into_iter()
+            .map(|statement| match statement {
+                Parsed::Sql(statement) => Ok(statement),
+                Parsed::Access(access) => Err(Error::Sql(format!(
+                    "'{access}' cannot be prepared or used as a query"
+                ))),
+            })
+            .collect()
     }
 
     /// Whether statements are parsed with the generic dialect (the
@@ -323,8 +426,15 @@ impl Session {
         if let Some(answer) = self.door_text(sql).await? {
             return self.answer_frame(answer);
         }
-        let statement = self.parse_one(sql)?;
-        self.frame_of(statement).await
+        let mut statements = self.parse_script(sql)?;
+        match (statements.pop_front(), statements.is_empty()) {
+            (Some(Parsed::Sql(statement)), true) => self.frame_of(statement).await,
+            (Some(Parsed::Access(statement)), true) => self.run_access(statement),
+            (None, _) => Err(Error::Sql("no statement to run".into())),
+            (Some(_), false) => Err(Error::Sql(
+                "the text holds several statements where one is expected".into(),
+            )),
+        }
     }
 
     /// The one statement of `sql`; an error when it holds none or several.
@@ -374,10 +484,21 @@ impl Session {
             });
             return Ok(1);
         }
-        let statements = self.parse(script)?;
+        let statements = self.parse_script(script)?;
         let count = statements.len();
         for statement in statements {
-            done(self.run_statement(statement).await?);
+            done(match statement {
+                Parsed::Sql(statement) => self.run_statement(statement).await?,
+                Parsed::Access(statement) => {
+                    let sql = statement.to_string();
+                    let (schema, batches) = self.run_access(statement)?.into_rows().await?;
+                    StatementOutput {
+                        sql,
+                        schema,
+                        batches,
+                    }
+                }
+            });
         }
         Ok(count)
     }

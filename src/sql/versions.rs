@@ -167,6 +167,11 @@ const TIMESTAMP: &str = "_timestamp";
 const VALUE: &str = "value";
 
 impl CellsView {
+    /// The table whose cells it lists.
+    pub(crate) fn table(&self) -> &WideTable {
+        &self.table
+    }
+
     fn new(table: WideTable) -> Self {
         let shape = table.shape();
         let key_columns = shape.key_columns();

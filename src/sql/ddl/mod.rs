@@ -20,6 +20,7 @@ mod create;
 mod drop;
 mod options;
 mod show;
+pub(crate) mod users;
 
 use crate::error::Error;
 

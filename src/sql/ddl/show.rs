@@ -1,4 +1,5 @@
-//! `SHOW DATABASES | SCHEMAS | TABLES | COLUMNS` and `DESCRIBE`.
+//! `SHOW DATABASES | SCHEMAS | TABLES | COLUMNS` and `DESCRIBE`; a
+//! session's user sees only what its grants reach (see [`crate::access`]).
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::sql::sqlparser::ast::ObjectName;
 
+use crate::access::Securable;
 use crate::error::Result;
 use crate::sql::values::sql_type_name;
 use crate::sql::Session;
@@ -18,6 +20,7 @@ impl Session {
             .db()
             .projects()?
             .iter()
+            .filter(|p| self.sees(Securable::Project(p.id())))
             .map(|p| p.name())
             .collect::<Result<_>>()?;
         one_column("database_name", names)
@@ -31,6 +34,7 @@ impl Session {
             .open_project(project)?
             .datasets()?
             .iter()
+            .filter(|d| self.sees(Securable::Dataset(d.id())))
             .map(|d| d.name())
             .collect::<Result<_>>()?;
         one_column("schema_name", names)
@@ -51,6 +55,7 @@ impl Session {
             .open_dataset(&dataset)?
             .tables()?
             .iter()
+            .filter(|t| self.sees(Securable::Table(t.id())))
             .map(|t| t.name())
             .collect::<Result<_>>()?;
         one_column("table_name", names)

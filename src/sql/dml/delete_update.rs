@@ -239,6 +239,9 @@ impl Session {
             return Err(Error::Sql(format!("{statement} takes a table name")));
         };
         let table = self.open_table(name)?;
+        if let Some(privilege) = crate::access::Privilege::parse(statement) {
+            self.require(privilege, crate::access::Securable::Table(table.id()))?;
+        }
         let alias = match alias {
             Some(a) => a.name.clone(),
             None => name
@@ -293,6 +296,7 @@ impl Session {
         select.selection = selection.cloned();
         let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
         let plan = self.ctx.state().statement_to_plan(statement).await?;
+        self.check_plan(&plan)?;
         let physical = self
             .ctx
             .execute_logical_plan(plan)

@@ -1,0 +1,48 @@
+//! Users from the embedded API: what a server needs to let clients in
+//! (see [`crate::access`] for what users may do once in).
+
+use std::sync::OnceLock;
+
+use crate::access::{hash_password, verify_password, AccessError};
+use crate::db::Db;
+use crate::error::Result;
+
+impl Db {
+    /// Checks a user's password. A wrong password and an unknown user give
+    /// the same error, after the same work (a hash is checked either way).
+    pub fn authenticate(&self, user: &str, password: &str) -> Result<()> {
+        let hash = self
+            .catalog()
+            .read()
+            .user(user)
+            .map(|u| u.password_hash.clone());
+        let matches = match hash {
+            Some(hash) => verify_password(password, &hash),
+            None => {
+                static NOBODY: OnceLock<String> = OnceLock::new();
+                let hash = NOBODY.get_or_init(|| hash_password("-").unwrap_or_default());
+                let _ = verify_password(password, hash);
+                false
+            }
+        };
+        if matches {
+            Ok(())
+        } else {
+            Err(AccessError::WrongPassword.into())
+        }
+    }
+
+    /// Creates a user (an admin with `admin`); an error when it exists.
+    /// SQL's `CREATE USER` does the same for a session.
+    pub fn create_user(&self, name: &str, password: &str, admin: bool) -> Result<()> {
+        self.catalog()
+            .create_user(name, hash_password(password)?, admin, false)
+            .map(drop)
+    }
+
+    /// Whether the database has any user. A server lets clients in
+    /// without credentials only while it has none.
+    pub fn has_users(&self) -> bool {
+        self.catalog().read().users().next().is_some()
+    }
+}

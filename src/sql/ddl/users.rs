@@ -1,0 +1,522 @@
+//! Users and grants in SQL:
+//!
+//! ```text
+//! CREATE USER [IF NOT EXISTS] name [WITH] PASSWORD 'secret' [ADMIN]
+//! ALTER USER name [WITH] { PASSWORD 'secret' | ADMIN | NOADMIN } …
+//! DROP USER [IF EXISTS] name
+//! GRANT { ALL [PRIVILEGES] | privilege [, …] } ON { PROJECT | DATASET | TABLE } name TO user
+//! REVOKE { ALL [PRIVILEGES] | privilege [, …] } ON { PROJECT | DATASET | TABLE } name FROM user
+//! SHOW GRANTS [FOR user]
+//! SHOW USERS
+//! SHOW ACTIVITY
+//! CANCEL [STATEMENT] id
+//! ```
+//!
+//! `SHOW ACTIVITY` lists the statements running now ([`crate::Activity`]):
+//! an admin sees every user's, a user its own; `CANCEL` stops one (an
+//! admin any, a user its own).
+//!
+//! A privilege is `SELECT`, `INSERT`, `UPDATE`, `DELETE` or `CREATE`;
+//! `DATABASE` and `SCHEMA` are accepted for `PROJECT` and `DATASET`.
+//! widesql parses these statements itself, at the same position of a
+//! script as DataFusion's parser would, so that a script mixes them with
+//! other statements. A statement's text as widesql prints it (in results,
+//! logs) never holds its password.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, StringArray, TimestampMicrosecondArray, UInt64Array,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+use crate::access::{hash_password, AccessError, Privilege, Securable};
+use crate::error::Result;
+use crate::sql::{Frame, Session};
+
+/// A statement about users or grants.
+#[derive(Debug, Clone)]
+pub(crate) enum AccessStatement {
+    CreateUser {
+        name: Ident,
+        password: String,
+        admin: bool,
+        if_not_exists: bool,
+    },
+    AlterUser {
+        name: Ident,
+        password: Option<String>,
+        admin: Option<bool>,
+    },
+    DropUser {
+        name: Ident,
+        if_exists: bool,
+    },
+    Grant {
+        privileges: Vec<Privilege>,
+        on: ObjectRef,
+        user: Ident,
+        revoke: bool,
+    },
+    ShowGrants {
+        user: Option<Ident>,
+    },
+    ShowUsers,
+    ShowActivity,
+    Cancel {
+        id: u64,
+    },
+}
+
+/// The object of a `GRANT` or `REVOKE`, as written.
+#[derive(Debug, Clone)]
+pub(crate) enum ObjectRef {
+    Project(ObjectName),
+    Dataset(ObjectName),
+    Table(ObjectName),
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObjectRef::Project(name) => write!(f, "PROJECT {name}"),
+            ObjectRef::Dataset(name) => write!(f, "DATASET {name}"),
+            ObjectRef::Table(name) => write!(f, "TABLE {name}"),
+        }
+    }
+}
+
+impl fmt::Display for AccessStatement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessStatement::CreateUser {
+                name,
+                admin,
+                if_not_exists,
+                ..
+            } => {
+                let if_not_exists = if *if_not_exists { "IF NOT EXISTS " } else { "" };
+                let admin = if *admin { " ADMIN" } else { "" };
+                write!(f, "CREATE USER {if_not_exists}{name} PASSWORD '…'{admin}")
+            }
+            AccessStatement::AlterUser {
+                name,
+                password,
+                admin,
+            } => {
+                write!(f, "ALTER USER {name}")?;
+                if password.is_some() {
+                    write!(f, " PASSWORD '…'")?;
+                }
+                match admin {
+                    Some(true) => write!(f, " ADMIN"),
+                    Some(false) => write!(f, " NOADMIN"),
+                    None => Ok(()),
+                }
+            }
+            AccessStatement::DropUser { name, if_exists } => {
+                let if_exists = if *if_exists { "IF EXISTS " } else { "" };
+                write!(f, "DROP USER {if_exists}{name}")
+            }
+            AccessStatement::Grant {
+                privileges,
+                on,
+                user,
+                revoke,
+            } => {
+                let names: Vec<&str> = privileges.iter().map(|p| p.name()).collect();
+                let (verb, to) = if *revoke {
+                    ("REVOKE", "FROM")
+                } else {
+                    ("GRANT", "TO")
+                };
+                write!(f, "{verb} {} ON {on} {to} {user}", names.join(", "))
+            }
+            AccessStatement::ShowGrants { user: Some(user) } => write!(f, "SHOW GRANTS FOR {user}"),
+            AccessStatement::ShowGrants { user: None } => write!(f, "SHOW GRANTS"),
+            AccessStatement::ShowUsers => write!(f, "SHOW USERS"),
+            AccessStatement::ShowActivity => write!(f, "SHOW ACTIVITY"),
+            AccessStatement::Cancel { id } => write!(f, "CANCEL STATEMENT {id}"),
+        }
+    }
+}
+
+/// Whether the token `n` ahead is the unquoted word `word`.
+fn is_word(parser: &Parser<'_>, n: usize, word: &str) -> bool {
+    matches!(&parser.peek_nth_token(n).token,
+        Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+/// Consumes the unquoted word `word` when it comes next.
+fn take_word(parser: &mut Parser<'_>, word: &str) -> bool {
+    let found = is_word(parser, 0, word);
+    if found {
+        parser.advance_token();
+    }
+    found
+}
+
+/// The access statement at the parser's position; `None`, with nothing
+/// consumed, when the statement there is of another kind.
+pub(crate) fn parse_access(
+    parser: &mut Parser<'_>,
+) -> Option<std::result::Result<AccessStatement, ParserError>> {
+    let starts = |parser: &Parser<'_>, first: &str, second: &str| {
+        is_word(parser, 0, first) && is_word(parser, 1, second)
+    };
+    let kind = if starts(parser, "CREATE", "USER") {
+        0
+    } else if starts(parser, "ALTER", "USER") {
+        1
+    } else if starts(parser, "DROP", "USER") {
+        2
+    } else if is_word(parser, 0, "GRANT") {
+        3
+    } else if is_word(parser, 0, "REVOKE") {
+        4
+    } else if starts(parser, "SHOW", "GRANTS") {
+        5
+    } else if starts(parser, "SHOW", "USERS") {
+        6
+    } else if starts(parser, "SHOW", "ACTIVITY") {
+        7
+    } else if is_word(parser, 0, "CANCEL") {
+        8
+    } else {
+        return None;
+    };
+    Some(parse_kind(parser, kind))
+}
+
+fn parse_kind(
+    parser: &mut Parser<'_>,
+    kind: u8,
+) -> std::result::Result<AccessStatement, ParserError> {
+    let two_words = kind <= 2 || (5..=7).contains(&kind);
+    parser.advance_token();
+    if two_words {
+        parser.advance_token();
+    }
+    Ok(match kind {
+        0 => {
+            let if_not_exists =
+                parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+            let name = parser.parse_identifier()?;
+            let _ = parser.parse_keyword(Keyword::WITH);
+            parser.expect_keyword_is(Keyword::PASSWORD)?;
+            let password = parser.parse_literal_string()?;
+            let admin = take_word(parser, "ADMIN");
+            AccessStatement::CreateUser {
+                name,
+                password,
+                admin,
+                if_not_exists,
+            }
+        }
+        1 => {
+            let name = parser.parse_identifier()?;
+            let _ = parser.parse_keyword(Keyword::WITH);
+            let (mut password, mut admin) = (None, None);
+            loop {
+                if parser.parse_keyword(Keyword::PASSWORD) {
+                    password = Some(parser.parse_literal_string()?);
+                } else if take_word(parser, "ADMIN") {
+                    admin = Some(true);
+                } else if take_word(parser, "NOADMIN") {
+                    admin = Some(false);
+                } else {
+                    break;
+                }
+            }
+            if password.is_none() && admin.is_none() {
+                return parser.expected("PASSWORD, ADMIN or NOADMIN", parser.peek_token());
+            }
+            AccessStatement::AlterUser {
+                name,
+                password,
+                admin,
+            }
+        }
+        2 => AccessStatement::DropUser {
+            if_exists: parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]),
+            name: parser.parse_identifier()?,
+        },
+        3 | 4 => {
+            let revoke = kind == 4;
+            let privileges = parse_privileges(parser)?;
+            parser.expect_keyword_is(Keyword::ON)?;
+            let on = if take_word(parser, "PROJECT") || take_word(parser, "DATABASE") {
+                ObjectRef::Project(parser.parse_object_name(false)?)
+            } else if take_word(parser, "DATASET") || take_word(parser, "SCHEMA") {
+                ObjectRef::Dataset(parser.parse_object_name(false)?)
+            } else if take_word(parser, "TABLE") {
+                ObjectRef::Table(parser.parse_object_name(false)?)
+            } else {
+                return parser.expected("PROJECT, DATASET or TABLE", parser.peek_token());
+            };
+            parser.expect_keyword_is(if revoke { Keyword::FROM } else { Keyword::TO })?;
+            AccessStatement::Grant {
+                privileges,
+                on,
+                user: parser.parse_identifier()?,
+                revoke,
+            }
+        }
+        5 => AccessStatement::ShowGrants {
+            user: if parser.parse_keyword(Keyword::FOR) {
+                Some(parser.parse_identifier()?)
+            } else {
+                None
+            },
+        },
+        6 => AccessStatement::ShowUsers,
+        7 => AccessStatement::ShowActivity,
+        _ => {
+            let _ = take_word(parser, "STATEMENT");
+            let token = parser.next_token();
+            match &token.token {
+                Token::Number(n, _) => match n.parse::<u64>() {
+                    Ok(id) => AccessStatement::Cancel { id },
+                    Err(_) => return parser.expected("a statement id", token),
+                },
+                _ => return parser.expected("a statement id", token),
+            }
+        }
+    })
+}
+
+fn parse_privileges(parser: &mut Parser<'_>) -> std::result::Result<Vec<Privilege>, ParserError> {
+    if parser.parse_keyword(Keyword::ALL) {
+        let _ = parser.parse_keyword(Keyword::PRIVILEGES);
+        return Ok(Privilege::ALL.to_vec());
+    }
+    let mut privileges = Vec::new();
+    loop {
+        let token = parser.next_token();
+        let privilege = match &token.token {
+            Token::Word(w) => Privilege::parse(&w.value),
+            _ => None,
+        };
+        match privilege {
+            Some(p) => privileges.push(p),
+            None => {
+                return parser.expected(
+                    "a privilege (SELECT, INSERT, UPDATE, DELETE, CREATE or ALL)",
+                    token,
+                )
+            }
+        }
+        if !parser.consume_token(&Token::Comma) {
+            return Ok(privileges);
+        }
+    }
+}
+
+impl Session {
+    /// Runs a statement about users or grants. Only an admin (or a session
+    /// without a user) changes users and grants; a user may change its own
+    /// password and see its own grants.
+    pub(crate) fn run_access(&self, statement: AccessStatement) -> Result<Frame> {
+        let catalog = self.db.catalog();
+        match statement {
+            AccessStatement::CreateUser {
+                name,
+                password,
+                admin,
+                if_not_exists,
+            } => {
+                self.require_admin("create users")?;
+                let name = self.normalize(&name);
+                catalog.create_user(&name, hash_password(&password)?, admin, if_not_exists)?;
+            }
+            AccessStatement::AlterUser {
+                name,
+                password,
+                admin,
+            } => {
+                let name = self.normalize(&name);
+                let own_password = admin.is_none() && self.options.user.as_ref() == Some(&name);
+                if !own_password {
+                    self.require_admin("alter other users or the admin flag")?;
+                }
+                let hash = password.as_deref().map(hash_password).transpose()?;
+                catalog.alter_user(&name, hash, admin)?;
+            }
+            AccessStatement::DropUser { name, if_exists } => {
+                self.require_admin("drop users")?;
+                let name = self.normalize(&name);
+                if self.options.user.as_ref() == Some(&name) {
+                    return Err(AccessError::AdminOnly {
+                        user: name,
+                        action: "drop another user (a session's own user cannot be dropped)".into(),
+                    }
+                    .into());
+                }
+                catalog.drop_user(&name, if_exists)?;
+            }
+            AccessStatement::Grant {
+                privileges,
+                on,
+                user,
+                revoke,
+            } => {
+                self.require_admin(if revoke {
+                    "revoke privileges"
+                } else {
+                    "grant privileges"
+                })?;
+                let on = self.securable(&on)?;
+                catalog.set_grants(&self.normalize(&user), on, &privileges, !revoke)?;
+            }
+            AccessStatement::ShowGrants { user } => {
+                let user = user.map(|u| self.normalize(&u));
+                if user.is_some() && user != self.options.user {
+                    self.require_admin("show the grants of other users")?;
+                }
+                return self.frame(self.grants_batch(user.or_else(|| self.options.user.clone()))?);
+            }
+            AccessStatement::ShowUsers => {
+                self.require_admin("list users")?;
+                return self.frame(self.users_batch()?);
+            }
+            AccessStatement::ShowActivity => return self.frame(self.activity_batch()?),
+            AccessStatement::Cancel { id } => {
+                let activity = self.db.activity();
+                let owner = activity.user_of(id).ok_or_else(|| {
+                    crate::Error::Sql(format!(
+                        "no statement runs with id {id} (it may have ended)"
+                    ))
+                })?;
+                if owner != self.options.user {
+                    self.require_admin("cancel the statements of other users")?;
+                }
+                if activity.cancel(id) == Some(false) {
+                    return Err(crate::Error::Sql(format!(
+                        "statement {id} writes, and a write runs to its end: it cannot be cancelled"
+                    )));
+                }
+            }
+        }
+        self.done()
+    }
+
+    /// `SHOW ACTIVITY`: the statements running now; a user sees its own.
+    fn activity_batch(&self) -> Result<RecordBatch> {
+        let all = self.require_admin("").is_ok();
+        let entries: Vec<crate::ActivityEntry> = self
+            .db
+            .activity()
+            .list()
+            .into_iter()
+            .filter(|e| all || e.user == self.options.user)
+            .collect();
+        let micros = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        };
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::UInt64, false),
+                Field::new("user", DataType::Utf8, true),
+                Field::new("client", DataType::Utf8, false),
+                Field::new("kind", DataType::Utf8, false),
+                Field::new(
+                    "started",
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                    false,
+                ),
+                Field::new("running_ms", DataType::UInt64, false),
+            ])),
+            vec![
+                Arc::new(UInt64Array::from_iter_values(entries.iter().map(|e| e.id))),
+                Arc::new(StringArray::from_iter(
+                    entries.iter().map(|e| e.user.as_deref()),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    entries.iter().map(|e| e.client.as_str()),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    entries.iter().map(|e| e.kind.as_str()),
+                )),
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values(
+                        entries.iter().map(|e| micros(e.started)),
+                    )
+                    .with_timezone("UTC"),
+                ),
+                Arc::new(UInt64Array::from_iter_values(
+                    entries.iter().map(|e| e.running_micros / 1000),
+                )),
+            ],
+        )?)
+    }
+
+    /// The object a `GRANT` names.
+    fn securable(&self, on: &ObjectRef) -> Result<Securable> {
+        Ok(match on {
+            ObjectRef::Project(name) => {
+                let parts = self.name_parts(name)?;
+                Securable::Project(self.db.open_project(&parts.join("."))?.id())
+            }
+            ObjectRef::Dataset(name) => {
+                let (project, dataset) = self.resolve_dataset_name(name)?;
+                Securable::Dataset(self.db.open_project(&project)?.open_dataset(&dataset)?.id())
+            }
+            ObjectRef::Table(name) => Securable::Table(self.open_table(name)?.id()),
+        })
+    }
+
+    /// `SHOW GRANTS`: `user`'s grants, or everyone's for `None`.
+    fn grants_batch(&self, user: Option<String>) -> Result<RecordBatch> {
+        let state = self.db.catalog().read();
+        let (mut users, mut privileges, mut kinds, mut objects) = (vec![], vec![], vec![], vec![]);
+        for (holder, on, privilege) in state.grants() {
+            if user.as_deref().is_some_and(|u| u != holder) {
+                continue;
+            }
+            let name = state.securable_name(on);
+            users.push(holder.to_string());
+            privileges.push(privilege.name());
+            kinds.push(on.kind());
+            objects.push(
+                name.split_once(' ')
+                    .map_or(name.clone(), |(_, n)| n.to_string()),
+            );
+        }
+        let text = |values: Vec<String>| Arc::new(StringArray::from(values)) as ArrayRef;
+        let fields = ["user", "privilege", "object_kind", "object"]
+            .map(|name| Field::new(name, DataType::Utf8, false));
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(fields.to_vec())),
+            vec![
+                text(users),
+                Arc::new(StringArray::from(privileges)),
+                Arc::new(StringArray::from(kinds)),
+                text(objects),
+            ],
+        )?)
+    }
+
+    /// `SHOW USERS`: name and admin flag (never the password hash).
+    fn users_batch(&self) -> Result<RecordBatch> {
+        let state = self.db.catalog().read();
+        let names: Vec<String> = state.users().map(|u| u.name.clone()).collect();
+        let admins: Vec<bool> = state.users().map(|u| u.admin).collect();
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("user", DataType::Utf8, false),
+                Field::new("admin", DataType::Boolean, false),
+            ])),
+            vec![
+                Arc::new(StringArray::from(names)),
+                Arc::new(BooleanArray::from(admins)),
+            ],
+        )?)
+    }
+}

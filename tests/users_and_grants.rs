@@ -1,0 +1,405 @@
+//! Users and grants: each privilege allows exactly its statements, on the
+//! object granted and what it holds; listings show only what a user may
+//! use; grants outlive a restart and changes to them reach cached plans.
+
+use widesql::{Db, Error, ErrorKind, Session, SessionOptions};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn session_of(db: &Db, user: &str) -> Session {
+    Session::with_options(
+        db.clone(),
+        SessionOptions {
+            user: Some(user.to_string()),
+            ..SessionOptions::default()
+        },
+    )
+}
+
+/// The rows of a one-statement query as text lines.
+async fn rows(session: &Session, sql: &str) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let batches = session.sql(sql).await?.collect().await?;
+    Ok(widesql_slt::rows_as_text(&batches)?
+        .into_iter()
+        .map(|row| row.join(" "))
+        .collect())
+}
+
+/// The error of a statement that must fail: it is refused for `user`
+/// lacking `privilege` on `object`.
+async fn refused(session: &Session, sql: &str, expected: &str) -> TestResult {
+    match session.run(sql).await {
+        Ok(_) => Err(format!("'{sql}' ran; it should have been refused").into()),
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{sql}: {e}");
+            assert!(e.to_string().contains(expected), "{sql}: {e}");
+            Ok(())
+        }
+    }
+}
+
+async fn setup(db: &Db) -> TestResult {
+    db.session()
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); \
+             INSERT INTO t VALUES ('a', 1), ('b', 2); \
+             CREATE TABLE secret (_key VARCHAR PRIMARY KEY, n BIGINT); \
+             INSERT INTO secret VALUES ('a', 10); \
+             CREATE DATABASE other; CREATE SCHEMA other.d; \
+             CREATE TABLE other.d.o (_key VARCHAR PRIMARY KEY, n BIGINT); \
+             CREATE USER alice PASSWORD 'alice pw'; \
+             CREATE USER root WITH PASSWORD 'root pw' ADMIN",
+        )
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_privilege_allows_its_statements_only() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    setup(&db).await?;
+    let admin = db.session();
+    let alice = session_of(&db, "alice");
+
+    refused(
+        &alice,
+        "SELECT n FROM t",
+        "user 'alice' has no SELECT privilege on table default.public.t",
+    )
+    .await?;
+    admin.run("GRANT SELECT ON TABLE t TO alice").await?;
+    assert_eq!(
+        rows(&alice, "SELECT n FROM t ORDER BY n").await?,
+        ["1", "2"]
+    );
+    // A key lookup (the front door's fast path) is checked as well.
+    assert_eq!(
+        rows(&alice, "SELECT n FROM t WHERE _key = 'b'").await?,
+        ["2"]
+    );
+    // Other tables, however reached: a subquery, a join, a view, versions.
+    refused(
+        &alice,
+        "SELECT n FROM t WHERE n IN (SELECT n FROM secret)",
+        "table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "SELECT * FROM t JOIN secret USING (_key)",
+        "table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "CREATE VIEW v AS SELECT * FROM secret",
+        "table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "SELECT * FROM cells('secret')",
+        "table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "SELECT * FROM history('secret')",
+        "table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "DESCRIBE secret",
+        "SELECT privilege on table default.public.secret",
+    )
+    .await?;
+    // SELECT does not write.
+    refused(
+        &alice,
+        "INSERT INTO t VALUES ('c', 3)",
+        "INSERT privilege on table default.public.t",
+    )
+    .await?;
+    refused(
+        &alice,
+        "UPDATE t SET n = 5",
+        "UPDATE privilege on table default.public.t",
+    )
+    .await?;
+    refused(
+        &alice,
+        "DELETE FROM t WHERE n = 1",
+        "DELETE privilege on table default.public.t",
+    )
+    .await?;
+    refused(
+        &alice,
+        "CREATE TABLE mine (_key VARCHAR PRIMARY KEY)",
+        "CREATE privilege on dataset default.public",
+    )
+    .await?;
+    refused(
+        &alice,
+        "DROP TABLE t",
+        "CREATE privilege on table default.public.t",
+    )
+    .await?;
+    refused(
+        &alice,
+        "ALTER TABLE t ADD COLUMN m BIGINT",
+        "CREATE privilege on table default.public.t",
+    )
+    .await?;
+
+    // A grant on a dataset covers its tables, also those created later.
+    admin
+        .run("GRANT INSERT, UPDATE ON DATASET public TO alice")
+        .await?;
+    alice
+        .run("INSERT INTO t VALUES ('c', 3); UPDATE t SET n = n + 10 WHERE _key = 'c'")
+        .await?;
+    assert_eq!(
+        rows(&alice, "SELECT n FROM t WHERE _key = 'c'").await?,
+        ["13"]
+    );
+    admin
+        .run("CREATE TABLE later (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    alice.run("INSERT INTO later VALUES ('x', 1)").await?;
+    // INSERT … SELECT needs SELECT on what it reads.
+    refused(
+        &alice,
+        "INSERT INTO later SELECT _key, n FROM secret",
+        "table default.public.secret",
+    )
+    .await?;
+    // A grant on a project covers its datasets.
+    admin
+        .run("GRANT DELETE, CREATE ON PROJECT default TO alice")
+        .await?;
+    alice.run("DELETE FROM t WHERE _key = 'c'").await?;
+    alice
+        .run("CREATE TABLE mine (_key VARCHAR PRIMARY KEY, n BIGINT); DROP TABLE mine")
+        .await?;
+    // But not other projects, nor what only admins do.
+    refused(&alice, "SELECT * FROM other.d.o", "table other.d.o").await?;
+    refused(
+        &alice,
+        "CREATE DATABASE p2",
+        "only an admin may create projects",
+    )
+    .await?;
+    refused(
+        &alice,
+        "CREATE USER eve PASSWORD 'x'",
+        "only an admin may create users",
+    )
+    .await?;
+    refused(
+        &alice,
+        "GRANT SELECT ON TABLE secret TO alice",
+        "only an admin may grant",
+    )
+    .await?;
+    refused(
+        &alice,
+        "SHOW GRANTS FOR root",
+        "only an admin may show the grants of other users",
+    )
+    .await?;
+    refused(&alice, "SELECT * FROM _system._catalog._users", "_users").await?;
+
+    // REVOKE takes effect on the next statement, also for a plan cached
+    // from before (and for a prepared statement).
+    let prepared = alice.prepare("SELECT n FROM t WHERE _key = $1").await?;
+    assert_eq!(prepared.query(vec!["a".into()]).await?.len(), 1);
+    admin.run("REVOKE SELECT ON TABLE t FROM alice").await?;
+    refused(
+        &alice,
+        "SELECT n FROM t WHERE _key = 'b'",
+        "SELECT privilege on table default.public.t",
+    )
+    .await?;
+    let err = prepared
+        .query(vec!["a".into()])
+        .await
+        .err()
+        .ok_or("the prepared query ran after REVOKE")?;
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    // REVOKE ALL removes every privilege on the object.
+    admin.run("REVOKE ALL ON DATASET public FROM alice").await?;
+    refused(
+        &alice,
+        "INSERT INTO later VALUES ('y', 2)",
+        "INSERT privilege",
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_lists_only_what_its_grants_reach() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    setup(&db).await?;
+    let alice = session_of(&db, "alice");
+    assert!(rows(&alice, "SHOW TABLES").await?.is_empty());
+    db.session().run("GRANT SELECT ON TABLE t TO alice").await?;
+    assert_eq!(rows(&alice, "SHOW TABLES").await?, ["t"]);
+    assert_eq!(rows(&alice, "SHOW DATABASES").await?, ["default"]);
+    assert_eq!(
+        rows(&alice, "SELECT table_catalog || '.' || table_schema || '.' || table_name FROM information_schema.tables WHERE table_schema <> 'information_schema' ORDER BY 1").await?,
+        ["default.public.t"]
+    );
+    assert_eq!(
+        rows(&alice, "SELECT DISTINCT table_name FROM information_schema.columns WHERE table_schema = 'public'").await?,
+        ["t"]
+    );
+    // An admin sees everything, the system tables too.
+    let root = session_of(&db, "root");
+    assert_eq!(
+        rows(&root, "SELECT count(*) FROM information_schema.tables WHERE table_catalog = '_system' AND table_schema = '_catalog'").await?,
+        ["5"]
+    );
+    assert_eq!(
+        rows(&root, "SELECT name FROM _system._catalog._users ORDER BY 1").await?,
+        ["alice", "root"]
+    );
+    // SHOW GRANTS and SHOW USERS.
+    assert_eq!(
+        rows(&alice, "SHOW GRANTS").await?,
+        ["alice SELECT table default.public.t"]
+    );
+    assert_eq!(
+        rows(&root, "SHOW USERS").await?,
+        ["alice false", "root true"]
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_users_and_grants_survive_a_restart() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Db::open(dir.path())?;
+        setup(&db).await?;
+        let outputs = db
+            .session()
+            .run("GRANT SELECT ON TABLE t TO alice; ALTER USER root PASSWORD 'new root pw'")
+            .await?;
+        // A statement's text never shows its password.
+        assert_eq!(outputs[1].sql, "ALTER USER root PASSWORD '…'");
+        // A user may change its own password, and nothing else about itself.
+        let alice = session_of(&db, "alice");
+        alice.run("ALTER USER alice PASSWORD 'second'").await?;
+        refused(&alice, "ALTER USER alice ADMIN", "only an admin").await?;
+        refused(&alice, "ALTER USER root PASSWORD 'x'", "only an admin").await?;
+    }
+    let db = Db::open(dir.path())?;
+    db.authenticate("alice", "second")?;
+    db.authenticate("root", "new root pw")?;
+    for (user, password) in [("alice", "alice pw"), ("root", "root pw"), ("nobody", "x")] {
+        let err = db
+            .authenticate(user, password)
+            .err()
+            .ok_or("a wrong password was accepted")?;
+        assert_eq!(err.kind(), ErrorKind::Unauthenticated);
+        assert_eq!(err.to_string(), "wrong user name or password");
+    }
+    let alice = session_of(&db, "alice");
+    assert_eq!(rows(&alice, "SELECT count(*) FROM t").await?, ["2"]);
+    // A grant on a dropped table does not reach a new table of its name.
+    db.session()
+        .run("DROP TABLE t; CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    refused(&alice, "SELECT count(*) FROM t", "SELECT privilege").await?;
+    assert!(rows(&alice, "SHOW GRANTS").await?.is_empty());
+    // A dropped user's session stops working.
+    let root = session_of(&db, "root");
+    root.run("DROP USER alice").await?;
+    let err = alice
+        .run("SELECT 1")
+        .await
+        .err()
+        .ok_or("a dropped user's statement ran")?;
+    assert_eq!(err.kind(), ErrorKind::Unauthenticated, "{err}");
+    refused(&root, "DROP USER root", "cannot be dropped").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_statements_are_checked_and_parsed_with_the_rest() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    let session = db.session();
+    let outputs = session
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY); CREATE USER \"Bob\" PASSWORD 'p;w'; GRANT ALL PRIVILEGES ON SCHEMA public TO \"Bob\"; SELECT 1")
+        .await?;
+    assert_eq!(outputs.len(), 4);
+    assert_eq!(rows(&session, "SHOW GRANTS FOR \"Bob\"").await?.len(), 5);
+    let errors = [
+        (
+            "CREATE USER bob PASSWORD ''",
+            ErrorKind::InvalidArgument,
+            "a password must not be empty",
+        ),
+        (
+            "CREATE USER \"Bob\" PASSWORD 'x'",
+            ErrorKind::AlreadyExists,
+            "user 'Bob' already exists",
+        ),
+        (
+            "CREATE USER _x PASSWORD 'x'",
+            ErrorKind::InvalidName,
+            "reserved",
+        ),
+        (
+            "DROP USER nobody",
+            ErrorKind::NotFound,
+            "user 'nobody' does not exist",
+        ),
+        (
+            "GRANT SELECT ON TABLE nope TO \"Bob\"",
+            ErrorKind::NotFound,
+            "table 'default.public.nope' does not exist",
+        ),
+        (
+            "GRANT SELECT ON TABLE t TO nobody",
+            ErrorKind::NotFound,
+            "user 'nobody' does not exist",
+        ),
+        (
+            "GRANT FLY ON TABLE t TO \"Bob\"",
+            ErrorKind::Sql,
+            "a privilege",
+        ),
+        (
+            "GRANT SELECT ON VIEW t TO \"Bob\"",
+            ErrorKind::Sql,
+            "PROJECT, DATASET or TABLE",
+        ),
+        (
+            "ALTER USER \"Bob\"",
+            ErrorKind::Sql,
+            "PASSWORD, ADMIN or NOADMIN",
+        ),
+    ];
+    for (sql, kind, message) in errors {
+        let err: Error = session.run(sql).await.err().ok_or(sql)?;
+        assert_eq!(err.kind(), kind, "{sql}: {err}");
+        assert!(err.to_string().contains(message), "{sql}: {err}");
+    }
+    session
+        .run("DROP USER IF EXISTS nobody; CREATE USER IF NOT EXISTS \"Bob\" PASSWORD 'y'")
+        .await?;
+    db.authenticate("Bob", "p;w")?;
+    let err = session
+        .prepare("GRANT SELECT ON TABLE t TO \"Bob\"")
+        .await
+        .err()
+        .ok_or("prepared a GRANT")?;
+    assert!(err.to_string().contains("cannot be prepared"), "{err}");
+    Ok(())
+}
