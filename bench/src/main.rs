@@ -4,6 +4,10 @@
 //!
 //! `cargo run --release -p widesql-bench -- [--quick] [--rows N] [--only W1,W3]`
 //!
+//! W10 (the Flight SQL server under 1, 8 and 32 clients, next to
+//! PostgreSQL) starts a PostgreSQL server when Debian's `postgresql`
+//! package is installed, and says so when it is not.
+//!
 //! Each workload prints a Markdown table (the median of the repetitions)
 //! and its peak memory; the end prints `ratio NAME VALUE` lines with the
 //! targets they are measured against. Nothing here asserts a time: a
@@ -13,6 +17,7 @@
 mod concurrent;
 mod data;
 mod report;
+mod server;
 mod systems;
 mod workloads;
 

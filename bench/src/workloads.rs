@@ -142,6 +142,10 @@ pub fn run(config: &Config) -> Res<()> {
     if config.wants("W9") {
         w9_scan_memory(config)?;
     }
+    if config.wants("W10") {
+        reset_peak_rss();
+        crate::server::w10(config, &mut ratios)?;
+    }
     ratios.print();
     Ok(())
 }

@@ -102,13 +102,23 @@ fn start_serve(
     (child, addr)
 }
 
-fn stop(mut child: std::process::Child) {
+/// Stops `widesql serve` with SIGTERM; what it wrote to standard error.
+fn stop(mut child: std::process::Child) -> String {
+    use std::io::Read;
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill runs");
     assert!(killed.success());
     assert!(child.wait().expect("serve ends").success());
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut log)
+        .expect("stderr read");
+    log
 }
 
 #[cfg(unix)]
@@ -165,7 +175,30 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
             .await
             .expect("the admin creates a table");
     });
-    stop(child);
+    // One log line per call: who, what, how it ended; never a password.
+    let log = stop(child);
+    assert!(log.contains("created admin user 'admin'"), "{log}");
+    let created = log
+        .lines()
+        .find(|l| l.contains("DoPutUpdate"))
+        .unwrap_or_else(|| panic!("no line for the update: {log}"));
+    assert!(
+        created.contains("user=\"admin\"") || created.contains("user=admin"),
+        "{created}"
+    );
+    assert!(
+        created.contains("CREATE") && created.contains("done"),
+        "{created}"
+    );
+    let refused = log
+        .lines()
+        .find(|l| l.contains("Handshake") && l.contains("refused"))
+        .unwrap_or_else(|| panic!("no line for the wrong password: {log}"));
+    assert!(refused.contains("wrong user name or password"), "{refused}");
+    assert!(
+        !log.contains("from env"),
+        "a password reached the log: {log}"
+    );
 
     // The same admin again is refused; another one reads its password
     // from standard input.
@@ -182,7 +215,11 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
     let mut args = tls.to_vec();
     args.extend(["--init-admin", "second"]);
     let (child, _) = start_serve(&db, &args, None, "from stdin\n");
-    stop(child);
+    let log = stop(child);
+    assert!(
+        !log.contains("from stdin"),
+        "a password reached the log: {log}"
+    );
     let opened = widesql::Db::open(&db).expect("the database opens");
     opened
         .authenticate("admin", "from env")

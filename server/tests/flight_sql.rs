@@ -911,6 +911,42 @@ async fn statements_kept_between_calls_are_bounded() -> Result<(), BoxError> {
 }
 
 #[tokio::test]
+async fn one_session_cannot_take_every_kept_statement() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        statements_per_session: 2,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, _db, server) = serve(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await?;
+    let mut greedy = connect(&server).await?;
+    greedy.handshake("greedy", "").await?;
+    let _first = greedy.execute("SELECT 1".into(), None).await?;
+    let _second = greedy.execute("SELECT 2".into(), None).await?;
+    let error = refused(
+        greedy.execute("SELECT 3".into(), None).await,
+        Code::ResourceExhausted,
+        "a session kept more statements than its share",
+    )?;
+    assert!(error.contains("this session holds 2"), "{error}");
+    let _kept = greedy.prepare("SELECT 4".into(), None).await?;
+    let _kept2 = greedy.prepare("SELECT 5".into(), None).await?;
+    refused(
+        greedy.prepare("SELECT 6".into(), None).await,
+        Code::ResourceExhausted,
+        "a session kept more prepared statements than its share",
+    )?;
+    // Another session still has room.
+    let mut other = connect(&server).await?;
+    other.handshake("other", "").await?;
+    assert_eq!(query(&mut other, "SELECT 7").await?, "7");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn clients_cannot_read_or_write_the_hosts_files() -> Result<(), BoxError> {
     let (dir, _db, server) = serve(ServeOptions::default()).await?;
     let mut client = connect(&server).await?;
