@@ -82,6 +82,11 @@ with connect(admin, admin_password) as conn:
     check("tags of k=2 (keys in order)", served.column("tags")[1].as_py(), [("even", 1), ("k", 2)])
     check("timestamp type", pa.types.is_timestamp(served.schema.field("at").type), True)
 
+    cur.execute("SELECT k, make_array(k, k + 1) AS pair FROM t WHERE k <= 3 ORDER BY k")
+    lists = cur.fetch_arrow_table()
+    check("list type", pa.types.is_list(lists.schema.field("pair").type), True)
+    check("list values", lists.column("pair").to_pylist(), [[1, 2], [2, 3], [3, 4]])
+
     frame = duckdb.sql("SELECT sum(k) AS total, count(*) AS n FROM served").fetchall()
     check("DuckDB over the Arrow table", frame, [(ROWS * (ROWS + 1) // 2, ROWS)])
 

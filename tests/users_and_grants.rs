@@ -403,3 +403,96 @@ async fn user_statements_are_checked_and_parsed_with_the_rest() -> TestResult {
     assert!(err.to_string().contains("cannot be prepared"), "{err}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_statement_reads_or_moves_data_around_the_checks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    setup(&db).await?;
+    db.session()
+        .run("CREATE SCHEMA mine; GRANT ALL ON DATASET mine TO alice; CREATE TABLE mine.t (_key VARCHAR PRIMARY KEY)")
+        .await?;
+    let alice = session_of(&db, "alice");
+    alice.run("INSERT INTO mine.t VALUES ('a')").await?;
+    // A query inside DDL is checked like any other.
+    refused(
+        &alice,
+        "CREATE TABLE mine.loot AS SELECT * FROM secret",
+        "SELECT privilege on table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "CREATE TABLE mine.loot AS SELECT * FROM _system._catalog._users",
+        "_users",
+    )
+    .await?;
+    refused(
+        &alice,
+        "SELECT * INTO mine.loot FROM secret",
+        "SELECT privilege on table default.public.secret",
+    )
+    .await?;
+    refused(
+        &alice,
+        "CREATE OR REPLACE TABLE mine.t AS SELECT * FROM cells('secret')",
+        "table default.public.secret",
+    )
+    .await?;
+    assert!(db.open_table("default", "mine", "loot").is_err());
+    // A DEFAULT cannot read tables.
+    for sql in [
+        "ALTER TABLE mine.t ADD COLUMN leak VARCHAR DEFAULT (SELECT max(_key) FROM secret)",
+        "CREATE TABLE mine.u (_key VARCHAR PRIMARY KEY, leak BIGINT DEFAULT (SELECT count(*) FROM mine.t))",
+    ] {
+        let err = alice.run(sql).await.err().ok_or(sql)?;
+        assert!(err.to_string().contains("holds a subquery"), "{sql}: {err}");
+    }
+    // Names are resolved as the statement resolves them: quoted or not.
+    refused(
+        &alice,
+        "DROP DATABASE OTHER CASCADE",
+        "CREATE privilege on project other",
+    )
+    .await?;
+    refused(
+        &alice,
+        "DROP DATABASE \"other\" CASCADE",
+        "CREATE privilege on project other",
+    )
+    .await?;
+    assert!(db.open_project("other").is_ok());
+    // A table moves only into a dataset where its user may create tables.
+    refused(
+        &alice,
+        "ALTER TABLE mine.t RENAME TO public.moved",
+        "CREATE privilege on dataset default.public",
+    )
+    .await?;
+    refused(
+        &alice,
+        "ALTER TABLE mine.t RENAME TO _system._catalog.moved",
+        "CREATE privilege",
+    )
+    .await?;
+    // Chosen write timestamps are an admin's.
+    refused(
+        &alice,
+        "SET widesql.write_timestamp = 1",
+        "only an admin may choose write timestamps",
+    )
+    .await?;
+    // A password is a quoted string, and a bad one is not echoed.
+    let err = db
+        .session()
+        .run("CREATE USER eve PASSWORD hunter2")
+        .await
+        .err()
+        .ok_or("an unquoted password")?;
+    assert!(
+        err.to_string().contains("PASSWORD takes a quoted string"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    Ok(())
+}

@@ -59,7 +59,10 @@ pub async fn run(session: &Session, format: Format) -> Result<(), CliError> {
         if !line.trim_end().ends_with(';') {
             continue;
         }
-        let _ = editor.add_history_entry(pending.trim_end());
+        // A statement that sets a password stays out of the history file.
+        if !holds_password(&pending) {
+            let _ = editor.add_history_entry(pending.trim_end());
+        }
         run_statements(session, &pending, format).await;
         pending.clear();
     }
@@ -86,4 +89,10 @@ async fn run_statements(session: &Session, statements: &str, format: Format) {
         Ok(_) => println!("({:.3} s)", started.elapsed().as_secs_f64()),
         Err(e) => eprintln!("error: {e}"),
     }
+}
+
+/// Whether `statement` may hold a password (`CREATE USER … PASSWORD`,
+/// `ALTER USER … PASSWORD`).
+fn holds_password(statement: &str) -> bool {
+    statement.to_ascii_uppercase().contains("PASSWORD")
 }

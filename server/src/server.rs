@@ -206,7 +206,9 @@ impl Server {
             .max_encoding_message_size(limits.message_bytes);
         let mut builder = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(20)));
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+            // Calls at once on one connection.
+            .max_concurrent_streams(Some(256));
         if let Some(tls) = &options.tls {
             let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
             builder = builder

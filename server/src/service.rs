@@ -634,6 +634,13 @@ impl FlightSqlService for WideFlightSql {
         let session = self.sessions.session_of(&request)?;
         no_transaction(&ticket.transaction_id)?;
         let sql = ticket.query;
+        // A query here would run to its end unseen by the query time and
+        // by cancellation, its rows collected and thrown away.
+        if session.is_query(&sql).map_err(status)? {
+            return Err(Status::invalid_argument(
+                "a query returns rows: run it as a query (GetFlightInfo, then DoGet), not as an update",
+            ));
+        }
         let about = About {
             user: session.options().user.clone(),
             kind: statement_kind(&sql),
@@ -831,6 +838,11 @@ impl FlightSqlService for WideFlightSql {
         let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes).await?;
         if rows.is_empty() {
             rows = statement.rows;
+        }
+        if !statement.prepared.writes() {
+            return Err(Status::invalid_argument(
+                "a prepared query returns rows: fetch them with DoGet, not as an update",
+            ));
         }
         let wanted = statement.prepared.parameter_types().map_err(status)?.len();
         if rows.is_empty() {

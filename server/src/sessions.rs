@@ -55,11 +55,21 @@ pub(crate) struct Sessions {
     max: usize,
     /// The memory each session's queries may hold.
     memory: usize,
+    /// Password checks running at once: each takes ~19 MiB and
+    /// milliseconds of CPU on purpose, so a flood of sign-ins is refused
+    /// rather than queued.
+    checks: tokio::sync::Semaphore,
 }
+
+/// Password checks that may run at once.
+const PASSWORD_CHECKS: usize = 4;
 
 struct Open {
     session: Session,
     last_used: Instant,
+    /// The user's credentials when it signed in: a changed password, or
+    /// the user dropped (and made again), ends the session.
+    credentials: Option<u64>,
 }
 
 /// A user name and password.
@@ -99,6 +109,7 @@ impl Sessions {
             idle: limits.session_idle,
             max: limits.sessions,
             memory: limits.session_memory,
+            checks: tokio::sync::Semaphore::new(PASSWORD_CHECKS),
         }
     }
 
@@ -129,9 +140,13 @@ impl Sessions {
                     "this server has users: shake hands with a user name and password (HTTP Basic)",
                 )
             })?;
+            let _check = self.checks.try_acquire().map_err(|_| {
+                Status::resource_exhausted(
+                    "the server is checking as many passwords as it may at once: sign in again",
+                )
+            })?;
             let db = self.db.clone();
             let name = user.clone();
-            // Checking a password hash takes milliseconds of CPU on purpose.
             tokio::task::spawn_blocking(move || db.authenticate(&name, &password))
                 .await
                 .map_err(|e| Status::internal(format!("the password check stopped: {e}")))?
@@ -140,6 +155,7 @@ impl Sessions {
         } else {
             None
         };
+        let credentials = user.as_deref().and_then(|u| self.db.credentials_version(u));
         let mut by_token = self.by_token();
         let idle = self.idle;
         by_token.retain(|_, open| open.last_used.elapsed() < idle);
@@ -153,6 +169,7 @@ impl Sessions {
         let open = Open {
             session: self.new_session(user),
             last_used: Instant::now(),
+            credentials,
         };
         by_token.insert(token.clone(), open);
         Ok(token)
@@ -209,6 +226,19 @@ impl Sessions {
                 by_token.remove(token);
                 Err(Status::unauthenticated(
                     "this server has users now: shake hands again with a user name and password",
+                ))
+            }
+            Some(open)
+                if open
+                    .session
+                    .options()
+                    .user
+                    .as_deref()
+                    .is_some_and(|user| self.db.credentials_version(user) != open.credentials) =>
+            {
+                by_token.remove(token);
+                Err(Status::unauthenticated(
+                    "the user's password changed, or the user was dropped: sign in again",
                 ))
             }
             Some(open) if open.last_used.elapsed() < self.idle => {

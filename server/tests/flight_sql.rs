@@ -486,6 +486,26 @@ async fn users_sign_in_and_every_call_is_checked_against_their_grants() -> Resul
         Code::PermissionDenied,
         "a revoked grant still held",
     )?;
+    // A query sent as an update is refused: it would run unseen by the
+    // query time and by cancellation.
+    refused(
+        root.execute_update("SELECT count(*) FROM secret".into(), None)
+            .await,
+        Code::InvalidArgument,
+        "a query ran as an update",
+    )?;
+    // A new password ends the sessions signed in with the old one.
+    root.execute_update("ALTER USER alice PASSWORD 'new pw'".into(), None)
+        .await?;
+    let error = refused(
+        client.execute("SELECT 1".into(), None).await,
+        Code::Unauthenticated,
+        "a session outlived its user's password",
+    )?;
+    assert!(error.contains("sign in again"), "{error}");
+    let mut client = connect(&server).await?;
+    client.handshake("alice", "new pw").await?;
+    assert_eq!(query(&mut client, "SELECT 1").await?, "1");
     server.shutdown().await?;
     Ok(())
 }
@@ -947,7 +967,7 @@ async fn one_session_cannot_take_every_kept_statement() -> Result<(), BoxError> 
 }
 
 #[tokio::test]
-async fn clients_cannot_read_or_write_the_hosts_files() -> Result<(), BoxError> {
+async fn clients_cannot_use_the_hosts_files_or_resources() -> Result<(), BoxError> {
     let (dir, _db, server) = serve(ServeOptions::default()).await?;
     let mut client = connect(&server).await?;
     let target = dir.path().join("out.csv");
@@ -957,13 +977,21 @@ async fn clients_cannot_read_or_write_the_hosts_files() -> Result<(), BoxError> 
             "CREATE EXTERNAL TABLE leak STORED AS CSV LOCATION '{}'",
             dir.path().display()
         ),
+        format!(
+            "SET datafusion.runtime.temp_directory = '{}'",
+            dir.path().display()
+        ),
+        "SET datafusion.runtime.memory_limit = '100G'".to_string(),
     ] {
         let error = refused(
             client.execute_update(statement.clone(), None).await,
             Code::InvalidArgument,
             format!("ran: {statement}"),
         )?;
-        assert!(error.to_string().contains("files of the host"), "{error}");
+        assert!(
+            error.to_string().contains("the host's files or resources"),
+            "{error}"
+        );
     }
     assert!(!target.exists());
     server.shutdown().await?;

@@ -40,6 +40,19 @@ impl Db {
             .map(drop)
     }
 
+    /// A number that changes when the user's password does, or when the
+    /// user is dropped and made again; `None` when there is no such user.
+    /// A server compares it on every call, so that signing in again is
+    /// needed after either.
+    pub fn credentials_version(&self, user: &str) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let state = self.catalog().read();
+        let entry = state.user(user)?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (entry.created_at, &entry.password_hash).hash(&mut hasher);
+        Some(hasher.finish())
+    }
+
     /// Whether the database has any user. A server lets clients in
     /// without credentials only while it has none.
     pub fn has_users(&self) -> bool {

@@ -22,7 +22,9 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::{LogicalPlan, TableSource, WriteOp};
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{ObjectName, ObjectType, SchemaName, Statement};
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, ObjectName, ObjectType, RenameTableNameKind, SchemaName, Set, Statement,
+};
 
 use crate::access::{AccessError, Privilege, Securable};
 use crate::error::Result;
@@ -124,7 +126,34 @@ impl Session {
                 Some(name) => self.require_in_dataset(name),
                 None => Ok(()),
             },
-            Statement::AlterTable(alter) => self.require_on_table(Privilege::Create, &alter.name),
+            Statement::AlterTable(alter) => {
+                self.require_on_table(Privilege::Create, &alter.name)?;
+                // A table renamed into another dataset lands there.
+                alter.operations.iter().try_for_each(|op| match op {
+                    AlterTableOperation::RenameTable { table_name } => {
+                        let (RenameTableNameKind::To(to) | RenameTableNameKind::As(to)) =
+                            table_name;
+                        match self.name_parts(to)?.len() {
+                            1 => Ok(()),
+                            _ => self.require_in_dataset(to),
+                        }
+                    }
+                    _ => Ok(()),
+                })
+            }
+            Statement::Set(Set::SingleAssignment { variable, .. }) => {
+                let name = variable.to_string().to_lowercase();
+                if name.starts_with("datafusion.runtime.") {
+                    // Memory limits and spill directories are the host's.
+                    return self.require_admin(&format!("set {name}"));
+                }
+                if name == "widesql.write_timestamp" {
+                    // Timestamps chosen by the writer can make a value win
+                    // over every later one, or rewrite what `as_of` shows.
+                    return self.require_admin("choose write timestamps");
+                }
+                Ok(())
+            }
             Statement::Drop {
                 object_type, names, ..
             } => names
@@ -191,7 +220,10 @@ impl Session {
                 },
                 Err(_) => Ok(()),
             },
-            ObjectType::Database => self.require_in_project(&name.to_string()),
+            ObjectType::Database => match self.name_parts(name) {
+                Ok(parts) => self.require_in_project(&parts.join(".")),
+                Err(_) => Ok(()),
+            },
             _ => Ok(()),
         }
     }

@@ -26,7 +26,7 @@ impl Session {
         if !self.options.host_files {
             if let Some(what) = host_file_statement(&statement) {
                 return Err(Error::Sql(format!(
-                    "{what} reads or writes files of the host, which this session may not do"
+                    "{what} uses the host's files or resources, which this session may not do"
                 )));
             }
         }
@@ -360,6 +360,18 @@ fn host_file_statement(statement: &DfStatement) -> Option<&'static str> {
     match statement {
         DfStatement::CopyTo(_) => Some("COPY … TO"),
         DfStatement::CreateExternalTable(_) => Some("CREATE EXTERNAL TABLE"),
+        // The spill directory and its size, the memory limit.
+        DfStatement::Statement(inner) => match inner.as_ref() {
+            Statement::Set(Set::SingleAssignment { variable, .. })
+                if variable
+                    .to_string()
+                    .to_lowercase()
+                    .starts_with("datafusion.runtime.") =>
+            {
+                Some("SET datafusion.runtime.*")
+            }
+            _ => None,
+        },
         _ => None,
     }
 }

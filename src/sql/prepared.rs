@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 
 use crate::db::retrying_async;
 use crate::error::{Error, Result};
+use crate::sql::dispatch::has_into;
 use crate::sql::front_door::{Answer, PreparedMemo};
 use crate::sql::key_lookup::KeyLookup;
 use crate::sql::session::{Parsed, Planned, SqlPrepared, Stamp};
@@ -76,8 +77,24 @@ impl Session {
         })
     }
 
-    /// Whether `sql` is one statement of a kind [`Session::prepare`]
-    /// takes (a query or `INSERT`); an error when it does not parse.
+    /// Whether `sql` holds a query (`SELECT`, `VALUES`, `WITH …`,
+    /// `EXPLAIN`): a statement that returns rows rather than changes
+    /// something; an error when it does not parse.
+    pub fn is_query(&self, sql: &str) -> Result<bool> {
+        let statements = self.parse_script(sql)?;
+        Ok(statements.iter().any(|s| match s {
+            Parsed::Sql(DfStatement::Explain(_)) => true,
+            Parsed::Sql(DfStatement::Statement(inner)) => match inner.as_ref() {
+                SqlStatement::Query(query) => !has_into(query),
+                SqlStatement::Explain { .. } => true,
+                _ => false,
+            },
+            _ => false,
+        }))
+    }
+
+    /// Whether `sql` is one statement that can be prepared: a query or an
+    /// `INSERT`.
     pub fn can_prepare(&self, sql: &str) -> Result<bool> {
         let statements = self.parse_script(sql)?;
         Ok(statements.len() == 1
@@ -315,5 +332,10 @@ impl Prepared {
     /// and executor.
     pub fn is_key_lookup(&self) -> bool {
         KeyLookup::from_plan(&self.planned().value.plan).is_some()
+    }
+
+    /// Whether it writes (an `INSERT`) rather than returns rows.
+    pub fn writes(&self) -> bool {
+        matches!(self.planned().value.plan, LogicalPlan::Dml(_))
     }
 }

@@ -1,7 +1,8 @@
 //! Column definitions planned by DataFusion: their Arrow type and DEFAULT.
 
 use datafusion::arrow::datatypes::Field;
-use datafusion::logical_expr::{CreateMemoryTable, DdlStatement, LogicalPlan};
+use datafusion::common::tree_node::TreeNode;
+use datafusion::logical_expr::{CreateMemoryTable, DdlStatement, Expr, LogicalPlan};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
 use datafusion::sql::sqlparser::ast::{CreateTable, Ident, ObjectName, Statement};
@@ -34,7 +35,10 @@ impl Session {
     }
 
     /// A CREATE TABLE as DataFusion plans it: column types, constraints,
-    /// defaults and the query of CREATE TABLE AS.
+    /// defaults and the query of CREATE TABLE AS, which the session's user
+    /// must be allowed to read (see [`crate::sql::access`]). A DEFAULT may
+    /// not hold a subquery (as in PostgreSQL): it would read tables every
+    /// time a row is written, unseen by the statement that writes it.
     pub(super) async fn plan_create_table(&self, create: CreateTable) -> Result<CreateMemoryTable> {
         let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
         let plan = self
@@ -43,6 +47,24 @@ impl Session {
             .statement_to_plan(statement)
             .await
             .map_err(crate::sql::from_df)?;
+        self.check_plan(&plan)?;
+        if let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = &plan {
+            for (column, default) in &create.column_defaults {
+                let reads = default
+                    .exists(|e| {
+                        Ok(matches!(
+                            e,
+                            Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_)
+                        ))
+                    })
+                    .unwrap_or(true);
+                if reads {
+                    return Err(sql_error(format!(
+                        "the DEFAULT of column '{column}' holds a subquery, which a DEFAULT cannot"
+                    )));
+                }
+            }
+        }
         match plan {
             LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(plan)) => Ok(plan),
             _ => Err(sql_error("CREATE TABLE did not plan as a table")),

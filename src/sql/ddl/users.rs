@@ -210,7 +210,7 @@ fn parse_kind(
             let name = parser.parse_identifier()?;
             let _ = parser.parse_keyword(Keyword::WITH);
             parser.expect_keyword_is(Keyword::PASSWORD)?;
-            let password = parser.parse_literal_string()?;
+            let password = parse_password(parser)?;
             let admin = take_word(parser, "ADMIN");
             AccessStatement::CreateUser {
                 name,
@@ -225,7 +225,7 @@ fn parse_kind(
             let (mut password, mut admin) = (None, None);
             loop {
                 if parser.parse_keyword(Keyword::PASSWORD) {
-                    password = Some(parser.parse_literal_string()?);
+                    password = Some(parse_password(parser)?);
                 } else if take_word(parser, "ADMIN") {
                     admin = Some(true);
                 } else if take_word(parser, "NOADMIN") {
@@ -289,6 +289,17 @@ fn parse_kind(
             }
         }
     })
+}
+
+/// A password: a quoted string. What follows `PASSWORD` otherwise is not
+/// echoed in the error (it may be a password written unquoted).
+fn parse_password(parser: &mut Parser<'_>) -> std::result::Result<String, ParserError> {
+    match parser.next_token().token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Ok(s),
+        _ => Err(ParserError::ParserError(
+            "PASSWORD takes a quoted string: PASSWORD '…'".into(),
+        )),
+    }
 }
 
 fn parse_privileges(parser: &mut Parser<'_>) -> std::result::Result<Vec<Privilege>, ParserError> {
