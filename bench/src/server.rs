@@ -32,7 +32,7 @@ const MAX_ROWS: usize = 100_000;
 const CLIENTS: [usize; 3] = [1, 8, 32];
 
 /// One kind of operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Op {
     Point,
     Range,
@@ -220,16 +220,23 @@ async fn measure(
     rows: usize,
     prefix: &str,
 ) -> Res<Measured> {
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        conns.push(system.connect().await?);
+    }
+    // One deadline for all: a client that waits for a core does not run
+    // past it (the embedded clients' calls never wait for the network, so
+    // they yield after every operation to take turns).
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(secs);
     let mut tasks = Vec::new();
-    for c in 0..clients {
-        let mut conn = system.connect().await?;
+    for (c, mut conn) in conns.into_iter().enumerate() {
         let prefix = format!("{prefix}{c:03}-");
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ (c as u64 + 1);
-            let started = Instant::now();
             let mut n = 0usize;
-            while started.elapsed().as_secs_f64() < secs {
+            while Instant::now() < deadline {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
@@ -239,6 +246,7 @@ async fn measure(
                 conn.run(op, i, &new_key).await?;
                 latencies.push(began.elapsed().as_secs_f64() * 1e6);
                 n += 1;
+                tokio::task::yield_now().await;
             }
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(latencies)
         }));
@@ -247,6 +255,7 @@ async fn measure(
     for task in tasks {
         all.extend(task.await??);
     }
+    let elapsed = started.elapsed().as_secs_f64();
     let acknowledged_writes = if op == Op::Insert { all.len() } else { 0 };
     all.sort_by(f64::total_cmp);
     let at = |q: f64| {
@@ -255,7 +264,7 @@ async fn measure(
             .unwrap_or(f64::NAN)
     };
     Ok(Measured {
-        ops_per_sec: all.len() as f64 / secs,
+        ops_per_sec: all.len() as f64 / elapsed,
         p50_micros: at(0.5),
         p99_micros: at(0.99),
         acknowledged_writes,
@@ -267,12 +276,18 @@ struct Postgres {
     child: Child,
     port: u16,
     dir: PathBuf,
+    bin: PathBuf,
+    root: bool,
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+        // `pg_ctl` signals the server itself (the child may be `runuser`).
+        let _ = pg_command(&self.bin, "pg_ctl", self.root)
+            .args(["stop", "-m", "fast", "-D"])
+            .arg(self.dir.join("data"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .status();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -366,7 +381,13 @@ impl Postgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let postgres = Postgres { child, port, dir };
+        let postgres = Postgres {
+            child,
+            port,
+            dir,
+            bin,
+            root,
+        };
         runtime.block_on(async {
             let started = Instant::now();
             let client = loop {
@@ -472,8 +493,18 @@ pub fn w10(config: &Config, ratios: &mut Ratios) -> Res<()> {
             }
         }
     }
-    // A full-table DoGet against the same query collected embedded.
+    // A full-table DoGet against the same query collected embedded (the
+    // table holds the inserted rows too now).
     let scan = "SELECT _key, n, body FROM kv";
+    let rows = runtime.block_on(async {
+        let batches = db
+            .session()
+            .sql("SELECT _key FROM kv")
+            .await?
+            .collect()
+            .await?;
+        Ok::<_, widesql::Error>(batches.iter().map(|b| b.num_rows()).sum::<usize>())
+    })?;
     let flight = System::Flight(server.local_addr());
     let embedded_secs = median_of(config.reps, || {
         let started = Instant::now();
