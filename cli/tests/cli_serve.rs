@@ -17,30 +17,9 @@ use std::process::{Command, Stdio};
 fn serve_prints_its_address_and_stops_cleanly_on_sigint_and_sigterm() {
     let dir = tempfile::tempdir().expect("a directory");
     for signal in ["INT", "TERM"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
-            .arg("--db")
-            .arg(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("a line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("not an address line: {line:?}"));
+        let (child, addr) = start_serve(dir.path(), &["--listen", "127.0.0.1:0"], None, "");
         assert!(addr.starts_with("127.0.0.1:"), "{addr}");
-        let killed = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(killed.success());
-        let status = child.wait().expect("serve ends");
-        assert!(status.success(), "SIG{signal}: {status}");
+        stop(child, signal);
     }
     // The database was closed: this process can open it.
     widesql::Db::open(dir.path()).expect("the database opens after the server stopped");
@@ -102,15 +81,17 @@ fn start_serve(
     (child, addr)
 }
 
-/// Stops `widesql serve` with SIGTERM; what it wrote to standard error.
-fn stop(mut child: std::process::Child) -> String {
+/// Stops `widesql serve` with SIG`signal`, which it must end on cleanly;
+/// what it wrote to standard error.
+fn stop(mut child: std::process::Child, signal: &str) -> String {
     use std::io::Read;
     let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args([format!("-{signal}"), child.id().to_string()])
         .status()
         .expect("kill runs");
     assert!(killed.success());
-    assert!(child.wait().expect("serve ends").success());
+    let status = child.wait().expect("serve ends");
+    assert!(status.success(), "SIG{signal}: {status}");
     let mut log = String::new();
     child
         .stderr
@@ -176,7 +157,7 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
             .expect("the admin creates a table");
     });
     // One log line per call: who, what, how it ended; never a password.
-    let log = stop(child);
+    let log = stop(child, "TERM");
     assert!(log.contains("created admin user 'admin'"), "{log}");
     let created = log
         .lines()
@@ -215,7 +196,7 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
     let mut args = tls.to_vec();
     args.extend(["--init-admin", "second"]);
     let (child, _) = start_serve(&db, &args, None, "from stdin\n");
-    let log = stop(child);
+    let log = stop(child, "TERM");
     assert!(
         !log.contains("from stdin"),
         "a password reached the log: {log}"

@@ -34,6 +34,17 @@ async fn serve(options: ServeOptions) -> Result<(tempfile::TempDir, Db, Server),
     Ok((dir, db, server))
 }
 
+/// A server with `limits` on a free loopback port over a new database.
+async fn serve_with(
+    limits: widesql_server::Limits,
+) -> Result<(tempfile::TempDir, Db, Server), BoxError> {
+    serve(ServeOptions {
+        limits,
+        ..ServeOptions::default()
+    })
+    .await
+}
+
 /// A table `big (k BIGINT PRIMARY KEY, v VARCHAR)` of `rows` rows, keys 0
 /// to `rows - 1`.
 async fn big_table(db: &Db, rows: u64) -> Result<(), BoxError> {
@@ -858,11 +869,7 @@ async fn sessions_are_bounded_and_expire_when_idle() -> Result<(), BoxError> {
         session_idle: std::time::Duration::from_secs(2),
         ..widesql_server::Limits::default()
     };
-    let (_dir, _db, server) = serve(ServeOptions {
-        limits,
-        ..ServeOptions::default()
-    })
-    .await?;
+    let (_dir, _db, server) = serve_with(limits).await?;
     let mut first = connect(&server).await?;
     first.handshake("a", "").await?;
     let mut second = connect(&server).await?;
@@ -896,11 +903,7 @@ async fn statements_kept_between_calls_are_bounded() -> Result<(), BoxError> {
         statements: 1,
         ..widesql_server::Limits::default()
     };
-    let (_dir, db, server) = serve(ServeOptions {
-        limits,
-        ..ServeOptions::default()
-    })
-    .await?;
+    let (_dir, db, server) = serve_with(limits).await?;
     let mut client = connect(&server).await?;
     client
         .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
@@ -936,11 +939,7 @@ async fn one_session_cannot_take_every_kept_statement() -> Result<(), BoxError> 
         statements_per_session: 2,
         ..widesql_server::Limits::default()
     };
-    let (_dir, _db, server) = serve(ServeOptions {
-        limits,
-        ..ServeOptions::default()
-    })
-    .await?;
+    let (_dir, _db, server) = serve_with(limits).await?;
     let mut greedy = connect(&server).await?;
     greedy.handshake("greedy", "").await?;
     let _first = greedy.execute("SELECT 1".into(), None).await?;
@@ -1135,11 +1134,7 @@ async fn limits_stop_the_statement_that_breaks_them_and_no_other() -> Result<(),
         session_memory: 256 << 10,
         ..widesql_server::Limits::default()
     };
-    let (_dir, db, server) = serve(ServeOptions {
-        limits,
-        ..ServeOptions::default()
-    })
-    .await?;
+    let (_dir, db, server) = serve_with(limits).await?;
     big_table(&db, 20_000).await?;
     let mut first = connect(&server).await?;
     first.handshake("first", "").await?;
@@ -1190,11 +1185,7 @@ async fn connections_past_the_limit_are_closed_and_others_go_on() -> Result<(), 
         connections: 1,
         ..widesql_server::Limits::default()
     };
-    let (_dir, _db, server) = serve(ServeOptions {
-        limits,
-        ..ServeOptions::default()
-    })
-    .await?;
+    let (_dir, _db, server) = serve_with(limits).await?;
     let mut first = connect(&server).await?;
     assert_eq!(query(&mut first, "SELECT 1").await?, "1");
     let second = match connect(&server).await {
