@@ -155,6 +155,23 @@ const DEFAULT_DB: &str = "widesql-data";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The command runs on a thread with the runtime's stack size: a
+    // runtime's `block_on` runs its statement on the calling thread.
+    let command = std::thread::Builder::new()
+        .name("widesql".into())
+        .stack_size(THREAD_STACK_BYTES)
+        .spawn(move || run(cli));
+    match command.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: cannot start the command's thread: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Test {
             complete,
@@ -257,9 +274,18 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
     }
 }
 
+/// Stack of each runtime thread. Parsing, planning and dropping a
+/// statement recurse once per level of its expressions (DataFusion is built
+/// without its stack-growing `recursive_protection`): with the 2 MiB
+/// default, a `SELECT 1+1+…` of a few hundred terms overflowed a debug
+/// build's stack and aborted the process, a server included. Only the
+/// pages a thread touches take memory.
+const THREAD_STACK_BYTES: usize = 64 << 20;
+
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(THREAD_STACK_BYTES)
         .build()
         .map_err(CliError::Runtime)
 }

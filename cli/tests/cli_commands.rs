@@ -339,3 +339,28 @@ fn cli_shell_runs_a_last_statement_without_semicolon_and_refuses_unknown_command
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command '.tables'"));
 }
+
+#[test]
+fn cli_sql_takes_a_predicate_of_three_thousand_terms() {
+    // Each term is a level of the expression tree that parsing, planning
+    // and dropping recurse through; the process must not run out of stack
+    // (with the 8 MiB of the main thread, a debug build did).
+    let dir = tempfile::tempdir().expect("a directory");
+    let terms: Vec<String> = (0..3000).map(|i| format!("x = {i}")).collect();
+    let sql = format!(
+        "SELECT count(*) AS n FROM (VALUES (5), (7), (-1)) AS t(x) WHERE {}",
+        terms.join(" OR ")
+    );
+    let output = widesql(dir.path(), &["sql", "--format", "csv", &sql]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        stdout(&output).lines().nth(1),
+        Some("2"),
+        "{}",
+        stdout(&output)
+    );
+}
