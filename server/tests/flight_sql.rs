@@ -1214,7 +1214,7 @@ async fn connections_past_the_limit_are_closed_and_others_go_on() -> Result<(), 
 }
 
 #[tokio::test]
-async fn tickets_belong_to_the_session_that_planned_them() -> Result<(), BoxError> {
+async fn tickets_and_prepared_statements_belong_to_their_session() -> Result<(), BoxError> {
     let (_dir, _db, server) = serve(ServeOptions::default()).await?;
     let mut owner = connect(&server).await?;
     owner.handshake("owner", "").await?;
@@ -1230,6 +1230,18 @@ async fn tickets_belong_to_the_session_that_planned_them() -> Result<(), BoxErro
     assert_eq!(code(&error), Some(Code::NotFound), "{error}");
     let batches: Vec<RecordBatch> = owner.do_get(ticket).await?.try_collect().await?;
     assert_eq!(text_lines(&batches)?, ["7"]);
+    // So do prepared statements: their ticket names the statement's handle.
+    let mut prepared = owner.prepare("SELECT 8".into(), None).await?;
+    let info = prepared.execute().await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let error = match other.do_get(ticket.clone()).await {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
+        Err(e) => Some(e),
+    }
+    .ok_or("another session ran the prepared statement")?;
+    assert_eq!(code(&error), Some(Code::NotFound), "{error}");
+    let batches: Vec<RecordBatch> = owner.do_get(ticket).await?.try_collect().await?;
+    assert_eq!(text_lines(&batches)?, ["8"]);
     server.shutdown().await?;
     Ok(())
 }
