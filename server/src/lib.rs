@@ -13,6 +13,8 @@
 //! - `server`: options, limits, binding, TLS, shutdown;
 //! - `connections`: the bound on open connections;
 //! - `service`: the Flight SQL calls;
+//! - `calls`: how a statement runs (its task, slot, activity entry and log line);
+//! - `put`: the bodies of `DoPut` calls (parameters, bulk ingest);
 //! - `sessions`: handshakes, bearer tokens and the session of each;
 //! - `statements`: statements kept between calls (a query between its
 //!   `GetFlightInfo` and `DoGet`, prepared statements, running queries to
@@ -20,8 +22,10 @@
 //! - `metadata`: the catalog calls and `GetSqlInfo`;
 //! - `status`: widesql's errors as gRPC statuses.
 
+mod calls;
 mod connections;
 mod metadata;
+mod put;
 mod server;
 mod service;
 mod sessions;

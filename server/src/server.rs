@@ -12,7 +12,8 @@ use widesql::Db;
 
 use std::sync::Arc;
 
-use crate::service::{WideFlightSql, Work};
+use crate::calls::Work;
+use crate::service::WideFlightSql;
 use crate::statements::Statements;
 
 /// A certificate chain and its private key, both PEM.

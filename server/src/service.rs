@@ -11,9 +11,6 @@
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use arrow_flight::decode::{
-    DecodedFlightData, DecodedPayload, FlightDataDecoder, FlightRecordBatchStream,
-};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
@@ -35,20 +32,18 @@ use arrow_flight::{
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
-use datafusion::common::ScalarValue;
-use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{stream, Stream, StreamExt, TryStreamExt};
 use prost::bytes::Bytes;
 use prost::Message;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
-use widesql::import::ImportOptions;
 use widesql::Db;
 
+use crate::calls::{statement_kind, Call, Work};
 use crate::metadata;
+use crate::put::{ingest_options, ingest_stream, ingest_table, parameter_rows};
 use crate::sessions::{basic_credentials, Sessions};
 use crate::statements::{About, Cancelled, Running, Statements};
 use crate::status::{status, status_of_df};
@@ -71,70 +66,6 @@ pub(crate) struct WideFlightSql {
     query_time: std::time::Duration,
     /// The most bytes of parameters one call binds.
     parameter_bytes: usize,
-}
-
-/// Statements that run to their end whatever happens to the call that
-/// started them: a client that goes away, or a deadline, drops its call,
-/// and a write bigger than one atomic batch must not stop half-way. The
-/// server waits for them before it flushes at shutdown. Every statement,
-/// and every query while its rows stream, holds one of a bounded number of
-/// slots.
-pub(crate) struct Work {
-    permits: Arc<Semaphore>,
-    slots: Arc<Semaphore>,
-    max_running: usize,
-}
-
-/// More statements than can run at once.
-const WORK_PERMITS: u32 = 1 << 20;
-
-impl Work {
-    pub(crate) fn new(max_running: usize) -> Work {
-        Work {
-            permits: Arc::new(Semaphore::new(WORK_PERMITS as usize)),
-            slots: Arc::new(Semaphore::new(max_running)),
-            max_running,
-        }
-    }
-
-    /// A slot for one more running statement, refused when all are taken.
-    fn slot(&self) -> Result<OwnedSemaphorePermit, Status> {
-        Arc::clone(&self.slots).try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "the server runs {} statements at once, its limit: run this one when another \
-                 has ended",
-                self.max_running
-            ))
-        })
-    }
-
-    /// Runs `statement` on a task of its own and waits for its end.
-    async fn run<T: Send + 'static>(
-        &self,
-        statement: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
-    ) -> Result<T, Status> {
-        let slot = self.slot()?;
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| Status::unavailable("the server is shutting down"))?;
-        tokio::spawn(async move {
-            let result = statement.await;
-            drop(permit);
-            drop(slot);
-            result
-        })
-        .await
-        .map_err(|e| Status::internal(format!("a statement's task failed: {e}")))?
-    }
-
-    /// Waits until every statement started has ended, and takes no more.
-    pub(crate) async fn finish(&self) {
-        if let Ok(all) = self.permits.acquire_many(WORK_PERMITS).await {
-            all.forget();
-        }
-        self.permits.close();
-    }
 }
 
 impl WideFlightSql {
@@ -167,19 +98,7 @@ impl WideFlightSql {
         let client = request
             .remote_addr()
             .map_or_else(|| "?".to_string(), |a| a.to_string());
-        let listed = self.db.activity().start(
-            about.user.clone(),
-            client.clone(),
-            about.kind.clone(),
-            cancel,
-        );
-        Call {
-            name,
-            about,
-            client,
-            started: std::time::Instant::now(),
-            _listed: listed,
-        }
+        Call::start(&self.db, name, about, client, cancel)
     }
 
     /// Streams `rows` as Flight data; `running` lets `CancelFlightInfo`
@@ -252,56 +171,6 @@ impl WideFlightSql {
                 .build(rows)
                 .map_err(Status::from),
         )
-    }
-}
-
-/// A statement being served: listed in `SHOW ACTIVITY` while it runs, and
-/// logged (who, what, how long, how many rows, how it ended) when it ends.
-pub(crate) struct Call {
-    name: &'static str,
-    about: About,
-    client: String,
-    started: std::time::Instant,
-    _listed: widesql::Running,
-}
-
-impl Call {
-    /// Logs the end of the call and passes its result on.
-    fn done<T>(self, result: Result<T, Status>, rows: Option<u64>) -> Result<T, Status> {
-        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        let user = self.about.user.as_deref().unwrap_or("-");
-        let kind = self.about.kind.as_str();
-        match &result {
-            Ok(_) => {
-                tracing::info!(call = self.name, user, client = %self.client, kind, ms, rows, "done")
-            }
-            Err(e) => tracing::warn!(
-                call = self.name,
-                user,
-                client = %self.client,
-                kind,
-                ms,
-                code = ?e.code(),
-                message = e.message(),
-                "failed"
-            ),
-        }
-        result
-    }
-}
-
-/// The first word of a statement, upper-cased (`SELECT`, `INSERT`,
-/// `CREATE`): what the log and `SHOW ACTIVITY` say of it, since its text
-/// may hold a password.
-fn statement_kind(sql: &str) -> String {
-    let word: String = sql
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_alphabetic)
-        .collect();
-    match word.is_empty() {
-        true => "?".into(),
-        false => word.to_ascii_uppercase(),
     }
 }
 
@@ -384,128 +253,6 @@ fn rows_changed(batches: &[RecordBatch]) -> i64 {
     i64::try_from(total).unwrap_or(i64::MAX)
 }
 
-/// The record batches of a bulk ingest, streamed as they arrive: the
-/// first message with an IPC header is their schema.
-async fn ingest_stream(
-    body: PeekableFlightDataStream,
-) -> Result<SendableRecordBatchStream, Status> {
-    let data = body
-        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
-        .map_err(FlightError::from);
-    let mut decoder = FlightDataDecoder::new(data);
-    let schema = loop {
-        match decoder.try_next().await.map_err(Status::from)? {
-            Some(DecodedFlightData {
-                payload: DecodedPayload::Schema(schema),
-                ..
-            }) => break schema,
-            Some(DecodedFlightData {
-                payload: DecodedPayload::None,
-                ..
-            }) => continue,
-            Some(_) => {
-                return Err(Status::invalid_argument(
-                    "the ingested rows came before their schema",
-                ))
-            }
-            None => return Err(Status::invalid_argument("the ingest carried no schema")),
-        }
-    };
-    let batches = decoder.filter_map(|item| {
-        futures::future::ready(match item {
-            Ok(DecodedFlightData {
-                payload: DecodedPayload::RecordBatch(batch),
-                ..
-            }) => Some(Ok(batch)),
-            Ok(_) => None,
-            Err(e) => Some(Err(DataFusionError::External(Box::new(e)))),
-        })
-    });
-    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
-}
-
-/// How to ingest, from the client's table definition options (ADBC's
-/// modes: create, append, create_append, replace).
-fn ingest_options(command: &CommandStatementIngest) -> Result<ImportOptions, Status> {
-    use arrow_flight::sql::{TableExistsOption as Exists, TableNotExistOption as Missing};
-    let options = command.table_definition_options.ok_or_else(|| {
-        Status::invalid_argument(
-            "an ingest must say what to do when the table exists and when it does not",
-        )
-    })?;
-    let (create, append, replace) = match (options.if_not_exist(), options.if_exists()) {
-        (Missing::Create, Exists::Fail) => (true, false, false),
-        (Missing::Fail, Exists::Append) => (false, false, false),
-        (Missing::Create, Exists::Append) => (true, true, false),
-        (Missing::Create, Exists::Replace) => (true, false, true),
-        (missing, exists) => {
-            return Err(Status::invalid_argument(format!(
-                "an ingest with if_not_exist {} and if_exists {} is not offered",
-                missing.as_str_name(),
-                exists.as_str_name()
-            )))
-        }
-    };
-    Ok(ImportOptions {
-        create,
-        append,
-        replace,
-        ..ImportOptions::default()
-    })
-}
-
-/// The table an ingest names, as SQL quotes it (`"catalog"."schema"."t"`).
-fn ingest_table(command: &CommandStatementIngest) -> String {
-    [
-        command.catalog.as_deref(),
-        command.schema.as_deref(),
-        Some(command.table.as_str()),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|part| format!("\"{}\"", part.replace('"', "\"\"")))
-    .collect::<Vec<_>>()
-    .join(".")
-}
-
-/// The rows of parameters a client put, each as `$1`, `$2`, …, at most
-/// `max_bytes` of them (as Arrow holds them). A message that only carries
-/// the command (no IPC header) holds none.
-async fn parameter_rows(
-    body: PeekableFlightDataStream,
-    max_bytes: usize,
-) -> Result<Vec<Vec<ScalarValue>>, Status> {
-    let data = body
-        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
-        .map_err(FlightError::from);
-    let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
-    let mut rows = Vec::new();
-    let mut bytes = 0usize;
-    while let Some(batch) = batches.try_next().await? {
-        bytes = bytes.saturating_add(batch.get_array_memory_size());
-        if bytes > max_bytes {
-            return Err(Status::resource_exhausted(format!(
-                "the parameters bound in one call hold more than {max_bytes} bytes, the \
-                 server's limit: bind fewer rows per call"
-            )));
-        }
-        for row in 0..batch.num_rows() {
-            rows.push(row_values(&batch, row)?);
-        }
-    }
-    Ok(rows)
-}
-
-/// The values of one row of a parameter batch, as `$1`, `$2`, ….
-fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<ScalarValue>, Status> {
-    batch
-        .columns()
-        .iter()
-        .map(|column| ScalarValue::try_from_array(column, row))
-        .collect::<Result<_, _>>()
-        .map_err(|e| Status::invalid_argument(format!("a parameter cannot be read: {e}")))
-}
-
 /// The handle a ticket or `FlightInfo` names: a statement's or a prepared
 /// statement's.
 fn handle_of(ticket: &Ticket) -> Option<Bytes> {
@@ -574,8 +321,7 @@ impl FlightSqlService for WideFlightSql {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let session = self.sessions.session_of(&request)?;
-        let owner = self.sessions.caller(&request)?;
+        let (session, owner) = self.sessions.session_and_caller(&request)?;
         no_transaction(&query.transaction_id)?;
         self.statements.room_for_pending(&owner)?;
         let sql = query.query;
@@ -704,8 +450,7 @@ impl FlightSqlService for WideFlightSql {
         query: ActionCreatePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let session = self.sessions.session_of(&request)?;
-        let owner = self.sessions.caller(&request)?;
+        let (session, owner) = self.sessions.session_and_caller(&request)?;
         no_transaction(&query.transaction_id)?;
         if !session.can_prepare(&query.query).map_err(status)? {
             return Err(Status::unimplemented(

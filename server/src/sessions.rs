@@ -178,10 +178,20 @@ impl Sessions {
     /// The session a call runs in: its token's; a new one when it carries
     /// none and the database has no users.
     pub(crate) fn session_of<T>(&self, request: &Request<T>) -> Result<Session, Status> {
-        match self.token_session(request)? {
-            Some(session) => Ok(session),
-            None => Ok(self.new_session(None)),
-        }
+        self.session_and_caller(request).map(|(session, _)| session)
+    }
+
+    /// The session a call runs in and who makes it (its token), for calls
+    /// that keep a statement for later calls of the same session.
+    pub(crate) fn session_and_caller<T>(
+        &self,
+        request: &Request<T>,
+    ) -> Result<(Session, Owner), Status> {
+        let session = match self.token_session(request)? {
+            Some(session) => session,
+            None => self.new_session(None),
+        };
+        Ok((session, bearer(request).map(Arc::from)))
     }
 
     /// Who makes a call (its token), refusing a token that is unknown or

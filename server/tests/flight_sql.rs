@@ -98,6 +98,17 @@ async fn query(client: &mut Client, sql: &str) -> Result<String, BoxError> {
     rows(client, info).await
 }
 
+/// How fetching `ticket` failed, when it did: at the call or in its stream.
+async fn fetch_error(
+    client: &mut Client,
+    ticket: arrow_flight::Ticket,
+) -> Option<arrow_flight::error::FlightError> {
+    match client.do_get(ticket).await {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
+        Err(e) => Some(e),
+    }
+}
+
 /// The message of a call that must fail with the code `want`.
 fn refused<T>(
     result: Result<T, arrow_flight::error::FlightError>,
@@ -182,12 +193,9 @@ async fn statements_run_and_stream_through_the_one_front_door() -> Result<(), Bo
         .sum();
     assert_eq!(keys, (0..20_000i64).sum::<i64>());
     // A ticket is fetched once.
-    let again = client.do_get(ticket).await;
-    let error = match again {
-        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
-        Err(e) => Some(e),
-    }
-    .ok_or("a ticket was fetched twice")?;
+    let error = fetch_error(&mut client, ticket)
+        .await
+        .ok_or("a ticket was fetched twice")?;
     assert_eq!(code(&error), Some(Code::NotFound), "{error}");
     server.shutdown().await?;
     Ok(())
@@ -755,11 +763,9 @@ async fn a_query_cancelled_before_its_rows_are_fetched_never_runs() -> Result<()
         .await?;
     assert_eq!(result.status(), CancelStatus::Cancelled);
     let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
-    let error = match client.do_get(ticket).await {
-        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
-        Err(e) => Some(e),
-    }
-    .ok_or("a cancelled query ran")?;
+    let error = fetch_error(&mut client, ticket)
+        .await
+        .ok_or("a cancelled query ran")?;
     assert_eq!(code(&error), Some(Code::NotFound), "{error}");
     // Cancelling it again finds nothing to cancel.
     let result = flight
@@ -1222,11 +1228,9 @@ async fn tickets_and_prepared_statements_belong_to_their_session() -> Result<(),
     other.handshake("other", "").await?;
     let info = owner.execute("SELECT 7".into(), None).await?;
     let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
-    let error = match other.do_get(ticket.clone()).await {
-        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
-        Err(e) => Some(e),
-    }
-    .ok_or("another session fetched the ticket")?;
+    let error = fetch_error(&mut other, ticket.clone())
+        .await
+        .ok_or("another session fetched the ticket")?;
     assert_eq!(code(&error), Some(Code::NotFound), "{error}");
     let batches: Vec<RecordBatch> = owner.do_get(ticket).await?.try_collect().await?;
     assert_eq!(text_lines(&batches)?, ["7"]);
@@ -1234,11 +1238,9 @@ async fn tickets_and_prepared_statements_belong_to_their_session() -> Result<(),
     let mut prepared = owner.prepare("SELECT 8".into(), None).await?;
     let info = prepared.execute().await?;
     let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
-    let error = match other.do_get(ticket.clone()).await {
-        Ok(stream) => stream.try_collect::<Vec<_>>().await.err(),
-        Err(e) => Some(e),
-    }
-    .ok_or("another session ran the prepared statement")?;
+    let error = fetch_error(&mut other, ticket.clone())
+        .await
+        .ok_or("another session ran the prepared statement")?;
     assert_eq!(code(&error), Some(Code::NotFound), "{error}");
     let batches: Vec<RecordBatch> = owner.do_get(ticket).await?.try_collect().await?;
     assert_eq!(text_lines(&batches)?, ["8"]);

@@ -66,8 +66,12 @@ impl CatalogState {
 
     /// Whether `user` sees `on` in listings (`SHOW`, `information_schema`,
     /// Flight SQL's catalog calls): it holds a privilege on it, on an
-    /// object it lies in, or on an object inside it.
-    pub(crate) fn sees(&self, user: &str, on: Securable) -> bool {
+    /// object it lies in, or on an object inside it. A session without a
+    /// user (`None`) sees everything.
+    pub(crate) fn sees(&self, user: Option<&str>, on: Securable) -> bool {
+        let Some(user) = user else {
+            return true;
+        };
         match self.user(user) {
             Some(entry) if entry.admin => return true,
             Some(_) => {}

@@ -69,10 +69,10 @@ impl Session {
 
     /// Whether the session lists `on` (always, without a user).
     pub(crate) fn sees(&self, on: Securable) -> bool {
-        match &self.options.user {
-            None => true,
-            Some(user) => self.db.catalog().read().sees(user, on),
-        }
+        self.db
+            .catalog()
+            .read()
+            .sees(self.options.user.as_deref(), on)
     }
 
     /// Refuses a plan that reads or writes a widesql table its user may

@@ -37,10 +37,7 @@ struct Viewer {
 
 impl Viewer {
     fn sees(&self, on: Securable) -> bool {
-        match &self.user {
-            None => true,
-            Some(user) => self.db.catalog().read().sees(user, on),
-        }
+        self.db.catalog().read().sees(self.user.as_deref(), on)
     }
 }
 

@@ -1,0 +1,139 @@
+//! The bodies of `DoPut` calls: rows of parameters to bind, and the record
+//! batches of a bulk ingest with what to do with its table.
+
+use arrow_flight::decode::{
+    DecodedFlightData, DecodedPayload, FlightDataDecoder, FlightRecordBatchStream,
+};
+use arrow_flight::error::FlightError;
+use arrow_flight::sql::server::PeekableFlightDataStream;
+use arrow_flight::sql::CommandStatementIngest;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::error::DataFusionError;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::{StreamExt, TryStreamExt};
+use tonic::Status;
+use widesql::import::ImportOptions;
+
+/// The record batches of a bulk ingest, streamed as they arrive: the
+/// first message with an IPC header is their schema.
+pub(crate) async fn ingest_stream(
+    body: PeekableFlightDataStream,
+) -> Result<SendableRecordBatchStream, Status> {
+    let data = body
+        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
+        .map_err(FlightError::from);
+    let mut decoder = FlightDataDecoder::new(data);
+    let schema = loop {
+        match decoder.try_next().await.map_err(Status::from)? {
+            Some(DecodedFlightData {
+                payload: DecodedPayload::Schema(schema),
+                ..
+            }) => break schema,
+            Some(DecodedFlightData {
+                payload: DecodedPayload::None,
+                ..
+            }) => continue,
+            Some(_) => {
+                return Err(Status::invalid_argument(
+                    "the ingested rows came before their schema",
+                ))
+            }
+            None => return Err(Status::invalid_argument("the ingest carried no schema")),
+        }
+    };
+    let batches = decoder.filter_map(|item| {
+        futures::future::ready(match item {
+            Ok(DecodedFlightData {
+                payload: DecodedPayload::RecordBatch(batch),
+                ..
+            }) => Some(Ok(batch)),
+            Ok(_) => None,
+            Err(e) => Some(Err(DataFusionError::External(Box::new(e)))),
+        })
+    });
+    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+}
+
+/// How to ingest, from the client's table definition options (ADBC's
+/// modes: create, append, create_append, replace).
+pub(crate) fn ingest_options(command: &CommandStatementIngest) -> Result<ImportOptions, Status> {
+    use arrow_flight::sql::{TableExistsOption as Exists, TableNotExistOption as Missing};
+    let options = command.table_definition_options.ok_or_else(|| {
+        Status::invalid_argument(
+            "an ingest must say what to do when the table exists and when it does not",
+        )
+    })?;
+    let (create, append, replace) = match (options.if_not_exist(), options.if_exists()) {
+        (Missing::Create, Exists::Fail) => (true, false, false),
+        (Missing::Fail, Exists::Append) => (false, false, false),
+        (Missing::Create, Exists::Append) => (true, true, false),
+        (Missing::Create, Exists::Replace) => (true, false, true),
+        (missing, exists) => {
+            return Err(Status::invalid_argument(format!(
+                "an ingest with if_not_exist {} and if_exists {} is not offered",
+                missing.as_str_name(),
+                exists.as_str_name()
+            )))
+        }
+    };
+    Ok(ImportOptions {
+        create,
+        append,
+        replace,
+        ..ImportOptions::default()
+    })
+}
+
+/// The table an ingest names, as SQL quotes it (`"catalog"."schema"."t"`).
+pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
+    [
+        command.catalog.as_deref(),
+        command.schema.as_deref(),
+        Some(command.table.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|part| format!("\"{}\"", part.replace('"', "\"\"")))
+    .collect::<Vec<_>>()
+    .join(".")
+}
+
+/// The rows of parameters a client put, each as `$1`, `$2`, …, at most
+/// `max_bytes` of them (as Arrow holds them). A message that only carries
+/// the command (no IPC header) holds none.
+pub(crate) async fn parameter_rows(
+    body: PeekableFlightDataStream,
+    max_bytes: usize,
+) -> Result<Vec<Vec<ScalarValue>>, Status> {
+    let data = body
+        .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
+        .map_err(FlightError::from);
+    let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
+    let mut rows = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(batch) = batches.try_next().await? {
+        bytes = bytes.saturating_add(batch.get_array_memory_size());
+        if bytes > max_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "the parameters bound in one call hold more than {max_bytes} bytes, the \
+                 server's limit: bind fewer rows per call"
+            )));
+        }
+        for row in 0..batch.num_rows() {
+            rows.push(row_values(&batch, row)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The values of one row of a parameter batch, as `$1`, `$2`, ….
+fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<ScalarValue>, Status> {
+    batch
+        .columns()
+        .iter()
+        .map(|column| ScalarValue::try_from_array(column, row))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Status::invalid_argument(format!("a parameter cannot be read: {e}")))
+}
