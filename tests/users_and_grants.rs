@@ -496,3 +496,33 @@ async fn no_statement_reads_or_moves_data_around_the_checks() -> TestResult {
     assert!(!err.to_string().contains("hunter2"), "{err}");
     Ok(())
 }
+
+/// Every INSERT is an upsert (a write of new versions, as a Bigtable
+/// mutation is), so INSERT alone writes over a row that exists: what
+/// `UPDATE` guards is changing rows chosen by a query of the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    setup(&db).await?;
+    let admin = session_of(&db, "root");
+    admin.run("GRANT INSERT ON TABLE t TO alice").await?;
+    let alice = session_of(&db, "alice");
+    alice.run("INSERT INTO t VALUES ('a', 100)").await?;
+    assert_eq!(
+        rows(&admin, "SELECT n FROM t WHERE _key = 'a'").await?,
+        ["100"]
+    );
+    // The value it wrote over is still in the row's history.
+    assert_eq!(
+        rows(&admin, "SELECT n FROM history('t') WHERE _key = 'a'").await?,
+        ["[100, 1]"]
+    );
+    refused(
+        &alice,
+        "UPDATE t SET n = 5 WHERE _key = 'a'",
+        "UPDATE privilege on table default.public.t",
+    )
+    .await?;
+    Ok(())
+}

@@ -4,7 +4,9 @@
 //! (what the protocol costs).
 //!
 //! For 1, 8 and 32 clients, each system runs point reads, ~100-row key
-//! ranges and single-row inserts for a fixed time, one kind at a time;
+//! ranges and single-row inserts for a fixed time, one kind at a time
+//! (with 1 client, also an empty round trip: what the protocol costs
+//! before any work);
 //! every client has a connection (and a session) of its own. The table
 //! shows throughput and p50/p99 latency; after each insert run, every
 //! acknowledged row is counted back, and a missing one stops the run. Then
@@ -34,6 +36,8 @@ const CLIENTS: [usize; 3] = [1, 8, 32];
 /// One kind of operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Op {
+    /// One call that reads nothing: what a round trip costs.
+    RoundTrip,
     Point,
     Range,
     Insert,
@@ -42,6 +46,7 @@ enum Op {
 impl Op {
     fn name(self) -> &'static str {
         match self {
+            Op::RoundTrip => "empty round trip",
             Op::Point => "point read",
             Op::Range => "~100-row range",
             Op::Insert => "single-row insert",
@@ -65,6 +70,7 @@ impl Conn {
     /// the insert of `new_key`. Returns the rows read or written.
     async fn run(&mut self, op: Op, i: usize, new_key: &str) -> Res<usize> {
         let (sql, params): (String, Vec<String>) = match op {
+            Op::RoundTrip => ("SELECT 1".into(), Vec::new()),
             Op::Point => (
                 format!("SELECT n, body FROM kv WHERE _key = '{}'", key(i)),
                 vec![key(i)],
@@ -83,6 +89,12 @@ impl Conn {
             ),
         };
         match self {
+            // A catalog call's `GetFlightInfo`, answered without a plan;
+            // PostgreSQL's simple query protocol, one message each way.
+            Conn::Flight(client) if op == Op::RoundTrip => {
+                client.get_table_types().await?;
+                Ok(0)
+            }
             Conn::Flight(client) if op == Op::Insert => {
                 Ok(usize::try_from(client.execute_update(sql, None).await?)?)
             }
@@ -94,6 +106,7 @@ impl Conn {
             Conn::Postgres(client) => {
                 let n = i64::try_from(i)?;
                 Ok(match op {
+                    Op::RoundTrip => client.simple_query(&sql).await?.len(),
                     Op::Point => client
                         .query("SELECT n, body FROM kv WHERE k = $1", &[&params[0]])
                         .await?
@@ -449,7 +462,12 @@ pub fn w10(config: &Config, ratios: &mut Ratios) -> Res<()> {
     let mut p50 = std::collections::HashMap::new();
     let mut phase = 0;
     for clients in CLIENTS {
-        for op in [Op::Point, Op::Range, Op::Insert] {
+        // The empty round trip is the floor under every other call.
+        let ops: &[Op] = match clients {
+            1 => &[Op::RoundTrip, Op::Point, Op::Range, Op::Insert],
+            _ => &[Op::Point, Op::Range, Op::Insert],
+        };
+        for &op in ops {
             for system in &systems {
                 phase += 1;
                 let prefix = format!("w{phase:03}-");

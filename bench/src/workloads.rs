@@ -146,6 +146,9 @@ pub fn run(config: &Config) -> Res<()> {
         reset_peak_rss();
         crate::server::w10(config, &mut ratios)?;
     }
+    if config.wants("W11") {
+        w11_long_expressions(config)?;
+    }
     ratios.print();
     Ok(())
 }
@@ -1401,5 +1404,41 @@ pub fn w9_step(step: &str, dir: &std::path::Path, rows: usize) -> Res<()> {
     }
     let secs = start.elapsed().as_secs_f64();
     println!("w9-step {secs} {}", rss_kib("VmHWM:").unwrap_or(0));
+    Ok(())
+}
+
+/// W11: what planning a long arithmetic chain costs (`c + c + … + c` in a
+/// projection), on integers, whose operators widesql checks for overflow,
+/// and on doubles, which DataFusion plans alone. Naming each level of a
+/// checked chain once made it grow with the cube of the terms.
+fn w11_long_expressions(config: &Config) -> Res<()> {
+    let db = widesql::Db::open(config.fresh("w11")?)?;
+    let session = db.session();
+    let rt = &config.runtime;
+    rt.block_on(session.run(
+        "CREATE TABLE t (_key VARCHAR PRIMARY KEY, i BIGINT, d DOUBLE); \
+         INSERT INTO t VALUES ('a', 1, 1.0)",
+    ))?;
+    let mut table = MdTable::new(
+        "W11 planning and running `SELECT c + c + … + c FROM t` (one row)",
+        &["terms", "BIGINT (checked)", "DOUBLE"],
+    );
+    // Each run is named apart, so that none is the plan cache's.
+    let mut run = 0;
+    for terms in [100, 200, 400, 800] {
+        let mut cells = vec![terms.to_string()];
+        for column in ["i", "d"] {
+            let chain = vec![column; terms].join(" + ");
+            let secs = median_secs(config.reps.min(3), || {
+                run += 1;
+                let sql = format!("SELECT {chain} AS run{run} FROM t");
+                rt.block_on(async { session.sql(&sql).await?.collect().await })?;
+                Ok(())
+            })?;
+            cells.push(format!("{:.1} ms", secs * 1e3));
+        }
+        table.row(cells);
+    }
+    table.print();
     Ok(())
 }

@@ -147,6 +147,12 @@ enum Command {
         /// Statements running at once.
         #[arg(long, value_name = "N", default_value_t = 256)]
         max_statements: usize,
+        /// Statements of one user running at once.
+        #[arg(long, value_name = "N", default_value_t = 128)]
+        max_user_statements: usize,
+        /// Sessions one user may have open at once.
+        #[arg(long, value_name = "N", default_value_t = 512)]
+        max_user_sessions: usize,
     },
 }
 
@@ -253,6 +259,8 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             session_memory,
             max_connections,
             max_statements,
+            max_user_statements,
+            max_user_sessions,
         } => serve::run(
             db,
             serve::ServeArgs {
@@ -266,6 +274,8 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                     session_memory: session_memory.saturating_mul(1 << 20),
                     connections: max_connections,
                     running_statements: max_statements,
+                    running_statements_per_user: max_user_statements,
+                    sessions_per_user: max_user_sessions,
                     ..widesql_server::Limits::default()
                 },
             },

@@ -2,7 +2,8 @@
 //! its end ([`Work`], within a bounded number of slots), listed in `SHOW
 //! ACTIVITY` and logged when it ends ([`Call`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
@@ -15,42 +16,81 @@ use crate::statements::About;
 /// and a write bigger than one atomic batch must not stop half-way. The
 /// server waits for them before it flushes at shutdown. Every statement,
 /// and every query while its rows stream, holds one of a bounded number of
-/// slots.
+/// slots, and one user holds at most a share of them, so that one user's
+/// load never locks the others (an admin who would cancel it) out.
 pub(crate) struct Work {
     permits: Arc<Semaphore>,
     slots: Arc<Semaphore>,
     max_running: usize,
+    /// Each user's slots, by name.
+    users: Mutex<HashMap<String, Arc<Semaphore>>>,
+    max_per_user: usize,
+}
+
+/// A running statement's slot: one of the server's, and one of its user's.
+pub(crate) struct Slot {
+    _server: OwnedSemaphorePermit,
+    _user: Option<OwnedSemaphorePermit>,
 }
 
 /// More statements than can run at once.
 const WORK_PERMITS: u32 = 1 << 20;
 
 impl Work {
-    pub(crate) fn new(max_running: usize) -> Work {
+    pub(crate) fn new(max_running: usize, max_per_user: usize) -> Work {
         Work {
             permits: Arc::new(Semaphore::new(WORK_PERMITS as usize)),
             slots: Arc::new(Semaphore::new(max_running)),
             max_running,
+            users: Mutex::default(),
+            max_per_user,
         }
     }
 
-    /// A slot for one more running statement, refused when all are taken.
-    pub(crate) fn slot(&self) -> Result<OwnedSemaphorePermit, Status> {
-        Arc::clone(&self.slots).try_acquire_owned().map_err(|_| {
+    /// A slot for one more running statement of `user` (`None`: a
+    /// database without users), refused when all are taken, or all of the
+    /// user's.
+    pub(crate) fn slot(&self, user: Option<&str>) -> Result<Slot, Status> {
+        let user_slot = match user {
+            Some(user) => {
+                let slots = {
+                    let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+                    let slots = users
+                        .entry(user.to_string())
+                        .or_insert_with(|| Arc::new(Semaphore::new(self.max_per_user)));
+                    Arc::clone(slots)
+                };
+                Some(slots.try_acquire_owned().map_err(|_| {
+                    Status::resource_exhausted(format!(
+                        "user {user} runs {} statements at once, the limit for one user: run \
+                         this one when another has ended",
+                        self.max_per_user
+                    ))
+                })?)
+            }
+            None => None,
+        };
+        let server_slot = Arc::clone(&self.slots).try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "the server runs {} statements at once, its limit: run this one when another \
                  has ended",
                 self.max_running
             ))
+        })?;
+        Ok(Slot {
+            _server: server_slot,
+            _user: user_slot,
         })
     }
 
-    /// Runs `statement` on a task of its own and waits for its end.
+    /// Runs `statement` of `user` on a task of its own and waits for its
+    /// end.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
+        user: Option<&str>,
         statement: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
     ) -> Result<T, Status> {
-        let slot = self.slot()?;
+        let slot = self.slot(user)?;
         let permit = Arc::clone(&self.permits)
             .acquire_owned()
             .await

@@ -101,26 +101,31 @@ pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
 }
 
 /// The rows of parameters a client put, each as `$1`, `$2`, …, at most
-/// `max_bytes` of them (as Arrow holds them). A message that only carries
-/// the command (no IPC header) holds none.
+/// `max_bytes` of them as they came (the messages' IPC bodies; decoded
+/// arrays share their message's buffer, so their sizes would count it
+/// once per column). A message that only carries the command (no IPC
+/// header) holds none.
 pub(crate) async fn parameter_rows(
     body: PeekableFlightDataStream,
     max_bytes: usize,
 ) -> Result<Vec<Vec<ScalarValue>>, Status> {
+    let mut bytes = 0usize;
     let data = body
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
+        .and_then(move |data| {
+            bytes = bytes.saturating_add(data.data_header.len() + data.data_body.len());
+            futures::future::ready(match bytes > max_bytes {
+                true => Err(Status::resource_exhausted(format!(
+                    "the parameters bound in one call hold more than {max_bytes} bytes, the \
+                     server's limit: bind fewer rows per call"
+                ))),
+                false => Ok(data),
+            })
+        })
         .map_err(FlightError::from);
     let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
     let mut rows = Vec::new();
-    let mut bytes = 0usize;
     while let Some(batch) = batches.try_next().await? {
-        bytes = bytes.saturating_add(batch.get_array_memory_size());
-        if bytes > max_bytes {
-            return Err(Status::resource_exhausted(format!(
-                "the parameters bound in one call hold more than {max_bytes} bytes, the \
-                 server's limit: bind fewer rows per call"
-            )));
-        }
         for row in 0..batch.num_rows() {
             rows.push(row_values(&batch, row)?);
         }

@@ -63,6 +63,10 @@ pub struct Limits {
     /// Statements running at once (a query counts while its rows stream);
     /// one more is refused with `RESOURCE_EXHAUSTED`.
     pub running_statements: usize,
+    /// The same, for the statements of one user.
+    pub running_statements_per_user: usize,
+    /// Sessions one user may have open at once.
+    pub sessions_per_user: usize,
     /// How long a query may run (planning and streaming its rows) before
     /// it is stopped with `DEADLINE_EXCEEDED`. Writes always run to their
     /// end: a write is never stopped half-way.
@@ -83,6 +87,8 @@ impl Default for Limits {
             ticket_ttl: Duration::from_secs(300),
             connections: 4096,
             running_statements: 256,
+            running_statements_per_user: 128,
+            sessions_per_user: 512,
             query_time: Duration::from_secs(3600),
             session_memory: 1 << 30,
         }
@@ -194,7 +200,10 @@ impl Server {
             limits.statements,
             limits.statements_per_session,
         ));
-        let work = Arc::new(Work::new(limits.running_statements));
+        let work = Arc::new(Work::new(
+            limits.running_statements,
+            limits.running_statements_per_user,
+        ));
         let service = WideFlightSql::new(
             db.clone(),
             limits,

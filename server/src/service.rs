@@ -36,12 +36,11 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::{stream, Stream, StreamExt, TryStreamExt};
 use prost::bytes::Bytes;
 use prost::Message;
-use tokio::sync::OwnedSemaphorePermit;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 use widesql::Db;
 
-use crate::calls::{statement_kind, Call, Work};
+use crate::calls::{statement_kind, Call, Slot, Work};
 use crate::metadata;
 use crate::put::{ingest_options, ingest_stream, ingest_table, parameter_rows};
 use crate::sessions::{basic_credentials, Sessions};
@@ -101,6 +100,15 @@ impl WideFlightSql {
         Call::start(&self.db, name, about, client, cancel)
     }
 
+    /// What the user of a statement may do now, to compare with what it
+    /// could when its query was planned.
+    fn privileges_of(&self, about: &About) -> Option<u64> {
+        about
+            .user
+            .as_deref()
+            .and_then(|user| self.db.privileges_version(user))
+    }
+
     /// Streams `rows` as Flight data; `running` lets `CancelFlightInfo`
     /// stop them, and forgets the query when the stream ends or is
     /// dropped (the client went away). The query holds `slot` while its
@@ -110,7 +118,7 @@ impl WideFlightSql {
         &self,
         rows: SendableRecordBatchStream,
         mut running: Running,
-        slot: OwnedSemaphorePermit,
+        slot: Slot,
         call: Call,
     ) -> DoGetStream {
         let schema = rows.schema();
@@ -282,7 +290,8 @@ impl FlightSqlService for WideFlightSql {
         let client = request
             .remote_addr()
             .map_or_else(|| "?".to_string(), |a| a.to_string());
-        let token = match self.sessions.open(credentials).await {
+        let address = request.remote_addr().map(|a| a.ip());
+        let token = match self.sessions.open(credentials, address).await {
             Ok(token) => {
                 tracing::info!(
                     call = "Handshake",
@@ -329,15 +338,20 @@ impl FlightSqlService for WideFlightSql {
             user: session.options().user.clone(),
             kind: statement_kind(&sql),
         };
+        // Taken before the query is planned and checked: a REVOKE while it
+        // plans is seen when its rows are fetched.
+        let privileges = self.privileges_of(&about);
         // Planned here; a statement that changes something runs here.
         let call = self.call("GetFlightInfo", about.clone(), &request, None);
         let frame = self
             .work
-            .run(async move { session.sql(&sql).await.map_err(status) })
+            .run(about.user.as_deref(), async move {
+                session.sql(&sql).await.map_err(status)
+            })
             .await;
         let frame = call.done(frame, None)?;
         let schema = wire_schema(frame.stream_schema());
-        let handle = self.statements.add_pending(frame, owner, about);
+        let handle = self.statements.add_pending(frame, owner, about, privileges);
         let ticket = TicketStatementQuery {
             statement_handle: handle,
         };
@@ -353,11 +367,16 @@ impl FlightSqlService for WideFlightSql {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let owner = self.sessions.caller(&request)?;
-        let slot = self.work.slot()?;
+        let (user, owner) = self.sessions.user_and_caller(&request)?;
+        let slot = self.work.slot(user.as_deref())?;
         let (pending, running) = self
             .statements
             .take_pending(&ticket.statement_handle, &owner)?;
+        if self.privileges_of(&pending.about) != pending.privileges {
+            return Err(Status::aborted(
+                "the user's grants changed after this query was planned: run it again",
+            ));
+        }
         let abort = running.abort.clone();
         let call = self.call(
             "DoGet",
@@ -391,10 +410,11 @@ impl FlightSqlService for WideFlightSql {
             user: session.options().user.clone(),
             kind: statement_kind(&sql),
         };
+        let user = about.user.clone();
         let call = self.call("DoPutUpdate", about, &request, None);
         let changed = self
             .work
-            .run(async move {
+            .run(user.as_deref(), async move {
                 let frame = session.sql(&sql).await.map_err(status)?;
                 Ok(rows_changed(&frame.collect().await.map_err(status)?))
             })
@@ -426,6 +446,7 @@ impl FlightSqlService for WideFlightSql {
             user: session.options().user.clone(),
             kind: "INGEST".into(),
         };
+        let user = about.user.clone();
         let call = self.call("DoPutIngest", about, &request, None);
         let input = match ingest_stream(request.into_inner()).await {
             Ok(input) => input,
@@ -433,7 +454,7 @@ impl FlightSqlService for WideFlightSql {
         };
         let written = self
             .work
-            .run(async move {
+            .run(user.as_deref(), async move {
                 session
                     .import_stream(&table, input, options)
                     .await
@@ -541,7 +562,7 @@ impl FlightSqlService for WideFlightSql {
             )));
         }
         let params = statement.rows.pop().unwrap_or_default();
-        let slot = self.work.slot()?;
+        let slot = self.work.slot(statement.about.user.as_deref())?;
         let running = self.statements.start(handle, owner);
         let abort = running.abort.clone();
         let cancel: Box<dyn Fn() + Send + Sync> = Box::new(move || abort.abort());
@@ -601,7 +622,7 @@ impl FlightSqlService for WideFlightSql {
         let prepared = statement.prepared;
         let changed = self
             .work
-            .run(async move {
+            .run(statement.about.user.as_deref(), async move {
                 let mut changed = 0i64;
                 for params in rows {
                     let result = prepared.query(params).await.map_err(status)?;

@@ -16,6 +16,7 @@
 //! without a token of a user's session is refused.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -59,10 +60,32 @@ pub(crate) struct Sessions {
     /// milliseconds of CPU on purpose, so a flood of sign-ins is refused
     /// rather than queued.
     checks: tokio::sync::Semaphore,
+    /// Sessions one user may have open at once.
+    max_per_user: usize,
+    /// Failed sign-ins, by client address.
+    failures: Mutex<HashMap<IpAddr, Failures>>,
 }
 
 /// Password checks that may run at once.
 const PASSWORD_CHECKS: usize = 4;
+
+/// Failed sign-ins an address may make before it waits: the first wait is
+/// one second, and each further failure doubles it, up to a minute.
+const FREE_FAILURES: u32 = 5;
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+const LONGEST_WAIT: Duration = Duration::from_secs(60);
+/// How long failures are remembered after the last one, and how many
+/// addresses at most (older ones are forgotten first).
+const FAILURES_KEPT: Duration = Duration::from_secs(900);
+const FAILING_ADDRESSES: usize = 10_000;
+
+/// The failed sign-ins of one address since its last success.
+struct Failures {
+    count: u32,
+    last: Instant,
+    /// No sign-in from the address is checked before this.
+    wait_until: Instant,
+}
 
 struct Open {
     session: Session,
@@ -110,6 +133,8 @@ impl Sessions {
             max: limits.sessions,
             memory: limits.session_memory,
             checks: tokio::sync::Semaphore::new(PASSWORD_CHECKS),
+            max_per_user: limits.sessions_per_user,
+            failures: Mutex::default(),
         }
     }
 
@@ -132,14 +157,21 @@ impl Sessions {
     }
 
     /// Checks `credentials` (when the database has users) and opens a
-    /// session; returns its token (122 random bits).
-    pub(crate) async fn open(&self, credentials: Option<Credentials>) -> Result<String, Status> {
+    /// session; returns its token (122 random bits). An address whose
+    /// sign-ins failed too often in a row waits before its next one is
+    /// checked, so that passwords cannot be guessed at the server's speed.
+    pub(crate) async fn open(
+        &self,
+        credentials: Option<Credentials>,
+        client: Option<IpAddr>,
+    ) -> Result<String, Status> {
         let user = if self.db.has_users() {
             let Credentials { user, password } = credentials.ok_or_else(|| {
                 Status::unauthenticated(
                     "this server has users: shake hands with a user name and password (HTTP Basic)",
                 )
             })?;
+            self.may_try(client)?;
             let _check = self.checks.try_acquire().map_err(|_| {
                 Status::resource_exhausted(
                     "the server is checking as many passwords as it may at once: sign in again",
@@ -147,10 +179,11 @@ impl Sessions {
             })?;
             let db = self.db.clone();
             let name = user.clone();
-            tokio::task::spawn_blocking(move || db.authenticate(&name, &password))
+            let checked = tokio::task::spawn_blocking(move || db.authenticate(&name, &password))
                 .await
-                .map_err(|e| Status::internal(format!("the password check stopped: {e}")))?
-                .map_err(status)?;
+                .map_err(|e| Status::internal(format!("the password check stopped: {e}")))?;
+            self.note_sign_in(client, checked.is_ok());
+            checked.map_err(status)?;
             Some(user)
         } else {
             None
@@ -165,6 +198,17 @@ impl Sessions {
                 self.max
             )));
         }
+        if let Some(user) = &user {
+            let open = by_token
+                .values()
+                .filter(|open| open.session.options().user.as_ref() == Some(user))
+                .count();
+            if open >= self.max_per_user {
+                return Err(Status::resource_exhausted(format!(
+                    "user {user} has {open} sessions open, the limit for one user: close one first"
+                )));
+            }
+        }
         let token = uuid::Uuid::new_v4().simple().to_string();
         let open = Open {
             session: self.new_session(user),
@@ -173,6 +217,61 @@ impl Sessions {
         };
         by_token.insert(token.clone(), open);
         Ok(token)
+    }
+
+    fn failures(&self) -> MutexGuard<'_, HashMap<IpAddr, Failures>> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses a sign-in from an address that must still wait.
+    fn may_try(&self, client: Option<IpAddr>) -> Result<(), Status> {
+        let Some(client) = client else { return Ok(()) };
+        let now = Instant::now();
+        match self.failures().get(&client) {
+            Some(failed) if failed.wait_until > now => Err(Status::resource_exhausted(format!(
+                "{} sign-ins from {client} failed in a row: sign in again in {:.1} s",
+                failed.count,
+                (failed.wait_until - now).as_secs_f64()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a failed sign-in of an address, or forgets its failures
+    /// after a success.
+    fn note_sign_in(&self, client: Option<IpAddr>, succeeded: bool) {
+        let Some(client) = client else { return };
+        let mut failures = self.failures();
+        if succeeded {
+            failures.remove(&client);
+            return;
+        }
+        let now = Instant::now();
+        if failures.len() >= FAILING_ADDRESSES && !failures.contains_key(&client) {
+            failures.retain(|_, failed| now.duration_since(failed.last) < FAILURES_KEPT);
+            if failures.len() >= FAILING_ADDRESSES {
+                let oldest = failures.iter().min_by_key(|(_, failed)| failed.last);
+                if let Some(oldest) = oldest.map(|(address, _)| *address) {
+                    failures.remove(&oldest);
+                }
+            }
+        }
+        let failed = failures.entry(client).or_insert(Failures {
+            count: 0,
+            last: now,
+            wait_until: now,
+        });
+        if now.duration_since(failed.last) >= FAILURES_KEPT {
+            failed.count = 0;
+        }
+        failed.count += 1;
+        failed.last = now;
+        if let Some(over) = failed.count.checked_sub(FREE_FAILURES) {
+            let wait = FIRST_WAIT
+                .saturating_mul(1 << over.min(16))
+                .min(LONGEST_WAIT);
+            failed.wait_until = now + wait;
+        }
     }
 
     /// The session a call runs in: its token's; a new one when it carries
@@ -192,6 +291,18 @@ impl Sessions {
             None => self.new_session(None),
         };
         Ok((session, bearer(request).map(Arc::from)))
+    }
+
+    /// The user of a call's session (`None`: a database without users)
+    /// and who makes it (its token); no session is made.
+    pub(crate) fn user_and_caller<T>(
+        &self,
+        request: &Request<T>,
+    ) -> Result<(Option<String>, Owner), Status> {
+        let user = self
+            .token_session(request)?
+            .and_then(|session| session.options().user.clone());
+        Ok((user, bearer(request).map(Arc::from)))
     }
 
     /// Who makes a call (its token), refusing a token that is unknown or

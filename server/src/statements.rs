@@ -36,6 +36,9 @@ pub(crate) struct Pending {
     owner: Owner,
     /// Who runs it and what it is, for the log and `SHOW ACTIVITY`.
     pub(crate) about: About,
+    /// What the user could do when the query was planned and checked
+    /// ([`widesql::Db::privileges_version`]).
+    pub(crate) privileges: Option<u64>,
 }
 
 /// Who runs a statement and what it is (its first word, never its text).
@@ -144,7 +147,13 @@ impl Statements {
     }
 
     /// Keeps a planned query of `owner` until its `DoGet`; its handle.
-    pub(crate) fn add_pending(&self, frame: Frame, owner: Owner, about: About) -> Bytes {
+    pub(crate) fn add_pending(
+        &self,
+        frame: Frame,
+        owner: Owner,
+        about: About,
+        privileges: Option<u64>,
+    ) -> Bytes {
         let mut pending = locked(&self.pending);
         let handle = handle();
         let made = Instant::now();
@@ -153,6 +162,7 @@ impl Statements {
             made,
             owner,
             about,
+            privileges,
         };
         pending.insert(handle.clone(), query);
         handle

@@ -1294,3 +1294,248 @@ async fn show_activity_lists_running_statements_and_cancel_stops_one() -> Result
     server.shutdown().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn an_address_whose_sign_ins_keep_failing_waits_before_the_next() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    db.create_user("alice", "alice pw", false)?;
+    let mut client = connect(&server).await?;
+    // Five failures in a row are answered as failures.
+    for _ in 0..5 {
+        let error = client.handshake("alice", "guess").await.err();
+        let error = error.ok_or("a wrong password was taken")?.to_string();
+        assert!(error.contains("wrong user name or password"), "{error}");
+    }
+    // Then the address waits, even with the right password.
+    let error = client.handshake("alice", "alice pw").await.err();
+    let error = error
+        .ok_or("a sign-in was checked during the wait")?
+        .to_string();
+    assert!(
+        error.contains("5 sign-ins from 127.0.0.1 failed in a row: sign in again in"),
+        "{error}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    client.handshake("alice", "alice pw").await?;
+    // A success forgets the failures: the next failure is answered as one.
+    let mut another = connect(&server).await?;
+    let error = another.handshake("alice", "guess").await.err();
+    let error = error.ok_or("a wrong password was taken")?.to_string();
+    assert!(error.contains("wrong user name or password"), "{error}");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_user_cannot_take_every_session_or_statement_slot() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        sessions_per_user: 2,
+        running_statements_per_user: 1,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.create_user("alice", "a", false)?;
+    db.create_user("bob", "b", false)?;
+    let mut alice = connect(&server).await?;
+    alice.handshake("alice", "a").await?;
+    let mut alice_again = connect(&server).await?;
+    alice_again.handshake("alice", "a").await?;
+    let mut alice_third = connect(&server).await?;
+    let error = alice_third.handshake("alice", "a").await.err();
+    let error = error.ok_or("a third session of alice opened")?.to_string();
+    assert!(
+        error.contains("user alice has 2 sessions open, the limit for one user"),
+        "{error}"
+    );
+    let mut bob = connect(&server).await?;
+    bob.handshake("bob", "b").await?;
+    // Alice's streaming query holds her one slot; bob's statements run.
+    let stream = started_query(&mut alice).await?;
+    let error = refused(
+        alice_again.execute("SELECT 1".into(), None).await,
+        Code::ResourceExhausted,
+        "alice ran a second statement past her limit of one",
+    )?;
+    assert!(
+        error.contains("user alice runs 1 statements at once, the limit for one user"),
+        "{error}"
+    );
+    assert_eq!(query(&mut bob, "SELECT 40 + 2").await?, "42");
+    // Her slot is free again once her query ends.
+    drop(stream);
+    let mut ran = None;
+    for _ in 0..100 {
+        match query(&mut alice_again, "SELECT 7").await {
+            Ok(rows) => {
+                ran = Some(rows);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(ran.as_deref(), Some("7"), "alice's slot was never freed");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_ticket_planned_before_a_revoke_is_not_fetched_after_it() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let admin = db.session();
+    admin
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1); \
+             CREATE USER alice PASSWORD 'a'; CREATE USER bob PASSWORD 'b'; \
+             GRANT SELECT ON TABLE t TO alice",
+        )
+        .await?;
+    let mut alice = connect(&server).await?;
+    alice.handshake("alice", "a").await?;
+    let ticket_of = |info: arrow_flight::FlightInfo| {
+        info.endpoint[0]
+            .ticket
+            .clone()
+            .ok_or_else(|| BoxError::from("no ticket"))
+    };
+    // A change to another user's grants leaves her ticket alone.
+    let kept = ticket_of(alice.execute("SELECT n FROM t".into(), None).await?)?;
+    admin.run("GRANT SELECT ON TABLE t TO bob").await?;
+    let batches: Vec<RecordBatch> = alice.do_get(kept).await?.try_collect().await?;
+    assert_eq!(text_lines(&batches)?, ["1"]);
+    // A change to hers refuses it.
+    let stale = ticket_of(alice.execute("SELECT n FROM t".into(), None).await?)?;
+    admin.run("REVOKE SELECT ON TABLE t FROM alice").await?;
+    let error = fetch_error(&mut alice, stale)
+        .await
+        .ok_or("a ticket planned before a REVOKE was fetched after it")?;
+    assert_eq!(code(&error), Some(Code::Aborted), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("the user's grants changed after this query was planned"),
+        "{error}"
+    );
+    refused(
+        alice.execute("SELECT n FROM t".into(), None).await,
+        Code::PermissionDenied,
+        "alice planned a query after her grant was revoked",
+    )?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_statement_nested_too_deep_is_refused_and_the_server_goes_on() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client.handshake("anyone", "").await?;
+    let deep = format!("SELECT {}", vec!["1"; 200_000].join(" + "));
+    let error = refused(
+        client.execute(deep.clone(), None).await,
+        Code::InvalidArgument,
+        "a chain of 200,000 additions was planned",
+    )?;
+    assert!(
+        error.contains("levels deep, the most this thread's stack allows"),
+        "{error}"
+    );
+    let error = refused(
+        client
+            .execute_update(format!("INSERT INTO nowhere {deep}"), None)
+            .await,
+        Code::InvalidArgument,
+        "an update with a chain of 200,000 additions ran",
+    )?;
+    assert!(error.contains("levels deep"), "{error}");
+    assert_eq!(query(&mut client, "SELECT 1 + 1").await?, "2");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn parameters_past_the_servers_bytes_are_refused() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        message_bytes: 4 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, body VARCHAR)")
+        .await?;
+    let mut client = connect(&server).await?;
+    client.handshake("anyone", "").await?;
+    let mut insert = client
+        .prepare("INSERT INTO t VALUES ($1, $2)".into(), None)
+        .await?;
+    let rows = |count: usize, prefix: &str| -> Result<RecordBatch, BoxError> {
+        let keys: Vec<String> = (0..count).map(|i| format!("{prefix}{i:07}")).collect();
+        let bodies = vec!["x".repeat(1100); count];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("$1", DataType::Utf8, false),
+            Field::new("$2", DataType::Utf8, false),
+        ]));
+        Ok(RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(keys)),
+                Arc::new(StringArray::from(bodies)),
+            ],
+        )?)
+    };
+    // ~3.3 MB, sent as two messages: under the limit, every row runs.
+    insert.set_parameters(rows(3_000, "a")?)?;
+    assert_eq!(insert.execute_update().await?, 3_000);
+    // ~11 MB, sent as messages of at most 2 MiB each: refused whole.
+    insert.set_parameters(rows(10_000, "b")?)?;
+    let error = refused(
+        insert.execute_update().await,
+        Code::ResourceExhausted,
+        "11 MB of parameters were bound past a limit of 4 MiB",
+    )?;
+    assert!(
+        error.contains("hold more than 4194304 bytes, the server's limit"),
+        "{error}"
+    );
+    assert_eq!(
+        query(&mut client, "SELECT count(*) FROM t WHERE _key >= 'b'").await?,
+        "0"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn password_checks_past_the_servers_share_are_refused_not_queued() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    db.create_user("alice", "alice pw", false)?;
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        clients.push(connect(&server).await?);
+    }
+    let signed_in = futures::future::join_all(
+        clients
+            .iter_mut()
+            .map(|client| client.handshake("alice", "alice pw")),
+    )
+    .await;
+    let refused: Vec<String> = signed_in
+        .iter()
+        .filter_map(|result| result.as_ref().err().map(ToString::to_string))
+        .collect();
+    for error in &refused {
+        assert!(
+            error.contains("checking as many passwords as it may at once"),
+            "{error}"
+        );
+    }
+    assert!(
+        !refused.is_empty(),
+        "16 password checks ran at once, past the server's 4"
+    );
+    assert!(refused.len() < 16, "every sign-in was refused: {refused:?}");
+    // A refusal is no failed sign-in: the address does not wait.
+    let mut later = connect(&server).await?;
+    later.handshake("alice", "alice pw").await?;
+    server.shutdown().await?;
+    Ok(())
+}

@@ -53,6 +53,22 @@ impl Db {
         Some(hasher.finish())
     }
 
+    /// A number that changes whenever what `user` may do does: a grant or
+    /// revoke of its own, `ADMIN` or `NOADMIN`, or the user dropped and
+    /// made again; `None` when there is no such user. A server compares it
+    /// before it runs a query that an earlier call planned and checked.
+    pub fn privileges_version(&self, user: &str) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let state = self.catalog().read();
+        let entry = state.user(user)?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (entry.created_at, entry.admin).hash(&mut hasher);
+        for grant in state.grants_of(user) {
+            grant.hash(&mut hasher);
+        }
+        Some(hasher.finish())
+    }
+
     /// Whether the database has any user. A server lets clients in
     /// without credentials only while it has none.
     pub fn has_users(&self) -> bool {

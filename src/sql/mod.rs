@@ -21,6 +21,7 @@ mod in_subquery;
 mod key_lookup;
 mod literal;
 pub(crate) mod names;
+mod nesting;
 mod planned;
 mod prepared;
 pub mod pushdown;

@@ -364,8 +364,19 @@ impl Session {
         };
         let dialect = dialect_from_str(dialect_name)
             .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{dialect_name}'")))?;
+        let parse = || self.parse_with(sql, dialect.as_ref(), recursion_limit);
+        crate::sql::nesting::parse_bounded(sql, parse, sql_statements)
+    }
+
+    /// [`Session::parse_script`]'s parse.
+    fn parse_with(
+        &self,
+        sql: &str,
+        dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
+        recursion_limit: usize,
+    ) -> Result<VecDeque<Parsed>> {
         let mut parser = DFParserBuilder::new(sql)
-            .with_dialect(dialect.as_ref())
+            .with_dialect(dialect)
             .with_recursion_limit(recursion_limit)
             .build()
             .map_err(from_df)?;
@@ -565,4 +576,13 @@ impl Session {
         let input = execute_stream(physical, self.ctx.task_ctx())?;
         Ok(sink.write_stream(input).await?)
     }
+}
+
+/// The SQL statements among parsed ones.
+fn sql_statements(parsed: &VecDeque<Parsed>) -> Vec<&DfStatement> {
+    let sql = parsed.iter().filter_map(|statement| match statement {
+        Parsed::Sql(statement) => Some(statement),
+        Parsed::Access(_) => None,
+    });
+    sql.collect()
 }

@@ -1,0 +1,202 @@
+//! How deep a statement's expressions may nest.
+//!
+//! Planning, checking and running an expression recurse once per level of
+//! its tree, a few KiB of stack each, and a thread that runs out of stack
+//! aborts the whole process: a server and every client of it. The parser
+//! builds a chain of operators (`a + b + …`, `x = 1 OR x = 2 OR …`) in a
+//! loop, one level per operator, so its bound on nesting (which counts
+//! parentheses and subqueries) does not bound such a chain. So every
+//! statement long enough to nest deeper than the thread allows is parsed
+//! on a stack of its own sized for its text, and refused, with an error
+//! naming the limit, when an expression nests deeper than the stack left
+//! to the thread that will plan it allows ([`deepest_allowed`]). PostgreSQL
+//! refuses such a statement the same way (`max_stack_depth`); SQLite at a
+//! fixed depth of 1,000.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::{CopyToSource, Statement as DfStatement};
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
+
+use crate::error::{Error, Result};
+
+/// Stack one level of expression nesting may take from parsing to
+/// running, with room to spare (measured: ~2.5 KiB in a release build,
+/// ~7 KiB in a debug build, through DataFusion's planner and optimiser).
+const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
+    16 << 10
+} else {
+    6 << 10
+};
+
+/// Stack dropping or walking one level of a parsed tree may take at most
+/// (a level is at least two bytes of text: `+1`).
+const STACK_PER_BYTE: usize = 128;
+
+/// The stack a thread is assumed to have when its own is not known.
+const ASSUMED_STACK: usize = 2 << 20;
+
+/// The deepest nesting the current thread's stack allows.
+pub(crate) fn deepest_allowed() -> usize {
+    stacker::remaining_stack().unwrap_or(ASSUMED_STACK) / STACK_PER_LEVEL
+}
+
+/// Runs `parse` on `sql`, and refuses the statements it gives whose
+/// expressions nest deeper than the current thread allows. A statement too
+/// short to nest that deep is parsed as it is; a longer one is parsed,
+/// measured and (when refused) dropped on a stack sized for its text.
+pub(crate) fn parse_bounded<T>(
+    sql: &str,
+    parse: impl FnOnce() -> Result<T>,
+    statements: impl Fn(&T) -> Vec<&DfStatement>,
+) -> Result<T> {
+    let deepest = deepest_allowed();
+    // Each level of a chain takes at least two bytes of text.
+    if sql.len() < deepest.saturating_mul(2) {
+        return parse();
+    }
+    let stack = sql.len().saturating_mul(STACK_PER_BYTE).max(8 << 20);
+    stacker::grow(stack, || {
+        let parsed = parse()?;
+        for statement in statements(&parsed) {
+            if deeper_than(statement, deepest) {
+                return Err(Error::Sql(format!(
+                    "an expression nests more than {deepest} levels deep, the most this \
+                     thread's stack allows; each operator of a chain (a + b + …, x = 1 OR x = 2 \
+                     OR …) is a level: write a long OR of equalities as IN (…), or split the \
+                     expression"
+                )));
+            }
+        }
+        Ok(parsed)
+    })
+}
+
+/// Whether `statement`'s expressions nest more than `deepest` levels; the
+/// walk stops there.
+fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
+    let mut depth = Depth { now: 0, deepest };
+    let walked = match statement {
+        DfStatement::Statement(inner) => inner.visit(&mut depth),
+        DfStatement::CopyTo(copy) => match &copy.source {
+            CopyToSource::Query(query) => query.visit(&mut depth),
+            CopyToSource::Relation(_) => ControlFlow::Continue(()),
+        },
+        DfStatement::Explain(explain) => return deeper_than(&explain.statement, deepest),
+        DfStatement::CreateExternalTable(_) | DfStatement::Reset(_) => ControlFlow::Continue(()),
+    };
+    walked.is_break()
+}
+
+/// Counts the nesting of expressions while they are walked.
+struct Depth {
+    now: usize,
+    deepest: usize,
+}
+
+impl Visitor for Depth {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, _: &SqlExpr) -> ControlFlow<()> {
+        self.now += 1;
+        if self.now > self.deepest {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, _: &SqlExpr) -> ControlFlow<()> {
+        self.now -= 1;
+        ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, Error};
+
+    async fn one_value(session: &crate::Session, sql: &str) -> crate::Result<String> {
+        let batches = session.sql(sql).await?.collect().await?;
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            .map_err(|e| Error::Sql(e.to_string()))?
+            .to_string();
+        Ok(text.lines().nth(3).unwrap_or_default().to_string())
+    }
+
+    /// A chain far deeper than any stack allows is refused with an error
+    /// (it used to abort the process), and the session goes on; one within
+    /// the limit runs.
+    #[tokio::test]
+    async fn a_chain_deeper_than_the_stack_allows_is_refused() -> crate::Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let db = Db::open(dir.path())?;
+        let session = db.session();
+        session
+            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, c BIGINT); INSERT INTO t VALUES ('a', 1)")
+            .await?;
+        let deepest = super::deepest_allowed();
+        for (what, sql) in [
+            (
+                "a sum",
+                format!("SELECT {} FROM t", vec!["c"; 100_000].join(" + ")),
+            ),
+            (
+                "an OR of equalities",
+                format!(
+                    "SELECT _key FROM t WHERE {}",
+                    vec!["c = 2"; 50_000].join(" OR ")
+                ),
+            ),
+            (
+                "an IS NULL chain",
+                format!("SELECT c{} FROM t", " IS NULL".repeat(100_000)),
+            ),
+        ] {
+            let error = session.sql(&sql).await.err().map(|e| e.to_string());
+            let error = error.unwrap_or_else(|| format!("{what} was planned"));
+            assert!(
+                error.contains("levels deep, the most this thread's stack allows"),
+                "{what}: {error}"
+            );
+        }
+        let within = deepest / 2;
+        let sum = format!("SELECT {} FROM t", vec!["c"; within].join(" + "));
+        assert_eq!(
+            one_value(&session, &sum)
+                .await?
+                .trim_matches(|c| c == '|' || c == ' '),
+            within.to_string()
+        );
+        Ok(())
+    }
+
+    /// A thread with a bigger stack may nest deeper.
+    #[test]
+    fn a_bigger_stack_allows_deeper_nesting() -> crate::Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let db = Db::open(dir.path())?;
+        let on_small = super::deepest_allowed();
+        let thread = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || -> crate::Result<(usize, String)> {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .map_err(|e| Error::Sql(e.to_string()))?;
+                runtime.block_on(async {
+                    let session = db.session();
+                    let terms = on_small * 2;
+                    let sum = format!("SELECT {}", vec!["1"; terms].join(" + "));
+                    Ok((terms, one_value(&session, &sum).await?))
+                })
+            })
+            .map_err(|e| Error::Sql(e.to_string()))?;
+        let (terms, value) = thread
+            .join()
+            .map_err(|_| Error::Sql("the thread panicked".into()))??;
+        assert_eq!(
+            value.trim_matches(|c| c == '|' || c == ' '),
+            terms.to_string()
+        );
+        Ok(())
+    }
+}
