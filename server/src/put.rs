@@ -102,9 +102,9 @@ pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
 
 /// The rows of parameters a client put, each as `$1`, `$2`, …, at most
 /// `max_bytes` of them as they came (the messages' IPC bodies; decoded
-/// arrays share their message's buffer, so their sizes would count it
-/// once per column). A message that only carries the command (no IPC
-/// header) holds none.
+/// arrays share their message's buffer, so their sizes would count it once
+/// per column), and at most as many bytes of values made of them. A message that only carries the command (no IPC header)
+/// holds none.
 pub(crate) async fn parameter_rows(
     body: PeekableFlightDataStream,
     max_bytes: usize,
@@ -115,22 +115,36 @@ pub(crate) async fn parameter_rows(
         .and_then(move |data| {
             bytes = bytes.saturating_add(data.data_header.len() + data.data_body.len());
             futures::future::ready(match bytes > max_bytes {
-                true => Err(Status::resource_exhausted(format!(
-                    "the parameters bound in one call hold more than {max_bytes} bytes, the \
-                     server's limit: bind fewer rows per call"
-                ))),
+                true => Err(too_many_bytes(max_bytes)),
                 false => Ok(data),
             })
         })
         .map_err(FlightError::from);
     let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
+    // Values can take far more than they came in (a batch of no columns,
+    // or of NULLs, comes in a few bytes whatever its length, and a
+    // compressed one in fewer than it holds), so each is charged too.
+    let value_bytes = std::mem::size_of::<ScalarValue>();
+    let mut held = 0usize;
     let mut rows = Vec::new();
     while let Some(batch) = batches.try_next().await? {
+        let values = batch.num_rows().saturating_mul(batch.num_columns().max(1));
+        held = held.saturating_add(values.saturating_mul(value_bytes));
+        if held > max_bytes {
+            return Err(too_many_bytes(max_bytes));
+        }
         for row in 0..batch.num_rows() {
             rows.push(row_values(&batch, row)?);
         }
     }
     Ok(rows)
+}
+
+fn too_many_bytes(max_bytes: usize) -> Status {
+    Status::resource_exhausted(format!(
+        "the parameters bound in one call hold more than {max_bytes} bytes, the server's \
+         limit: bind fewer rows per call"
+    ))
 }
 
 /// The values of one row of a parameter batch, as `$1`, `$2`, ….

@@ -62,24 +62,28 @@ pub(crate) struct Sessions {
     checks: tokio::sync::Semaphore,
     /// Sessions one user may have open at once.
     max_per_user: usize,
-    /// Failed sign-ins, by client address.
-    failures: Mutex<HashMap<IpAddr, Failures>>,
+    /// Failed sign-ins, by client address and user name.
+    failures: Mutex<HashMap<(IpAddr, String), Failures>>,
 }
 
 /// Password checks that may run at once.
 const PASSWORD_CHECKS: usize = 4;
 
-/// Failed sign-ins an address may make before it waits: the first wait is
-/// one second, and each further failure doubles it, up to a minute.
+/// Failed sign-ins as one user an address may make before it waits: the
+/// first wait is one second, and each further failure doubles it, up to a
+/// minute. (Kept by address and user, so that a client's success as one
+/// user does not forget its failures as another.)
 const FREE_FAILURES: u32 = 5;
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 const LONGEST_WAIT: Duration = Duration::from_secs(60);
 /// How long failures are remembered after the last one, and how many
-/// addresses at most (older ones are forgotten first).
+/// addresses and users at most (an address that still waits is never
+/// forgotten).
 const FAILURES_KEPT: Duration = Duration::from_secs(900);
 const FAILING_ADDRESSES: usize = 10_000;
 
-/// The failed sign-ins of one address since its last success.
+/// The failed sign-ins as one user from one address since its last
+/// success.
 struct Failures {
     count: u32,
     last: Instant,
@@ -93,6 +97,19 @@ struct Open {
     /// The user's credentials when it signed in: a changed password, or
     /// the user dropped (and made again), ends the session.
     credentials: Option<u64>,
+}
+
+/// The network a client's address stands for: the address itself, or for
+/// IPv6 its /64, which one client can fill with addresses of its own.
+fn network_of(address: IpAddr) -> IpAddr {
+    match address.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mut segments = v6.segments();
+            segments[4..].fill(0);
+            IpAddr::V6(segments.into())
+        }
+        v4 => v4,
+    }
 }
 
 /// A user name and password.
@@ -171,7 +188,8 @@ impl Sessions {
                     "this server has users: shake hands with a user name and password (HTTP Basic)",
                 )
             })?;
-            self.may_try(client)?;
+            let client = client.map(|address| (network_of(address), user.clone()));
+            self.may_try(client.as_ref())?;
             let _check = self.checks.try_acquire().map_err(|_| {
                 Status::resource_exhausted(
                     "the server is checking as many passwords as it may at once: sign in again",
@@ -219,27 +237,29 @@ impl Sessions {
         Ok(token)
     }
 
-    fn failures(&self) -> MutexGuard<'_, HashMap<IpAddr, Failures>> {
+    fn failures(&self) -> MutexGuard<'_, HashMap<(IpAddr, String), Failures>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Refuses a sign-in from an address that must still wait.
-    fn may_try(&self, client: Option<IpAddr>) -> Result<(), Status> {
+    /// Refuses a sign-in as a user from an address that must still wait.
+    fn may_try(&self, client: Option<&(IpAddr, String)>) -> Result<(), Status> {
         let Some(client) = client else { return Ok(()) };
         let now = Instant::now();
-        match self.failures().get(&client) {
+        match self.failures().get(client) {
             Some(failed) if failed.wait_until > now => Err(Status::resource_exhausted(format!(
-                "{} sign-ins from {client} failed in a row: sign in again in {:.1} s",
+                "{} sign-ins as {} from {} failed in a row: sign in again in {:.1} s",
                 failed.count,
+                client.1,
+                client.0,
                 (failed.wait_until - now).as_secs_f64()
             ))),
             _ => Ok(()),
         }
     }
 
-    /// Counts a failed sign-in of an address, or forgets its failures
-    /// after a success.
-    fn note_sign_in(&self, client: Option<IpAddr>, succeeded: bool) {
+    /// Counts a failed sign-in as a user from an address, or forgets its
+    /// failures after a success.
+    fn note_sign_in(&self, client: Option<(IpAddr, String)>, succeeded: bool) {
         let Some(client) = client else { return };
         let mut failures = self.failures();
         if succeeded {
@@ -248,11 +268,22 @@ impl Sessions {
         }
         let now = Instant::now();
         if failures.len() >= FAILING_ADDRESSES && !failures.contains_key(&client) {
-            failures.retain(|_, failed| now.duration_since(failed.last) < FAILURES_KEPT);
+            failures.retain(|_, failed| {
+                failed.wait_until > now || now.duration_since(failed.last) < FAILURES_KEPT
+            });
             if failures.len() >= FAILING_ADDRESSES {
-                let oldest = failures.iter().min_by_key(|(_, failed)| failed.last);
-                if let Some(oldest) = oldest.map(|(address, _)| *address) {
-                    failures.remove(&oldest);
+                // Every one kept still waits or failed lately; the oldest
+                // that no longer waits makes room, or this one goes uncounted.
+                let oldest = failures
+                    .iter()
+                    .filter(|(_, failed)| failed.wait_until <= now)
+                    .min_by_key(|(_, failed)| failed.last)
+                    .map(|(key, _)| key.clone());
+                match oldest {
+                    Some(oldest) => {
+                        failures.remove(&oldest);
+                    }
+                    None => return,
                 }
             }
         }
@@ -264,7 +295,7 @@ impl Sessions {
         if now.duration_since(failed.last) >= FAILURES_KEPT {
             failed.count = 0;
         }
-        failed.count += 1;
+        failed.count = failed.count.saturating_add(1);
         failed.last = now;
         if let Some(over) = failed.count.checked_sub(FREE_FAILURES) {
             let wait = FIRST_WAIT

@@ -355,20 +355,23 @@ pub(super) fn select_into(query: &mut Query) -> Option<&mut Select> {
     }
 }
 
-/// What `statement` is when it reads or writes files of the host.
+/// What `statement` is when it uses the host's files or resources.
 fn host_file_statement(statement: &DfStatement) -> Option<&'static str> {
     match statement {
         DfStatement::CopyTo(_) => Some("COPY … TO"),
         DfStatement::CreateExternalTable(_) => Some("CREATE EXTERNAL TABLE"),
-        // The spill directory and its size, the memory limit.
         DfStatement::Statement(inner) => match inner.as_ref() {
-            Statement::Set(Set::SingleAssignment { variable, .. })
-                if variable
-                    .to_string()
-                    .to_lowercase()
-                    .starts_with("datafusion.runtime.") =>
-            {
-                Some("SET datafusion.runtime.*")
+            Statement::Set(Set::SingleAssignment { variable, .. }) => {
+                let name = variable.to_string().to_lowercase();
+                if name.starts_with("datafusion.runtime.") {
+                    // The spill directory and its size, the memory limit.
+                    Some("SET datafusion.runtime.*")
+                } else if name == "datafusion.sql_parser.recursion_limit" {
+                    // How deep the parser recurses on the thread's stack.
+                    Some("SET datafusion.sql_parser.recursion_limit")
+                } else {
+                    None
+                }
             }
             _ => None,
         },

@@ -73,7 +73,7 @@ pub(crate) fn parse_bounded<T>(
 }
 
 /// Whether `statement`'s expressions nest more than `deepest` levels; the
-/// walk stops there.
+/// walk stops there. An `EXPLAIN` is a level of its own.
 fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
     let mut depth = Depth { now: 0, deepest };
     let walked = match statement {
@@ -82,8 +82,20 @@ fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
             CopyToSource::Query(query) => query.visit(&mut depth),
             CopyToSource::Relation(_) => ControlFlow::Continue(()),
         },
-        DfStatement::Explain(explain) => return deeper_than(&explain.statement, deepest),
-        DfStatement::CreateExternalTable(_) | DfStatement::Reset(_) => ControlFlow::Continue(()),
+        DfStatement::Explain(explain) => {
+            return deepest == 0 || deeper_than(&explain.statement, deepest - 1)
+        }
+        // Its columns' defaults and checks, constraints and orderings.
+        DfStatement::CreateExternalTable(table) => {
+            if table.columns.visit(&mut depth).is_break()
+                || table.constraints.visit(&mut depth).is_break()
+            {
+                ControlFlow::Break(())
+            } else {
+                table.order_exprs.visit(&mut depth)
+            }
+        }
+        DfStatement::Reset(_) => ControlFlow::Continue(()),
     };
     walked.is_break()
 }
@@ -150,6 +162,13 @@ mod tests {
             (
                 "an IS NULL chain",
                 format!("SELECT c{} FROM t", " IS NULL".repeat(100_000)),
+            ),
+            (
+                "an external table's column default",
+                format!(
+                    "CREATE EXTERNAL TABLE x (a BIGINT DEFAULT {}) STORED AS CSV LOCATION 'x.csv'",
+                    vec!["1"; 100_000].join(" + ")
+                ),
             ),
         ] {
             let error = session.sql(&sql).await.err().map(|e| e.to_string());
