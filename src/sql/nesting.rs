@@ -3,9 +3,10 @@
 //! Planning, checking and running an expression recurse once per level of
 //! its tree, a few KiB of stack each, and a thread that runs out of stack
 //! aborts the whole process: a server and every client of it. The parser
-//! builds a chain of operators (`a + b + …`, `x = 1 OR x = 2 OR …`) in a
-//! loop, one level per operator, so its bound on nesting (which counts
-//! parentheses and subqueries) does not bound such a chain. So every
+//! builds a chain of operators (`a + b + …`, `x = 1 OR x = 2 OR …`), of
+//! set operations (`… UNION ALL …`) and a list of tables in loops, one
+//! level each, so its bound on nesting (which counts parentheses and
+//! subqueries) does not bound them. So every
 //! statement long enough to nest deeper than the thread allows is parsed
 //! on a stack of its own sized for its text, and refused, with an error
 //! naming the limit, when an expression nests deeper than the stack left
@@ -16,7 +17,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{CopyToSource, Statement as DfStatement};
-use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Visit, Visitor};
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Query, SetExpr, Visit, Visitor};
 
 use crate::error::{Error, Result};
 
@@ -61,10 +62,10 @@ pub(crate) fn parse_bounded<T>(
         for statement in statements(&parsed) {
             if deeper_than(statement, deepest) {
                 return Err(Error::Sql(format!(
-                    "an expression nests more than {deepest} levels deep, the most this \
+                    "the statement nests more than {deepest} levels deep, the most this \
                      thread's stack allows; each operator of a chain (a + b + …, x = 1 OR x = 2 \
-                     OR …) is a level: write a long OR of equalities as IN (…), or split the \
-                     expression"
+                     OR …), each set operation (… UNION ALL …) and each table a SELECT joins is \
+                     a level: write a long OR of equalities as IN (…), or split the statement"
                 )));
             }
         }
@@ -100,6 +101,14 @@ fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
     walked.is_break()
 }
 
+/// The tables a `SELECT` reads and joins.
+fn tables_of(body: &SetExpr) -> usize {
+    match body {
+        SetExpr::Select(select) => select.from.iter().map(|table| 1 + table.joins.len()).sum(),
+        _ => 0,
+    }
+}
+
 /// Counts the nesting of expressions while they are walked.
 struct Depth {
     now: usize,
@@ -115,6 +124,23 @@ impl Visitor for Depth {
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
+    }
+
+    /// A chain of set operations (`… UNION ALL …`), and the tables a
+    /// `SELECT` reads and joins, are levels too: the parser builds them in
+    /// loops, and the walk and the planner recurse once for each.
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        let mut levels = 0usize;
+        let mut body = query.body.as_ref();
+        while let SetExpr::SetOperation { left, right, .. } = body {
+            levels = levels.saturating_add(1 + tables_of(right));
+            body = left;
+        }
+        levels = levels.saturating_add(tables_of(body));
+        match self.now.saturating_add(levels) > self.deepest {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
     }
 
     fn post_visit_expr(&mut self, _: &SqlExpr) -> ControlFlow<()> {
@@ -162,6 +188,17 @@ mod tests {
             (
                 "an IS NULL chain",
                 format!("SELECT c{} FROM t", " IS NULL".repeat(100_000)),
+            ),
+            (
+                "a chain of UNION ALL",
+                format!(
+                    "SELECT count(*) FROM (SELECT 1 AS a{})",
+                    " UNION ALL SELECT 1".repeat(20_000)
+                ),
+            ),
+            (
+                "a list of tables",
+                format!("SELECT count(*) FROM t{}", ", t".repeat(20_000)),
             ),
             (
                 "an external table's column default",
