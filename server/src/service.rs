@@ -340,16 +340,27 @@ impl FlightSqlService for WideFlightSql {
         };
         // Taken before the query is planned and checked: a REVOKE while it
         // plans is seen when its rows are fetched.
-        let privileges = self.privileges_of(&about);
+        let before = self.privileges_of(&about);
         // Planned here; a statement that changes something runs here.
         let call = self.call("GetFlightInfo", about.clone(), &request, None);
+        let planning = session.clone();
+        let text = sql.clone();
         let frame = self
             .work
             .run(about.user.as_deref(), async move {
-                session.sql(&sql).await.map_err(status)
+                planning.sql(&text).await.map_err(status)
             })
             .await;
         let frame = call.done(frame, None)?;
+        // Grants that changed while it ran: a query was checked against
+        // the old ones and is refused; a statement that changed them (a
+        // GRANT of one's own) has run and answers.
+        let privileges = self.privileges_of(&about);
+        if privileges != before && session.is_query(&sql).map_err(status)? {
+            return Err(Status::aborted(
+                "the user's grants changed while this query was planned: run it again",
+            ));
+        }
         let schema = wire_schema(frame.stream_schema());
         let handle = self.statements.add_pending(frame, owner, about, privileges);
         let ticket = TicketStatementQuery {
@@ -399,13 +410,6 @@ impl FlightSqlService for WideFlightSql {
         let session = self.sessions.session_of(&request)?;
         no_transaction(&ticket.transaction_id)?;
         let sql = ticket.query;
-        // A query here would run to its end unseen by the query time and
-        // by cancellation, its rows collected and thrown away.
-        if session.is_query(&sql).map_err(status)? {
-            return Err(Status::invalid_argument(
-                "a query returns rows: run it as a query (GetFlightInfo, then DoGet), not as an update",
-            ));
-        }
         let about = About {
             user: session.options().user.clone(),
             kind: statement_kind(&sql),
@@ -415,6 +419,15 @@ impl FlightSqlService for WideFlightSql {
         let changed = self
             .work
             .run(user.as_deref(), async move {
+                // A query here would run to its end unseen by the query
+                // time and by cancellation, its rows collected and thrown
+                // away.
+                if session.is_query(&sql).map_err(status)? {
+                    return Err(Status::invalid_argument(
+                        "a query returns rows: run it as a query (GetFlightInfo, then DoGet), \
+                         not as an update",
+                    ));
+                }
                 let frame = session.sql(&sql).await.map_err(status)?;
                 Ok(rows_changed(&frame.collect().await.map_err(status)?))
             })
@@ -473,12 +486,21 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let (session, owner) = self.sessions.session_and_caller(&request)?;
         no_transaction(&query.transaction_id)?;
-        if !session.can_prepare(&query.query).map_err(status)? {
-            return Err(Status::unimplemented(
-                "only one query or INSERT can be prepared; run other statements unprepared",
-            ));
-        }
-        let prepared = session.prepare(&query.query).await.map_err(status)?;
+        let user = session.options().user.clone();
+        let text = query.query.clone();
+        // Planned in a slot, as every statement is.
+        let prepared = self
+            .work
+            .run(user.as_deref(), async move {
+                if !session.can_prepare(&text).map_err(status)? {
+                    return Err(Status::unimplemented(
+                        "only one query or INSERT can be prepared; run other statements \
+                         unprepared",
+                    ));
+                }
+                session.prepare(&text).await.map_err(status)
+            })
+            .await?;
         let dataset_schema = schema_bytes(&wire_schema(prepared.schema()))?;
         let types = prepared.parameter_types().map_err(status)?;
         let parameter_schema = match types.is_empty() {
@@ -495,7 +517,7 @@ impl FlightSqlService for WideFlightSql {
             }
         };
         let about = About {
-            user: session.options().user.clone(),
+            user,
             kind: statement_kind(&query.query),
         };
         let prepared_statement_handle = self.statements.add_prepared(prepared, owner, about)?;

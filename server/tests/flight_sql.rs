@@ -1400,7 +1400,7 @@ async fn a_ticket_planned_before_a_revoke_is_not_fetched_after_it() -> Result<()
         .run(
             "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT); INSERT INTO t VALUES ('a', 1); \
              CREATE USER alice PASSWORD 'a'; CREATE USER bob PASSWORD 'b'; \
-             GRANT SELECT ON TABLE t TO alice",
+             CREATE USER root PASSWORD 'r' ADMIN; GRANT SELECT ON TABLE t TO alice",
         )
         .await?;
     let mut alice = connect(&server).await?;
@@ -1434,6 +1434,12 @@ async fn a_ticket_planned_before_a_revoke_is_not_fetched_after_it() -> Result<()
         Code::PermissionDenied,
         "alice planned a query after her grant was revoked",
     )?;
+    // A statement that changes its own user's grants has run, and answers.
+    let mut root = connect(&server).await?;
+    root.handshake("root", "r").await?;
+    query(&mut root, "GRANT SELECT ON TABLE t TO root").await?;
+    let grants = query(&mut root, "SHOW GRANTS FOR root").await?;
+    assert!(grants.contains("SELECT"), "{grants}");
     server.shutdown().await?;
     Ok(())
 }
