@@ -4,8 +4,8 @@
 //! its tree, a few KiB of stack each, and a thread that runs out of stack
 //! aborts the whole process: a server and every client of it. The parser
 //! builds a chain of operators (`a + b + …`, `x = 1 OR x = 2 OR …`), of
-//! set operations (`… UNION ALL …`) and a list of tables in loops, one
-//! level each, so its bound on nesting (which counts parentheses and
+//! set operations (`… UNION ALL …`), a list of tables and an array type
+//! (`INT[][]…`) in loops, one level each, so its bound on nesting (which counts parentheses and
 //! subqueries) does not bound them. So every
 //! statement long enough to nest deeper than the thread allows is parsed
 //! on a stack of its own sized for its text, and refused, with an error
@@ -17,7 +17,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{CopyToSource, Statement as DfStatement};
-use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Query, SetExpr, Visit, Visitor};
+use datafusion::sql::sqlparser::ast::{
+    ArrayElemTypeDef, ColumnDef, DataType, Expr as SqlExpr, Query, SetExpr,
+    Statement as SqlStatement, Visit, Visitor,
+};
 
 use crate::error::{Error, Result};
 
@@ -88,7 +91,8 @@ fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
         }
         // Its columns' defaults and checks, constraints and orderings.
         DfStatement::CreateExternalTable(table) => {
-            if table.columns.visit(&mut depth).is_break()
+            if depth.columns(&table.columns).is_break()
+                || table.columns.visit(&mut depth).is_break()
                 || table.constraints.visit(&mut depth).is_break()
             {
                 ControlFlow::Break(())
@@ -99,6 +103,36 @@ fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
         DfStatement::Reset(_) => ControlFlow::Continue(()),
     };
     walked.is_break()
+}
+
+impl Depth {
+    /// Refuses columns whose types nest too deep.
+    fn columns(&self, columns: &[ColumnDef]) -> ControlFlow<()> {
+        match columns
+            .iter()
+            .any(|column| self.now.saturating_add(type_levels(&column.data_type)) > self.deepest)
+        {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
+    }
+}
+
+/// How deep an array type nests (`INT[][]…`, which the parser builds in a
+/// loop, or `ARRAY<ARRAY<…>>`).
+fn type_levels(data_type: &DataType) -> usize {
+    let mut levels = 0usize;
+    let mut data_type = data_type;
+    while let DataType::Array(
+        ArrayElemTypeDef::AngleBracket(inner)
+        | ArrayElemTypeDef::SquareBracket(inner, _)
+        | ArrayElemTypeDef::Parenthesis(inner),
+    ) = data_type
+    {
+        levels += 1;
+        data_type = inner;
+    }
+    levels
 }
 
 /// The tables a `SELECT` reads and joins.
@@ -118,12 +152,23 @@ struct Depth {
 impl Visitor for Depth {
     type Break = ();
 
-    fn pre_visit_expr(&mut self, _: &SqlExpr) -> ControlFlow<()> {
+    fn pre_visit_expr(&mut self, expr: &SqlExpr) -> ControlFlow<()> {
         self.now += 1;
-        if self.now > self.deepest {
+        let levels = match expr {
+            SqlExpr::Cast { data_type, .. } => type_levels(data_type),
+            _ => 0,
+        };
+        if self.now.saturating_add(levels) > self.deepest {
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
+    }
+
+    fn pre_visit_statement(&mut self, statement: &SqlStatement) -> ControlFlow<()> {
+        match statement {
+            SqlStatement::CreateTable(table) => self.columns(&table.columns),
+            _ => ControlFlow::Continue(()),
+        }
     }
 
     /// A chain of set operations (`… UNION ALL …`), and the tables a
@@ -194,6 +239,17 @@ mod tests {
                 format!(
                     "SELECT count(*) FROM (SELECT 1 AS a{})",
                     " UNION ALL SELECT 1".repeat(20_000)
+                ),
+            ),
+            (
+                "an array type",
+                format!("SELECT CAST(NULL AS INT{})", "[]".repeat(100_000)),
+            ),
+            (
+                "a column's array type",
+                format!(
+                    "CREATE TABLE deep (_key VARCHAR PRIMARY KEY, a INT{})",
+                    "[]".repeat(100_000)
                 ),
             ),
             (
