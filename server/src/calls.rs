@@ -55,10 +55,14 @@ impl Work {
             Some(user) => {
                 let slots = {
                     let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
-                    let slots = users
-                        .entry(user.to_string())
-                        .or_insert_with(|| Arc::new(Semaphore::new(self.max_per_user)));
-                    Arc::clone(slots)
+                    match users.get(user) {
+                        Some(slots) => Arc::clone(slots),
+                        None => {
+                            let slots = Arc::new(Semaphore::new(self.max_per_user));
+                            users.insert(user.to_string(), Arc::clone(&slots));
+                            slots
+                        }
+                    }
                 };
                 Some(slots.try_acquire_owned().map_err(|_| {
                     Status::resource_exhausted(format!(

@@ -103,8 +103,8 @@ pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
 /// The rows of parameters a client put, each as `$1`, `$2`, …, at most
 /// `max_bytes` of them as they came (the messages' IPC bodies; decoded
 /// arrays share their message's buffer, so their sizes would count it once
-/// per column), and at most as many bytes of values made of them. A message that only carries the command (no IPC header)
-/// holds none.
+/// per column), and at most as many bytes of values made of them. A
+/// message that only carries the command (no IPC header) holds none.
 pub(crate) async fn parameter_rows(
     body: PeekableFlightDataStream,
     max_bytes: usize,

@@ -1,9 +1,12 @@
 //! Users from the embedded API: what a server needs to let clients in
 //! (see [`crate::access`] for what users may do once in).
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
 use crate::access::{hash_password, verify_password, AccessError};
+use crate::catalog::{CatalogState, UserEntry};
 use crate::db::Db;
 use crate::error::Result;
 
@@ -45,12 +48,9 @@ impl Db {
     /// A server compares it on every call, so that signing in again is
     /// needed after either.
     pub fn credentials_version(&self, user: &str) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
-        let state = self.catalog().read();
-        let entry = state.user(user)?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (entry.created_at, &entry.password_hash).hash(&mut hasher);
-        Some(hasher.finish())
+        self.user_version(user, |_, entry, hasher| {
+            (entry.created_at, &entry.password_hash).hash(hasher)
+        })
     }
 
     /// A number that changes whenever what `user` may do does: a grant or
@@ -58,14 +58,24 @@ impl Db {
     /// made again; `None` when there is no such user. A server compares it
     /// before it runs a query that an earlier call planned and checked.
     pub fn privileges_version(&self, user: &str) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
+        self.user_version(user, |state, entry, hasher| {
+            (entry.created_at, entry.admin).hash(hasher);
+            for grant in state.grants_of(user) {
+                grant.hash(hasher);
+            }
+        })
+    }
+
+    /// A hash of what `part` hashes of `user`'s catalog entry.
+    fn user_version(
+        &self,
+        user: &str,
+        part: impl FnOnce(&CatalogState, &UserEntry, &mut DefaultHasher),
+    ) -> Option<u64> {
         let state = self.catalog().read();
         let entry = state.user(user)?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (entry.created_at, entry.admin).hash(&mut hasher);
-        for grant in state.grants_of(user) {
-            grant.hash(&mut hasher);
-        }
+        let mut hasher = DefaultHasher::new();
+        part(&state, entry, &mut hasher);
         Some(hasher.finish())
     }
 

@@ -1,18 +1,18 @@
-//! How deep a statement's expressions may nest.
+//! How deep a statement may nest.
 //!
-//! Planning, checking and running an expression recurse once per level of
-//! its tree, a few KiB of stack each, and a thread that runs out of stack
+//! Planning, checking and running a statement recurse once per level of
+//! its trees, a few KiB of stack each, and a thread that runs out of stack
 //! aborts the whole process: a server and every client of it. The parser
-//! builds a chain of operators (`a + b + …`, `x = 1 OR x = 2 OR …`), of
-//! set operations (`… UNION ALL …`), a list of tables and an array type
-//! (`INT[][]…`) in loops, one level each, so its bound on nesting (which counts parentheses and
-//! subqueries) does not bound them. So every
-//! statement long enough to nest deeper than the thread allows is parsed
-//! on a stack of its own sized for its text, and refused, with an error
-//! naming the limit, when an expression nests deeper than the stack left
-//! to the thread that will plan it allows ([`deepest_allowed`]). PostgreSQL
-//! refuses such a statement the same way (`max_stack_depth`); SQLite at a
-//! fixed depth of 1,000.
+//! builds chains of operators (`a + b + …`, `x = 1 OR x = 2 OR …`) and of
+//! set operations (`… UNION ALL …`), lists of tables and array types
+//! (`INT[][]…`) in loops, one level each, so its bound on nesting (which
+//! counts parentheses and subqueries) does not bound them. So a statement
+//! long enough to nest deeper than the thread allows is parsed on a stack
+//! of its own sized for its text, and refused, with an error naming the
+//! limit, when it nests deeper than the stack left to the thread that will
+//! plan it allows ([`deepest_allowed`]). PostgreSQL refuses such a
+//! statement the same way (`max_stack_depth`); SQLite at a fixed depth of
+//! 1,000.
 
 use std::ops::ControlFlow;
 
@@ -45,8 +45,8 @@ pub(crate) fn deepest_allowed() -> usize {
     stacker::remaining_stack().unwrap_or(ASSUMED_STACK) / STACK_PER_LEVEL
 }
 
-/// Runs `parse` on `sql`, and refuses the statements it gives whose
-/// expressions nest deeper than the current thread allows. A statement too
+/// Runs `parse` on `sql`, and refuses the statements it gives that nest
+/// deeper than the current thread allows. A statement too
 /// short to nest that deep is parsed as it is; a longer one is parsed,
 /// measured and (when refused) dropped on a stack sized for its text.
 pub(crate) fn parse_bounded<T>(
@@ -67,8 +67,9 @@ pub(crate) fn parse_bounded<T>(
                 return Err(Error::Sql(format!(
                     "the statement nests more than {deepest} levels deep, the most this \
                      thread's stack allows; each operator of a chain (a + b + …, x = 1 OR x = 2 \
-                     OR …), each set operation (… UNION ALL …) and each table a SELECT joins is \
-                     a level: write a long OR of equalities as IN (…), or split the statement"
+                     OR …), each set operation (… UNION ALL …), each table a SELECT joins and \
+                     each array level of a type is a level: write a long OR of equalities as IN \
+                     (…), or split the statement"
                 )));
             }
         }
@@ -76,8 +77,8 @@ pub(crate) fn parse_bounded<T>(
     })
 }
 
-/// Whether `statement`'s expressions nest more than `deepest` levels; the
-/// walk stops there. An `EXPLAIN` is a level of its own.
+/// Whether `statement` nests more than `deepest` levels; the walk stops
+/// there. An `EXPLAIN` is a level of its own.
 fn deeper_than(statement: &DfStatement, deepest: usize) -> bool {
     let mut depth = Depth { now: 0, deepest };
     let walked = match statement {
@@ -143,7 +144,7 @@ fn tables_of(body: &SetExpr) -> usize {
     }
 }
 
-/// Counts the nesting of expressions while they are walked.
+/// Counts the nesting of a statement while it is walked.
 struct Depth {
     now: usize,
     deepest: usize,
