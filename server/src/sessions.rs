@@ -62,8 +62,9 @@ pub(crate) struct Sessions {
     checks: tokio::sync::Semaphore,
     /// Sessions one user may have open at once.
     max_per_user: usize,
-    /// Failed sign-ins, by client address and user name.
-    failures: Mutex<HashMap<(IpAddr, String), Failures>>,
+    /// Failed sign-ins, by client address and user name, and by client
+    /// address alone (the user `None`).
+    failures: Mutex<HashMap<Signer, Failures>>,
 }
 
 /// Password checks that may run at once.
@@ -74,6 +75,11 @@ const PASSWORD_CHECKS: usize = 4;
 /// minute. (Kept by address and user, so that a client's success as one
 /// user does not forget its failures as another.)
 const FREE_FAILURES: u32 = 5;
+/// Failed sign-ins an address may make as any users before it waits the
+/// same way: trying a few passwords for many user names is slowed too. A
+/// success does not forget them (one known account would otherwise reset
+/// the count); they are forgotten [`FAILURES_KEPT`] after the last.
+const FREE_ADDRESS_FAILURES: u32 = 20;
 const FIRST_WAIT: Duration = Duration::from_secs(1);
 const LONGEST_WAIT: Duration = Duration::from_secs(60);
 /// How long failures are remembered after the last one, and how many
@@ -82,8 +88,12 @@ const LONGEST_WAIT: Duration = Duration::from_secs(60);
 const FAILURES_KEPT: Duration = Duration::from_secs(900);
 const FAILING_ADDRESSES: usize = 10_000;
 
+/// Who signs in: the client's network, and the user it signs in as
+/// (`None`: as anyone).
+type Signer = (IpAddr, Option<String>);
+
 /// The failed sign-ins as one user from one address since its last
-/// success.
+/// success (or as any user, lately).
 struct Failures {
     count: u32,
     last: Instant,
@@ -109,6 +119,50 @@ fn network_of(address: IpAddr) -> IpAddr {
             IpAddr::V6(segments.into())
         }
         v4 => v4,
+    }
+}
+
+/// Counts a failure of `signer`, which waits once it has failed more
+/// than `free` times: one second, doubling with each failure, up to a
+/// minute. At most [`FAILING_ADDRESSES`] signers are kept, and one that
+/// still waits is never forgotten.
+fn count_failure(failures: &mut HashMap<Signer, Failures>, signer: Signer, free: u32) {
+    let now = Instant::now();
+    if failures.len() >= FAILING_ADDRESSES && !failures.contains_key(&signer) {
+        failures.retain(|_, failed| {
+            failed.wait_until > now || now.duration_since(failed.last) < FAILURES_KEPT
+        });
+        if failures.len() >= FAILING_ADDRESSES {
+            // Every one kept still waits or failed lately; the oldest that
+            // no longer waits makes room, or this one goes uncounted.
+            let oldest = failures
+                .iter()
+                .filter(|(_, failed)| failed.wait_until <= now)
+                .min_by_key(|(_, failed)| failed.last)
+                .map(|(key, _)| key.clone());
+            match oldest {
+                Some(oldest) => {
+                    failures.remove(&oldest);
+                }
+                None => return,
+            }
+        }
+    }
+    let failed = failures.entry(signer).or_insert(Failures {
+        count: 0,
+        last: now,
+        wait_until: now,
+    });
+    if now.duration_since(failed.last) >= FAILURES_KEPT {
+        failed.count = 0;
+    }
+    failed.count = failed.count.saturating_add(1);
+    failed.last = now;
+    if let Some(over) = failed.count.checked_sub(free) {
+        let wait = FIRST_WAIT
+            .saturating_mul(1 << over.min(16))
+            .min(LONGEST_WAIT);
+        failed.wait_until = now + wait;
     }
 }
 
@@ -188,8 +242,8 @@ impl Sessions {
                     "this server has users: shake hands with a user name and password (HTTP Basic)",
                 )
             })?;
-            let client = client.map(|address| (network_of(address), user.clone()));
-            self.may_try(client.as_ref())?;
+            let client = client.map(network_of);
+            self.may_try(client, &user)?;
             let _check = self.checks.try_acquire().map_err(|_| {
                 Status::resource_exhausted(
                     "the server is checking as many passwords as it may at once: sign in again",
@@ -200,7 +254,7 @@ impl Sessions {
             let checked = tokio::task::spawn_blocking(move || db.authenticate(&name, &password))
                 .await
                 .map_err(|e| Status::internal(format!("the password check stopped: {e}")))?;
-            self.note_sign_in(client, checked.is_ok());
+            self.note_sign_in(client, &user, checked.is_ok());
             checked.map_err(status)?;
             Some(user)
         } else {
@@ -237,72 +291,48 @@ impl Sessions {
         Ok(token)
     }
 
-    fn failures(&self) -> MutexGuard<'_, HashMap<(IpAddr, String), Failures>> {
+    fn failures(&self) -> MutexGuard<'_, HashMap<Signer, Failures>> {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Refuses a sign-in as a user from an address that must still wait.
-    fn may_try(&self, client: Option<&(IpAddr, String)>) -> Result<(), Status> {
-        let Some(client) = client else { return Ok(()) };
+    /// Refuses a sign-in as `user` from a network that must still wait, as
+    /// that user or as anyone.
+    fn may_try(&self, network: Option<IpAddr>, user: &str) -> Result<(), Status> {
+        let Some(network) = network else {
+            return Ok(());
+        };
         let now = Instant::now();
-        match self.failures().get(client) {
-            Some(failed) if failed.wait_until > now => Err(Status::resource_exhausted(format!(
-                "{} sign-ins as {} from {} failed in a row: sign in again in {:.1} s",
-                failed.count,
-                client.1,
-                client.0,
-                (failed.wait_until - now).as_secs_f64()
-            ))),
-            _ => Ok(()),
-        }
+        let failures = self.failures();
+        let as_user = failures.get(&(network, Some(user.to_string())));
+        let as_anyone = failures.get(&(network, None));
+        let (as_user, as_anyone) = (
+            as_user.filter(|f| f.wait_until > now),
+            as_anyone.filter(|f| f.wait_until > now),
+        );
+        let (failed, who_and_how) = match (as_user, as_anyone) {
+            (Some(failed), _) => (failed, format!("as {user} from {network} failed in a row")),
+            (None, Some(failed)) => (failed, format!("as any user from {network} failed lately")),
+            (None, None) => return Ok(()),
+        };
+        Err(Status::resource_exhausted(format!(
+            "{} sign-ins {who_and_how}: sign in again in {:.1} s",
+            failed.count,
+            (failed.wait_until - now).as_secs_f64()
+        )))
     }
 
-    /// Counts a failed sign-in as a user from an address, or forgets its
-    /// failures after a success.
-    fn note_sign_in(&self, client: Option<(IpAddr, String)>, succeeded: bool) {
-        let Some(client) = client else { return };
+    /// Counts a failed sign-in as `user` from a network (also as one of
+    /// anyone's), or forgets its failures as that user after a success.
+    fn note_sign_in(&self, network: Option<IpAddr>, user: &str, succeeded: bool) {
+        let Some(network) = network else { return };
         let mut failures = self.failures();
+        let as_user = (network, Some(user.to_string()));
         if succeeded {
-            failures.remove(&client);
+            failures.remove(&as_user);
             return;
         }
-        let now = Instant::now();
-        if failures.len() >= FAILING_ADDRESSES && !failures.contains_key(&client) {
-            failures.retain(|_, failed| {
-                failed.wait_until > now || now.duration_since(failed.last) < FAILURES_KEPT
-            });
-            if failures.len() >= FAILING_ADDRESSES {
-                // Every one kept still waits or failed lately; the oldest
-                // that no longer waits makes room, or this one goes uncounted.
-                let oldest = failures
-                    .iter()
-                    .filter(|(_, failed)| failed.wait_until <= now)
-                    .min_by_key(|(_, failed)| failed.last)
-                    .map(|(key, _)| key.clone());
-                match oldest {
-                    Some(oldest) => {
-                        failures.remove(&oldest);
-                    }
-                    None => return,
-                }
-            }
-        }
-        let failed = failures.entry(client).or_insert(Failures {
-            count: 0,
-            last: now,
-            wait_until: now,
-        });
-        if now.duration_since(failed.last) >= FAILURES_KEPT {
-            failed.count = 0;
-        }
-        failed.count = failed.count.saturating_add(1);
-        failed.last = now;
-        if let Some(over) = failed.count.checked_sub(FREE_FAILURES) {
-            let wait = FIRST_WAIT
-                .saturating_mul(1 << over.min(16))
-                .min(LONGEST_WAIT);
-            failed.wait_until = now + wait;
-        }
+        count_failure(&mut failures, as_user, FREE_FAILURES);
+        count_failure(&mut failures, (network, None), FREE_ADDRESS_FAILURES);
     }
 
     /// The session a call runs in: its token's; a new one when it carries

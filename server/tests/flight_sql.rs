@@ -1296,6 +1296,18 @@ async fn show_activity_lists_running_statements_and_cancel_stops_one() -> Result
     Ok(())
 }
 
+/// The error of a sign-in that must be refused.
+async fn refused_sign_in(
+    client: &mut FlightSqlServiceClient<Channel>,
+    user: &str,
+    password: &str,
+) -> Result<String, BoxError> {
+    match client.handshake(user, password).await {
+        Ok(_) => Err(format!("{user} signed in, where it must be refused").into()),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
 #[tokio::test]
 async fn sign_ins_that_keep_failing_wait_before_the_next() -> Result<(), BoxError> {
     let (_dir, db, server) = serve(ServeOptions::default()).await?;
@@ -1304,15 +1316,11 @@ async fn sign_ins_that_keep_failing_wait_before_the_next() -> Result<(), BoxErro
     let mut client = connect(&server).await?;
     // Five failures in a row are answered as failures.
     for _ in 0..5 {
-        let error = client.handshake("alice", "guess").await.err();
-        let error = error.ok_or("a wrong password was taken")?.to_string();
+        let error = refused_sign_in(&mut client, "alice", "guess").await?;
         assert!(error.contains("wrong user name or password"), "{error}");
     }
     // Then the address waits, even with the right password.
-    let error = client.handshake("alice", "alice pw").await.err();
-    let error = error
-        .ok_or("a sign-in was checked during the wait")?
-        .to_string();
+    let error = refused_sign_in(&mut client, "alice", "alice pw").await?;
     assert!(
         error.contains("5 sign-ins as alice from 127.0.0.1 failed in a row: sign in again in"),
         "{error}"
@@ -1320,22 +1328,45 @@ async fn sign_ins_that_keep_failing_wait_before_the_next() -> Result<(), BoxErro
     // Another user's sign-in from the address is checked, and its success
     // does not forget alice's failures.
     connect(&server).await?.handshake("bob", "bob pw").await?;
-    let error = connect(&server)
-        .await?
-        .handshake("alice", "alice pw")
-        .await
-        .err();
-    let error = error
-        .ok_or("bob's sign-in forgot alice's failures")?
-        .to_string();
+    let error = refused_sign_in(&mut connect(&server).await?, "alice", "alice pw").await?;
     assert!(error.contains("sign in again in"), "{error}");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     client.handshake("alice", "alice pw").await?;
     // A success forgets the failures: the next failure is answered as one.
-    let mut another = connect(&server).await?;
-    let error = another.handshake("alice", "guess").await.err();
-    let error = error.ok_or("a wrong password was taken")?.to_string();
+    let error = refused_sign_in(&mut connect(&server).await?, "alice", "guess").await?;
     assert!(error.contains("wrong user name or password"), "{error}");
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// Many user names tried from one address, each fewer times than makes it
+/// wait, are slowed as well; a success does not start that count again.
+#[tokio::test]
+async fn sign_ins_failing_as_many_users_wait_too() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    db.create_user("alice", "alice pw", false)?;
+    let mut client = connect(&server).await?;
+    // 20 failures as 10 names, 2 each: every one answered as a failure.
+    for _round in 0..2 {
+        for n in 0..10 {
+            let error = refused_sign_in(&mut client, &format!("user{n}"), "guess").await?;
+            assert!(error.contains("wrong user name or password"), "{error}");
+        }
+    }
+    // The next sign-in waits, whoever it is as, even one that would pass.
+    let error = refused_sign_in(&mut client, "alice", "alice pw").await?;
+    assert!(
+        error.contains("20 sign-ins as any user from 127.0.0.1 failed lately: sign in again in"),
+        "{error}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    client.handshake("alice", "alice pw").await?;
+    // The success did not start the address's count again: one more
+    // failure makes it wait (two seconds now).
+    let error = refused_sign_in(&mut connect(&server).await?, "user0", "guess").await?;
+    assert!(error.contains("wrong user name or password"), "{error}");
+    let error = refused_sign_in(&mut connect(&server).await?, "alice", "alice pw").await?;
+    assert!(error.contains("21 sign-ins as any user"), "{error}");
     server.shutdown().await?;
     Ok(())
 }
