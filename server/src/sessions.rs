@@ -122,12 +122,17 @@ fn network_of(address: IpAddr) -> IpAddr {
     }
 }
 
-/// Counts a failure of `signer`, which waits once it has failed more
-/// than `free` times: one second, doubling with each failure, up to a
-/// minute. At most [`FAILING_ADDRESSES`] signers are kept, and one that
+/// Counts a failure of `signer` at `now`, which waits once it has failed
+/// more than `free` times: one second, doubling with each failure, up to a
+/// minute; failures [`FAILURES_KEPT`] after the one before start counting
+/// again. At most [`FAILING_ADDRESSES`] signers are kept, and one that
 /// still waits is never forgotten.
-fn count_failure(failures: &mut HashMap<Signer, Failures>, signer: Signer, free: u32) {
-    let now = Instant::now();
+fn count_failure(
+    failures: &mut HashMap<Signer, Failures>,
+    signer: Signer,
+    free: u32,
+    now: Instant,
+) {
     if failures.len() >= FAILING_ADDRESSES && !failures.contains_key(&signer) {
         failures.retain(|_, failed| {
             failed.wait_until > now || now.duration_since(failed.last) < FAILURES_KEPT
@@ -303,13 +308,9 @@ impl Sessions {
         };
         let now = Instant::now();
         let failures = self.failures();
-        let as_user = failures.get(&(network, Some(user.to_string())));
-        let as_anyone = failures.get(&(network, None));
-        let (as_user, as_anyone) = (
-            as_user.filter(|f| f.wait_until > now),
-            as_anyone.filter(|f| f.wait_until > now),
-        );
-        let (failed, who_and_how) = match (as_user, as_anyone) {
+        let waiting = |signer: &Signer| failures.get(signer).filter(|f| f.wait_until > now);
+        let as_user = waiting(&(network, Some(user.to_string())));
+        let (failed, who_and_how) = match (as_user, waiting(&(network, None))) {
             (Some(failed), _) => (failed, format!("as {user} from {network} failed in a row")),
             (None, Some(failed)) => (failed, format!("as any user from {network} failed lately")),
             (None, None) => return Ok(()),
@@ -331,8 +332,9 @@ impl Sessions {
             failures.remove(&as_user);
             return;
         }
-        count_failure(&mut failures, as_user, FREE_FAILURES);
-        count_failure(&mut failures, (network, None), FREE_ADDRESS_FAILURES);
+        let now = Instant::now();
+        count_failure(&mut failures, as_user, FREE_FAILURES, now);
+        count_failure(&mut failures, (network, None), FREE_ADDRESS_FAILURES, now);
     }
 
     /// The session a call runs in: its token's; a new one when it carries
@@ -435,5 +437,51 @@ impl Sessions {
             }
             None => Err(Status::unauthenticated("unknown token: shake hands again")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An address's failures as any users make it wait after the 20th, and
+    /// each one more doubles the wait; one [`FAILURES_KEPT`] after the one
+    /// before starts the count again.
+    #[test]
+    fn failures_long_apart_start_the_count_again() {
+        let mut failures = HashMap::new();
+        let address: IpAddr = [127, 0, 0, 1].into();
+        let start = Instant::now();
+        for n in 0..FREE_ADDRESS_FAILURES {
+            let at = start + Duration::from_secs(u64::from(n));
+            count_failure(&mut failures, (address, None), FREE_ADDRESS_FAILURES, at);
+        }
+        let failed = &failures[&(address, None)];
+        assert_eq!(failed.count, FREE_ADDRESS_FAILURES);
+        assert_eq!(
+            failed.wait_until,
+            failed.last + FIRST_WAIT,
+            "waits after its 20th"
+        );
+        let lately = failed.last + FAILURES_KEPT - Duration::from_secs(1);
+        count_failure(
+            &mut failures,
+            (address, None),
+            FREE_ADDRESS_FAILURES,
+            lately,
+        );
+        let failed = &failures[&(address, None)];
+        assert_eq!(failed.count, FREE_ADDRESS_FAILURES + 1);
+        assert_eq!(failed.wait_until, lately + FIRST_WAIT * 2);
+        let long_after = lately + FAILURES_KEPT;
+        count_failure(
+            &mut failures,
+            (address, None),
+            FREE_ADDRESS_FAILURES,
+            long_after,
+        );
+        let failed = &failures[&(address, None)];
+        assert_eq!(failed.count, 1);
+        assert_eq!(failed.wait_until, lately + FIRST_WAIT * 2, "no new wait");
     }
 }

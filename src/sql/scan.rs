@@ -351,25 +351,25 @@ pub async fn off_runtime<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     use tokio::runtime::RuntimeFlavor;
-    let inline = |work: Box<dyn FnOnce() -> Result<T> + Send>| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
-            Err(DataFusionError::Execution(crate::error::stopped_by_panic(
-                panic.as_ref(),
-            )))
-        })
-    };
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) if tokio::task::try_id().is_some() => {
-            if runtime.runtime_flavor() == RuntimeFlavor::MultiThread {
-                return tokio::task::block_in_place(|| inline(Box::new(work)));
-            }
-            runtime
+        Ok(runtime) if tokio::task::try_id().is_some() => match runtime.runtime_flavor() {
+            RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| caught(work)),
+            _ => runtime
                 .spawn_blocking(work)
                 .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))?
-        }
-        _ => inline(Box::new(work)),
+                .map_err(|e| DataFusionError::External(Box::new(e)))?,
+        },
+        _ => caught(work),
     }
+}
+
+/// `work`'s result, or its panic as an error.
+fn caught<T>(work: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        Err(DataFusionError::Execution(crate::error::stopped_by_panic(
+            panic.as_ref(),
+        )))
+    })
 }
 
 impl DisplayAs for WideScanExec {
