@@ -141,6 +141,9 @@ enum Command {
         /// The memory each session's queries may hold at once, in MiB.
         #[arg(long, value_name = "MIB", default_value_t = 1024)]
         session_memory: usize,
+        /// The longest statement text a client may send, in KiB.
+        #[arg(long, value_name = "KIB", default_value_t = 1024)]
+        max_statement_kib: usize,
         /// Connections open at once.
         #[arg(long, value_name = "N", default_value_t = 4096)]
         max_connections: usize,
@@ -257,6 +260,7 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             init_admin,
             query_timeout,
             session_memory,
+            max_statement_kib,
             max_connections,
             max_statements,
             max_user_statements,
@@ -272,6 +276,7 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                 limits: widesql_server::Limits {
                     query_time: std::time::Duration::from_secs(query_timeout),
                     session_memory: session_memory.saturating_mul(1 << 20),
+                    statement_bytes: max_statement_kib.saturating_mul(1 << 10),
                     connections: max_connections,
                     running_statements: max_statements,
                     running_statements_per_user: max_user_statements,

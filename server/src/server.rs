@@ -74,6 +74,12 @@ pub struct Limits {
     /// The memory each session's queries may hold at once (see
     /// [`SessionOptions::memory_limit`](widesql::SessionOptions::memory_limit)).
     pub session_memory: usize,
+    /// The longest statement text taken, in bytes. Parsing, planning and
+    /// dropping a statement take stack and memory in proportion to its
+    /// length (a chain `a + b + …` nests one level per term), so a text of
+    /// the message size could hold a worker for long; rows in bulk go as
+    /// parameters or by ingest instead.
+    pub statement_bytes: usize,
 }
 
 impl Default for Limits {
@@ -91,6 +97,7 @@ impl Default for Limits {
             sessions_per_user: 512,
             query_time: Duration::from_secs(3600),
             session_memory: 1 << 30,
+            statement_bytes: 1 << 20,
         }
     }
 }

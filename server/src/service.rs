@@ -65,6 +65,8 @@ pub(crate) struct WideFlightSql {
     query_time: std::time::Duration,
     /// The most bytes of parameters one call binds.
     parameter_bytes: usize,
+    /// The longest statement text taken.
+    statement_bytes: usize,
 }
 
 impl WideFlightSql {
@@ -82,6 +84,7 @@ impl WideFlightSql {
             sql_info: metadata::sql_info()?,
             query_time: limits.query_time,
             parameter_bytes: limits.message_bytes,
+            statement_bytes: limits.statement_bytes,
         })
     }
 
@@ -98,6 +101,21 @@ impl WideFlightSql {
             .remote_addr()
             .map_or_else(|| "?".to_string(), |a| a.to_string());
         Call::start(&self.db, name, about, client, cancel)
+    }
+
+    /// Refuses a statement text longer than the server takes, before
+    /// it is parsed.
+    fn check_length(&self, sql: &str) -> Result<(), Status> {
+        if sql.len() <= self.statement_bytes {
+            return Ok(());
+        }
+        Err(Status::resource_exhausted(format!(
+            "the statement is {} bytes long, more than the server's limit of {} bytes \
+             (serve --max-statement-kib): send many rows as a prepared statement's \
+             parameters or by bulk ingest",
+            sql.len(),
+            self.statement_bytes
+        )))
     }
 
     /// What the user of a statement may do now, to compare with what it
@@ -332,6 +350,7 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<Response<FlightInfo>, Status> {
         let (session, owner) = self.sessions.session_and_caller(&request)?;
         no_transaction(&query.transaction_id)?;
+        self.check_length(&query.query)?;
         self.statements.room_for_pending(&owner)?;
         let sql = query.query;
         let about = About {
@@ -409,6 +428,7 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<i64, Status> {
         let session = self.sessions.session_of(&request)?;
         no_transaction(&ticket.transaction_id)?;
+        self.check_length(&ticket.query)?;
         let sql = ticket.query;
         let about = About {
             user: session.options().user.clone(),
@@ -486,6 +506,7 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let (session, owner) = self.sessions.session_and_caller(&request)?;
         no_transaction(&query.transaction_id)?;
+        self.check_length(&query.query)?;
         let user = session.options().user.clone();
         let text = query.query.clone();
         // Planned in a slot, as every statement is.

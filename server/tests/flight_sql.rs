@@ -940,6 +940,46 @@ async fn statements_kept_between_calls_are_bounded() -> Result<(), BoxError> {
 }
 
 #[tokio::test]
+async fn statements_longer_than_the_limit_are_refused_unread() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        statement_bytes: 64,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update("CREATE TABLE t (_key VARCHAR PRIMARY KEY)".into(), None)
+        .await?;
+    // Padded with spaces to the limit exactly: taken.
+    let at_limit = format!("{:<64}", "INSERT INTO t VALUES ('a')");
+    assert_eq!(client.execute_update(at_limit, None).await?, 1);
+    let over = format!("{:<65}", "INSERT INTO t VALUES ('b')");
+    let error = refused(
+        client.execute_update(over.clone(), None).await,
+        Code::ResourceExhausted,
+        "an update over the limit ran",
+    )?;
+    assert!(
+        error.contains("65 bytes long, more than the server's limit of 64 bytes"),
+        "{error}"
+    );
+    refused(
+        client.execute(over.clone(), None).await,
+        Code::ResourceExhausted,
+        "a query over the limit was planned",
+    )?;
+    refused(
+        client.prepare(over, None).await,
+        Code::ResourceExhausted,
+        "a statement over the limit was prepared",
+    )?;
+    let outputs = db.session().run("SELECT _key FROM t").await?;
+    assert_eq!(text_lines(&outputs[0].batches)?, ["a"]);
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn one_session_cannot_take_every_kept_statement() -> Result<(), BoxError> {
     let limits = widesql_server::Limits {
         statements_per_session: 2,
