@@ -1,5 +1,6 @@
 //! Writing query results out: the text formats the CLI prints (an aligned
-//! table, CSV with a header, a JSON array, newline-delimited JSON).
+//! table, CSV with a header, a JSON array, newline-delimited JSON, a line
+//! per value).
 
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -17,6 +18,9 @@ pub enum Format {
     /// One JSON object per line.
     #[value(alias = "jsonl")]
     Ndjson,
+    /// One `column = value` line per value, a blank line between rows (as
+    /// sqlite3's `.mode line`): for wide rows.
+    Line,
 }
 
 /// Renders batches in `format`.
@@ -41,6 +45,7 @@ pub fn render(batches: &[RecordBatch], format: Format) -> Result<String, ArrowEr
             }
             writer.finish()?;
         }
+        Format::Line => return lines(batches),
         Format::Ndjson => {
             let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut out);
             for batch in batches {
@@ -51,4 +56,36 @@ pub fn render(batches: &[RecordBatch], format: Format) -> Result<String, ArrowEr
     }
     // The arrow writers write UTF-8 only.
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `batches` as a `name = value` line per value, the names aligned right,
+/// a blank line between rows.
+fn lines(batches: &[RecordBatch]) -> Result<String, ArrowError> {
+    use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+    use std::fmt::Write;
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = String::new();
+    for batch in batches {
+        let schema = batch.schema();
+        let width = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().chars().count())
+            .max()
+            .unwrap_or(0);
+        let values = batch
+            .columns()
+            .iter()
+            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
+            .collect::<Result<Vec<_>, _>>()?;
+        for row in 0..batch.num_rows() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            for (field, value) in schema.fields().iter().zip(&values) {
+                let _ = writeln!(out, "{:>width$} = {}", field.name(), value.value(row));
+            }
+        }
+    }
+    Ok(out.trim_end_matches('\n').to_string())
 }

@@ -93,6 +93,16 @@ fn cli_sql_runs_statements_in_order_in_every_format() {
         &["sql", "--format", "ndjson", "SELECT n FROM t ORDER BY n"],
     ));
     assert_eq!(ndjson.trim(), "{\"n\":1}\n{\"n\":2}");
+    let line = stdout(&widesql(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "line",
+            "SELECT _key, n FROM t ORDER BY n",
+        ],
+    ));
+    assert_eq!(line.trim(), "_key = a\n   n = 1\n\n_key = b\n   n = 2");
 }
 
 #[test]
@@ -326,18 +336,73 @@ fn cli_shell_runs_a_last_statement_without_semicolon_and_refuses_unknown_command
     let dir = tempfile::tempdir().expect("temp dir");
     let out = shell(
         dir.path(),
-        b".tables\nSELECT 6 * 7 AS answer;\nSELECT 'last' AS word\n",
+        b".tabels\nSELECT 6 * 7 AS answer;\nSELECT 'last' AS word\n",
     );
     let text = stdout(&out);
     assert!(
         text.contains("| 42     |"),
-        "the line after .tables ran: {text}"
+        "the line after .tabels ran: {text}"
     );
     assert!(
         text.contains("| last |"),
         "the statement at the end ran: {text}"
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command '.tables'"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command '.tabels'"));
+}
+
+#[test]
+fn cli_shell_commands_list_describe_format_time_and_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("db");
+    let made = widesql(
+        &db,
+        &[
+            "sql",
+            "CREATE TABLE pages (_key VARCHAR PRIMARY KEY, title VARCHAR); \
+             CREATE TABLE zeta (_key VARCHAR PRIMARY KEY)",
+        ],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let script = dir.path().join("fill.sql");
+    std::fs::write(
+        &script,
+        "INSERT INTO pages VALUES ('a', 'Alpha');\nSELECT title FROM pages;\n",
+    )
+    .expect("the script is written");
+    let input = format!(
+        ".help\n.mode csv\n.tables\n.tables p%\n\\d pages\n.mode line\n\
+         SELECT 6 * 7 AS answer, 'x' AS word;\n.timer off\n.mode csv\n.read {}\n\
+         SELECT 1 AS one;\n.read {}\n",
+        script.display(),
+        dir.path().join("missing.sql").display()
+    );
+    let out = shell(&db, input.as_bytes());
+    let text = stdout(&out);
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains(".schema TABLE"), "{text}");
+    // `.tables`, then `.tables p%`, in CSV.
+    assert!(text.contains("table_name\npages\nzeta\n"), "{text}");
+    assert!(text.contains("table_name\npages\n\n"), "{text}");
+    // `\d pages`: DESCRIBE, with the family and its locality group.
+    assert!(
+        text.contains("column_name,data_type,is_nullable,family,locality_group"),
+        "{text}"
+    );
+    assert!(text.contains("title,VARCHAR,YES,"), "{text}");
+    // `.mode line`, names aligned right; the time shows (after `\d` and
+    // the SELECT) until `.timer off`.
+    assert!(text.contains("answer = 42\n  word = x\n"), "{text}");
+    assert_eq!(text.matches(" s)\n").count(), 2, "{text}");
+    // `.read`: the file's statements ran, then the next line.
+    assert!(
+        text.contains("count\n1\n\ntitle\nAlpha\n\none\n1\n"),
+        "{text}"
+    );
+    assert!(errors.contains("missing.sql"), "{errors}");
 }
 
 #[test]
