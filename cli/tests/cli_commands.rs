@@ -137,7 +137,10 @@ fn cli_errors_are_one_line_and_exit_non_zero() {
         dir.path(),
         &["sql", "--format", "csv", "SHOW TABLES"],
     ));
-    assert_eq!(tables, "table_name\na\n");
+    assert_eq!(
+        tables,
+        "table_catalog,table_schema,table_name,table_type\ndefault,public,a,BASE TABLE\n"
+    );
 }
 
 #[test]
@@ -384,9 +387,14 @@ fn cli_shell_commands_list_describe_format_time_and_read() {
     let text = stdout(&out);
     let errors = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains(".schema TABLE"), "{text}");
-    // `.tables`, then `.tables p%`, in CSV.
-    assert!(text.contains("table_name\npages\nzeta\n"), "{text}");
-    assert!(text.contains("table_name\npages\n\n"), "{text}");
+    // `.tables`, then `.tables p%`, in CSV: every project's tables.
+    let header = "table_catalog,table_schema,table_name,table_type\n";
+    let (pages, zeta) = (
+        "default,public,pages,BASE TABLE\n",
+        "default,public,zeta,BASE TABLE\n",
+    );
+    assert!(text.contains(&format!("{header}{pages}{zeta}\n")), "{text}");
+    assert!(text.contains(&format!("{header}{pages}\n")), "{text}");
     // `\d pages`: DESCRIBE, with the family and its locality group.
     assert!(
         text.contains("column_name,data_type,is_nullable,family,locality_group"),

@@ -40,25 +40,53 @@ impl Session {
         one_column("schema_name", names)
     }
 
-    /// `SHOW TABLES [FROM [project.]dataset]`.
+    /// `SHOW TABLES [FROM [project.]dataset]`: the tables of every
+    /// project but the system's, or of one dataset, with their project and
+    /// dataset (as DataFusion's `SHOW TABLES` lists catalog and schema).
     pub(crate) fn show_tables(&self, dataset: Option<&ObjectName>) -> Result<RecordBatch> {
-        let (project, dataset) = match dataset {
-            Some(name) => self.resolve_dataset_name(name)?,
-            None => (
-                self.options().default_project.clone(),
-                self.options().default_dataset.clone(),
-            ),
+        let datasets = match dataset {
+            Some(name) => {
+                let (project, dataset) = self.resolve_dataset_name(name)?;
+                vec![self.db().open_project(&project)?.open_dataset(&dataset)?]
+            }
+            // The system's own (`_system`, a leading `_`) are listed only
+            // when named, as psql's `\dt` leaves out `pg_catalog`.
+            None => {
+                let mut all = Vec::new();
+                for project in self.db().projects()? {
+                    if !project.name()?.starts_with('_') {
+                        all.extend(project.datasets()?);
+                    }
+                }
+                all
+            }
         };
-        let names: Vec<String> = self
-            .db()
-            .open_project(&project)?
-            .open_dataset(&dataset)?
-            .tables()?
-            .iter()
-            .filter(|t| self.sees(Securable::Table(t.id())))
-            .map(|t| t.name())
-            .collect::<Result<_>>()?;
-        one_column("table_name", names)
+        let mut rows: Vec<[String; 4]> = Vec::new();
+        for dataset in datasets {
+            let tables = dataset.tables()?;
+            let seen: Vec<_> = tables
+                .iter()
+                .filter(|t| self.sees(Securable::Table(t.id())))
+                .collect();
+            if seen.is_empty() {
+                continue;
+            }
+            let (project, dataset) = (dataset.project()?.name()?, dataset.name()?);
+            for table in seen {
+                rows.push([
+                    project.clone(),
+                    dataset.clone(),
+                    table.name()?,
+                    "BASE TABLE".into(),
+                ]);
+            }
+        }
+        text_columns(
+            &["table_catalog", "table_schema", "table_name", "table_type"],
+            (0..4)
+                .map(|i| rows.iter().map(|r| Some(r[i].clone())).collect())
+                .collect(),
+        )
     }
 
     /// `DESCRIBE t` / `SHOW COLUMNS FROM t`: the SQL columns in order, with
@@ -115,21 +143,28 @@ impl Session {
             "max_versions",
             "ttl",
         ];
-        let schema = Arc::new(Schema::new(
-            names
-                .iter()
-                .map(|n| Field::new(*n, DataType::Utf8, true))
-                .collect::<Vec<_>>(),
-        ));
-        let columns: Vec<ArrayRef> = (0..names.len())
-            .map(|i| {
-                Arc::new(StringArray::from(
-                    rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
-                )) as ArrayRef
-            })
-            .collect();
-        Ok(RecordBatch::try_new(schema, columns)?)
+        text_columns(
+            &names,
+            (0..names.len())
+                .map(|i| rows.iter().map(|r| r[i].clone()).collect())
+                .collect(),
+        )
     }
+}
+
+/// A batch of nullable text columns `names`, holding `columns`.
+fn text_columns(names: &[&str], columns: Vec<Vec<Option<String>>>) -> Result<RecordBatch> {
+    let schema = Arc::new(Schema::new(
+        names
+            .iter()
+            .map(|n| Field::new(*n, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ));
+    let columns: Vec<ArrayRef> = columns
+        .into_iter()
+        .map(|values| Arc::new(StringArray::from(values)) as ArrayRef)
+        .collect();
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 pub(super) fn one_column(name: &str, values: Vec<String>) -> Result<RecordBatch> {
