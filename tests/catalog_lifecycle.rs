@@ -180,12 +180,12 @@ fn catalog_drop_restrict_cascade_and_no_orphans() -> TestResult {
     assert_eq!(err.kind(), ErrorKind::NotEmpty);
     assert_eq!(
         err.to_string(),
-        "project 'acme' is not empty (1 datasets); drop it with cascade"
+        "project 'acme' is not empty (1 dataset); drop it with cascade"
     );
     let err = acme.drop_dataset("web", DropMode::Restrict).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "dataset 'acme.web' is not empty (1 tables); drop it with cascade"
+        "dataset 'acme.web' is not empty (1 table); drop it with cascade"
     );
     assert!(
         db.open_table("acme", "web", "webtable").is_ok(),

@@ -87,7 +87,10 @@ pub enum CatalogError {
         action: &'static str,
     },
     /// Dropping would remove children, and cascading was not asked for.
-    #[error("{kind} '{name}' is not empty ({children} {child_kind}s); drop it with cascade")]
+    #[error(
+        "{kind} '{name}' is not empty ({children} {child_kind}{}); drop it with cascade",
+        if *children == 1 { "" } else { "s" }
+    )]
     NotEmpty {
         /// The kind of object.
         kind: ObjectKind,

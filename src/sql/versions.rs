@@ -87,12 +87,32 @@ impl VersionFunctions {
     }
 }
 
+/// Refuses a call of `function` with fewer than `least` or more than
+/// `most` arguments; `usage` is how it is called.
+fn arity(function: &str, args: &[Expr], least: usize, most: usize, usage: &str) -> Result<()> {
+    if (least..=most).contains(&args.len()) {
+        return Ok(());
+    }
+    let takes = match (least, most) {
+        (1, 1) => "1 argument".to_string(),
+        (l, m) if l == m => format!("{l} arguments"),
+        (l, m) => format!("{l} or {m} arguments"),
+    };
+    plan_err!("{function}() takes {takes}, not {}: {usage}", args.len())
+}
+
 /// A timestamp argument in microseconds.
 fn timestamp_arg(function: &str, arg: Option<&Expr>) -> Result<i64> {
     let Some(Expr::Literal(value, _)) = arg else {
         return plan_err!("{function}() takes a timestamp as its second argument");
     };
-    match value.cast_to(&DataType::Timestamp(TimeUnit::Microsecond, None))? {
+    let cast = value.cast_to(&DataType::Timestamp(TimeUnit::Microsecond, None));
+    let Ok(cast) = cast else {
+        return plan_err!(
+            "{function}() takes a timestamp as its second argument; {value} is not one"
+        );
+    };
+    match cast {
         ScalarValue::TimestampMicrosecond(Some(us), _) => Ok(us),
         _ => plan_err!("{function}() takes a non-NULL timestamp"),
     }
@@ -104,6 +124,7 @@ pub struct CellsFunction(VersionFunctions);
 
 impl TableFunctionImpl for CellsFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
+        arity("cells", args, 1, 1, "cells('table')")?;
         let table = self.0.table_arg("cells", args)?;
         let shape = table.shape();
         let taken = shape
@@ -127,6 +148,7 @@ pub struct AsOfFunction(VersionFunctions);
 
 impl TableFunctionImpl for AsOfFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
+        arity("as_of", args, 2, 2, "as_of('table', TIMESTAMP '…')")?;
         let table = self.0.table_arg("as_of", args)?;
         let at = timestamp_arg("as_of", args.get(1))?;
         Ok(Arc::new(table.at_time(at)))
@@ -139,6 +161,7 @@ pub struct HistoryFunction(VersionFunctions);
 
 impl TableFunctionImpl for HistoryFunction {
     fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
+        arity("history", args, 1, 2, "history('table' [, versions])")?;
         let table = self.0.table_arg("history", args)?;
         let versions = match args.get(1) {
             None => None,
