@@ -141,6 +141,8 @@ impl Session {
                     _ => Ok(()),
                 })
             }
+            // Renaming a dataset takes what dropping it does.
+            Statement::AlterSchema(alter) => self.require_drop(ObjectType::Schema, &alter.name),
             Statement::Set(Set::SingleAssignment { variable, .. }) => {
                 let name = variable.to_string().to_lowercase();
                 if name.starts_with("datafusion.runtime.") {

@@ -119,6 +119,10 @@ impl Session {
                 self.alter_table(&alter.name, alter.operations).await?;
                 self.done()
             }
+            Statement::AlterSchema(alter) => {
+                self.alter_schema(&alter)?;
+                self.done()
+            }
             Statement::ShowDatabases { .. } => self.frame(self.show_databases()?),
             Statement::ShowSchemas { show_options, .. } => {
                 let project = match &show_options.show_in {

@@ -1,9 +1,12 @@
-//! `ALTER TABLE`: rename, ADD / DROP COLUMN, and family options.
+//! `ALTER TABLE`: rename, ADD / DROP COLUMN, and family options;
+//! `ALTER SCHEMA … RENAME TO`.
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::sql::sqlparser::ast::{AlterTableOperation, ObjectName, RenameTableNameKind};
+use datafusion::sql::sqlparser::ast::{
+    AlterSchema, AlterSchemaOperation, AlterTableOperation, ObjectName, RenameTableNameKind,
+};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sql::shape::KEY_COLUMN;
 use crate::sql::Session;
 use crate::storage::Durability;
@@ -13,6 +16,41 @@ use super::sql_error;
 use crate::table::spec::TableSpec;
 
 impl Session {
+    /// `ALTER SCHEMA [IF EXISTS] [project.]dataset RENAME TO new`: a
+    /// dataset keeps its project, tables and grants under its new name.
+    pub(crate) fn alter_schema(&self, alter: &AlterSchema) -> Result<()> {
+        let [AlterSchemaOperation::Rename { name: new_name }] = alter.operations.as_slice() else {
+            return Err(Error::Sql(format!(
+                "ALTER SCHEMA takes RENAME TO only: '{alter}' is not supported"
+            )));
+        };
+        let (project, dataset) = self.resolve_dataset_name(&alter.name)?;
+        let new_name = match self.name_parts(new_name)?.as_slice() {
+            [new] => new.clone(),
+            [in_project, new] if *in_project == project => new.clone(),
+            _ => {
+                return Err(Error::Sql(format!(
+                    "ALTER SCHEMA {project}.{dataset} RENAME TO takes the dataset's new name, \
+                     not '{new_name}': a dataset stays in its project"
+                )))
+            }
+        };
+        let found = match self.db().project(&project)? {
+            Some(project) => project.dataset(&dataset)?,
+            None => None,
+        };
+        match found {
+            Some(found) => found.rename(&new_name),
+            None if alter.if_exists => Ok(()),
+            // Opened again for the error that names what is missing.
+            None => self
+                .db()
+                .open_project(&project)?
+                .open_dataset(&dataset)
+                .map(|_| ()),
+        }
+    }
+
     /// `ALTER TABLE`.
     pub(crate) async fn alter_table(
         &self,
