@@ -322,14 +322,12 @@ fn run_sql(db: &Db, statements: &str, format: Format) -> Result<(), CliError> {
                 if closed || failed.is_some() || output.schema.fields().is_empty() {
                     return;
                 }
-                let written = render(&output.batches, format)
-                    .map_err(CliError::from)
-                    .and_then(|text| {
-                        let newline = if text.ends_with('\n') { "" } else { "\n" };
-                        write!(out, "{text}{newline}")
-                            .and_then(|()| out.flush())
-                            .map_err(CliError::Output)
-                    });
+                let written = render(&output.schema, &output.batches, format).and_then(|text| {
+                    let newline = if text.ends_with('\n') { "" } else { "\n" };
+                    write!(out, "{text}{newline}")
+                        .and_then(|()| out.flush())
+                        .map_err(CliError::Output)
+                });
                 match written {
                     Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                         closed = true

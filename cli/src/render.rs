@@ -2,8 +2,13 @@
 //! table, CSV with a header, a JSON array, newline-delimited JSON, a line
 //! per value).
 
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
+use widesql::export::{BatchWriter, ExportOptions};
+use widesql::FileFormat;
+
+use crate::error::CliError;
 
 /// A text format for query results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -23,38 +28,29 @@ pub enum Format {
     Line,
 }
 
-/// Renders batches in `format`.
-pub fn render(batches: &[RecordBatch], format: Format) -> Result<String, ArrowError> {
-    let mut out: Vec<u8> = Vec::new();
-    match format {
+/// Renders batches in `format`. CSV, JSON and NDJSON are written as
+/// `export` writes them (so CSV holds nested values as their JSON text).
+pub fn render(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    format: Format,
+) -> Result<String, CliError> {
+    let file_format = match format {
         Format::Table => {
             return Ok(datafusion::arrow::util::pretty::pretty_format_batches(batches)?.to_string())
         }
-        Format::Csv => {
-            let mut writer = datafusion::arrow::csv::WriterBuilder::new()
-                .with_header(true)
-                .build(&mut out);
-            for batch in batches {
-                writer.write(batch)?;
-            }
-        }
-        Format::Json => {
-            let mut writer = datafusion::arrow::json::ArrayWriter::new(&mut out);
-            for batch in batches {
-                writer.write(batch)?;
-            }
-            writer.finish()?;
-        }
-        Format::Line => return lines(batches),
-        Format::Ndjson => {
-            let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut out);
-            for batch in batches {
-                writer.write(batch)?;
-            }
-            writer.finish()?;
-        }
+        Format::Line => return Ok(lines(batches)?),
+        Format::Csv => FileFormat::Csv,
+        Format::Json => FileFormat::Json,
+        Format::Ndjson => FileFormat::NdJson,
+    };
+    let mut out: Vec<u8> = Vec::new();
+    let mut writer = BatchWriter::new(&mut out, schema, file_format, ExportOptions::default())?;
+    for batch in batches {
+        writer.write(batch)?;
     }
-    // The arrow writers write UTF-8 only.
+    writer.finish()?;
+    // The writers write UTF-8 only.
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 

@@ -165,11 +165,12 @@ impl Shell<'_> {
 
     /// `.tables`: `SHOW TABLES`, the rows whose name is LIKE `pattern`.
     async fn tables(&self, pattern: Option<&str>) {
-        let batches = match self.session.sql("SHOW TABLES").await {
-            Ok(frame) => frame.collect().await,
-            Err(e) => Err(e),
+        let frame = match self.session.sql("SHOW TABLES").await {
+            Ok(frame) => frame,
+            Err(e) => return eprintln!("error: {e}"),
         };
-        let batches = match batches {
+        let schema = frame.stream_schema();
+        let batches = match frame.collect().await {
             Ok(batches) => batches,
             Err(e) => return eprintln!("error: {e}"),
         };
@@ -180,7 +181,7 @@ impl Shell<'_> {
                 Err(e) => return eprintln!("error: {e}"),
             },
         };
-        match render(&kept, self.format) {
+        match render(&schema, &kept, self.format) {
             Ok(text) => println!("{text}"),
             Err(e) => eprintln!("error: {e}"),
         }
@@ -196,7 +197,7 @@ impl Shell<'_> {
             .session
             .run_each(statements, |output| {
                 if !output.schema.fields().is_empty() {
-                    match render(&output.batches, format) {
+                    match render(&output.schema, &output.batches, format) {
                         Ok(text) => println!("{text}"),
                         Err(e) => eprintln!("error: {e}"),
                     }

@@ -103,6 +103,20 @@ fn cli_sql_runs_statements_in_order_in_every_format() {
         ],
     ));
     assert_eq!(line.trim(), "_key = a\n   n = 1\n\n_key = b\n   n = 2");
+    // Nested values go into CSV as their JSON text, as `export` writes them.
+    let nested = stdout(&widesql(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT make_array(1, 2) AS l, named_struct('a', 1) AS s, map(['k'], [1]) AS m",
+        ],
+    ));
+    assert_eq!(
+        nested,
+        "l,s,m\n\"[1,2]\",\"{\"\"a\"\":1}\",\"{\"\"k\"\":1}\"\n"
+    );
 }
 
 #[test]
