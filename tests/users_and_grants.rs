@@ -185,7 +185,14 @@ async fn each_privilege_allows_its_statements_only() -> TestResult {
         .await?;
     // But not other projects, nor what only admins do.
     refused(&alice, "SELECT * FROM other.d.o", "table other.d.o").await?;
-    // Renaming a dataset takes CREATE on it, as dropping it does.
+    // Renaming a project or a dataset takes CREATE on it, as dropping it
+    // does.
+    refused(
+        &alice,
+        "ALTER DATABASE other RENAME TO another",
+        "CREATE privilege on project other",
+    )
+    .await?;
     refused(
         &alice,
         "ALTER SCHEMA other.d RENAME TO e",

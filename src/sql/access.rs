@@ -199,7 +199,7 @@ impl Session {
     }
 
     /// `CREATE` on the project `name`.
-    fn require_in_project(&self, name: &str) -> Result<()> {
+    pub(crate) fn require_in_project(&self, name: &str) -> Result<()> {
         match self.db.open_project(name) {
             Ok(project) => self.require(Privilege::Create, Securable::Project(project.id())),
             Err(_) => Ok(()),

@@ -38,7 +38,8 @@ use crate::table::TableStore;
 pub(crate) enum Parsed {
     /// A statement DataFusion's parser reads.
     Sql(DfStatement),
-    /// A statement about users or grants.
+    /// A statement widesql's parser reads (users, grants, running
+    /// statements, `ALTER DATABASE … RENAME`).
     Access(AccessStatement),
 }
 
@@ -408,7 +409,7 @@ impl Session {
         Ok(statements)
     }
 
-    /// The statements of `sql`, where a statement about users or grants
+    /// The statements of `sql`, where a statement widesql's parser reads
     /// is an error (a prepared statement, an export's query).
     pub(crate) fn parse(&self, sql: &str) -> Result<VecDeque<DfStatement>> {
         self.parse_script(sql)?

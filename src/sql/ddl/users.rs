@@ -40,7 +40,8 @@ use crate::access::{hash_password, AccessError, Privilege, Securable};
 use crate::error::Result;
 use crate::sql::{Frame, Session};
 
-/// A statement about users or grants.
+/// A statement widesql's parser reads and DataFusion's does not: about
+/// users, grants and running statements, and `ALTER DATABASE … RENAME`.
 #[derive(Debug, Clone)]
 pub(crate) enum AccessStatement {
     CreateUser {
@@ -71,6 +72,13 @@ pub(crate) enum AccessStatement {
     ShowActivity,
     Cancel {
         id: u64,
+    },
+    /// `ALTER DATABASE [IF EXISTS] p RENAME TO q`, which DataFusion's
+    /// parser does not read.
+    RenameProject {
+        name: Ident,
+        new_name: Ident,
+        if_exists: bool,
     },
 }
 
@@ -143,6 +151,14 @@ impl fmt::Display for AccessStatement {
             AccessStatement::ShowUsers => write!(f, "SHOW USERS"),
             AccessStatement::ShowActivity => write!(f, "SHOW ACTIVITY"),
             AccessStatement::Cancel { id } => write!(f, "CANCEL STATEMENT {id}"),
+            AccessStatement::RenameProject {
+                name,
+                new_name,
+                if_exists,
+            } => {
+                let if_exists = if *if_exists { "IF EXISTS " } else { "" };
+                write!(f, "ALTER DATABASE {if_exists}{name} RENAME TO {new_name}")
+            }
         }
     }
 }
@@ -188,6 +204,8 @@ pub(crate) fn parse_access(
         7
     } else if is_word(parser, 0, "CANCEL") {
         8
+    } else if starts(parser, "ALTER", "DATABASE") {
+        9
     } else {
         return None;
     };
@@ -198,7 +216,7 @@ fn parse_kind(
     parser: &mut Parser<'_>,
     kind: u8,
 ) -> std::result::Result<AccessStatement, ParserError> {
-    let two_words = kind <= 2 || (5..=7).contains(&kind);
+    let two_words = kind <= 2 || (5..=7).contains(&kind) || kind == 9;
     parser.advance_token();
     if two_words {
         parser.advance_token();
@@ -277,6 +295,16 @@ fn parse_kind(
         },
         6 => AccessStatement::ShowUsers,
         7 => AccessStatement::ShowActivity,
+        9 => {
+            let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = parser.parse_identifier()?;
+            parser.expect_keywords(&[Keyword::RENAME, Keyword::TO])?;
+            AccessStatement::RenameProject {
+                name,
+                new_name: parser.parse_identifier()?,
+                if_exists,
+            }
+        }
         _ => {
             let _ = take_word(parser, "STATEMENT");
             let token = parser.next_token();
@@ -330,7 +358,8 @@ fn parse_privileges(parser: &mut Parser<'_>) -> std::result::Result<Vec<Privileg
 }
 
 impl Session {
-    /// Runs a statement about users or grants. Only an admin (or a session
+    /// Runs a statement about users, grants or running statements, or a
+    /// project's rename. Only an admin (or a session
     /// without a user) changes users and grants; a user may change its own
     /// password and see its own grants.
     pub(crate) fn run_access(&self, statement: AccessStatement) -> Result<Frame> {
@@ -411,6 +440,23 @@ impl Session {
                     return Err(crate::Error::Sql(format!(
                         "statement {id} writes, and a write runs to its end: it cannot be cancelled"
                     )));
+                }
+            }
+            AccessStatement::RenameProject {
+                name,
+                new_name,
+                if_exists,
+            } => {
+                let (name, new_name) = (self.normalize(&name), self.normalize(&new_name));
+                // Renaming a project takes what dropping it does.
+                self.require_in_project(&name)?;
+                match self.db.project(&name)? {
+                    Some(project) => project.rename(&new_name)?,
+                    None if if_exists => {}
+                    // Opened for the error that names it missing.
+                    None => {
+                        self.db.open_project(&name)?;
+                    }
                 }
             }
         }
