@@ -4,7 +4,7 @@
 //! tree and in the catalog, and a directory of another program. After all
 //! of it the database reopens with every earlier row intact.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test: a failed expectation is the test failing"
 )]

@@ -2,11 +2,6 @@
 //! in `fuzz/regressions/<target>/`; `cargo fuzz run <target>
 //! fuzz/regressions/<target>/*` replays them).
 
-#![allow(
-    clippy::expect_used,
-    reason = "a test: a failed expectation is the test failing"
-)]
-
 mod common;
 
 use datafusion::arrow::array::{ArrayRef, UInt64Array};

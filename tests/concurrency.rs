@@ -19,11 +19,6 @@
 //! in `table_atomic_rmw.rs`; `CREATE TABLE IF NOT EXISTS` races in
 //! `table_ddl_races.rs`.
 
-#![allow(
-    clippy::expect_used,
-    reason = "a test: a failed expectation is the test failing"
-)]
-
 mod common;
 
 use std::collections::BTreeMap;

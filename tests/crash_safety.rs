@@ -33,9 +33,8 @@
 //! `cargo test --test crash_safety` kills 20 times;
 //! `WIDESQL_CRASH_KILLS=500 WIDESQL_CRASH_SEED=7` runs longer.
 
-#![allow(
+#![expect(
     clippy::expect_used,
-    clippy::unwrap_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]
 

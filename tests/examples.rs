@@ -7,11 +7,11 @@ fn query(db: &widesql::Db, sql: &str) -> Result<Vec<Vec<String>>, Box<dyn std::e
     common::query(db, sql).map_err(|e| e as Box<dyn std::error::Error>)
 }
 
-#[allow(dead_code, reason = "the example's own main is not called here")]
+#[expect(dead_code, reason = "the example's own main is not called here")]
 #[path = "../examples/catalog_admin.rs"]
 mod catalog_admin;
 
-#[allow(dead_code, reason = "the example's own main is not called here")]
+#[expect(dead_code, reason = "the example's own main is not called here")]
 #[path = "../examples/webtable.rs"]
 mod webtable;
 
@@ -186,7 +186,7 @@ fn section<'a>(shown: &'a str, from: &str, to: &str) -> &'a str {
     &rest[..end]
 }
 
-#[allow(dead_code, reason = "the example's own main is not called here")]
+#[expect(dead_code, reason = "the example's own main is not called here")]
 #[path = "../examples/user_profiles.rs"]
 mod user_profiles;
 
@@ -341,7 +341,7 @@ fn user_profiles_sparse_attributes_event_versions_and_ttl() -> Result<(), Box<dy
     Ok(())
 }
 
-#[allow(dead_code, reason = "the example's own main is not called here")]
+#[expect(dead_code, reason = "the example's own main is not called here")]
 #[path = "../examples/flights.rs"]
 mod flights;
 

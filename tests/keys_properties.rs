@@ -2,7 +2,7 @@
 //! order equals tuple order, for strings full of 0x00 / 0xFF and timestamps
 //! whose bytes contain 0x00.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]

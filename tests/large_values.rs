@@ -4,11 +4,6 @@
 //! number of bytes, so 1 MiB values do not make batches of thousands of
 //! them. (Peak memory itself is measured by the benchmark, W9.)
 
-#![allow(
-    clippy::expect_used,
-    reason = "a test: a failed expectation is the test failing"
-)]
-
 mod common;
 
 use std::sync::{Arc, Mutex};

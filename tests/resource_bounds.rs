@@ -5,11 +5,6 @@
 //! Peak memory of a scan much larger than the cache is measured by the
 //! benchmark (`widesql-bench`, W9), not here.
 
-#![allow(
-    clippy::expect_used,
-    reason = "a test: a failed expectation is the test failing"
-)]
-
 mod common;
 
 use common::{query, query_in, run, run_in};

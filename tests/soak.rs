@@ -18,11 +18,6 @@
 //! `WIDESQL_SOAK_SECS=1800 cargo test --release --test soak -- --nocapture`
 //! runs it for half an hour and prints its figures.
 
-#![allow(
-    clippy::expect_used,
-    reason = "a test: a failed expectation is the test failing"
-)]
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

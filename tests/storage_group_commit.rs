@@ -9,11 +9,6 @@
 //!   itself read-only until the flush returns;
 //! - a reader of another row does not wait for a writer's flush.
 
-#![allow(
-    clippy::expect_used,
-    reason = "a test: a failed expectation is the test failing"
-)]
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

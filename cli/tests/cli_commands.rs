@@ -2,7 +2,7 @@
 //! non-zero exit, the shell reading statements from standard input, export
 //! and import.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]

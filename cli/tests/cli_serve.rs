@@ -4,7 +4,7 @@
 //! address that is not a loopback one, serves TLS from certificate files,
 //! and creates its first admin from a password it never takes as a flag.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]

@@ -2,7 +2,7 @@
 //! file:line, expected and actual, ends with `N passed, N failed` and exits
 //! non-zero on failure; `--complete` writes expected results.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]

@@ -11,7 +11,7 @@
 //! `WIDESQL_WRITE_COUNTS=1 cargo test --test datafusion_suites` rewrites
 //! `suites/datafusion/pass_counts.md`, the per-file table of pass counts.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]

@@ -1,7 +1,7 @@
 //! Runs every sqllogictest file under `sql_tests/` as its own test, each in
 //! a new temporary database.
 
-#![allow(
+#![expect(
     clippy::expect_used,
     reason = "a test harness: a failed expectation is the test failing"
 )]

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: running SQL on a database from
 //! synchronous test code and reading the answer as display strings.
 
-#![allow(
+#![expect(
     dead_code,
     reason = "each test binary uses the helpers it needs; the rest are unused there"
 )]
