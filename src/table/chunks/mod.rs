@@ -25,7 +25,7 @@
 //! chunk of its own, and writing the other cells of its row no longer
 //! copies it. The split size is the most a storage entry holds, so a chunk
 //! is one entry unless it holds a single large value: that chunk is stored
-//! in parts ([`entries`](crate::table::entries)).
+//! in parts ([`entries`]).
 //!
 //! # Merging
 //!
