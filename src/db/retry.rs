@@ -1,6 +1,6 @@
 //! The one retry policy of writes: a write that finds its table changed by
 //! DDL while it waited for its row locks applied nothing
-//! ([`Error::is_retryable`]), and runs again on the table as it is now, as a
+//! ([`Error::is_retryable`](crate::Error::is_retryable)), and runs again on the table as it is now, as a
 //! write that had waited for the DDL's lock would.
 
 use std::future::Future;

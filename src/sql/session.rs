@@ -424,7 +424,8 @@ impl Session {
     }
 
     /// Whether statements are parsed with the generic dialect (the
-    /// default), the one whose literals [`Session::insert_text`] reads.
+    /// default), the one whose literals the front door reads off the text
+    /// ([`scan_insert_values`](crate::sql::front_door::text_literals::scan_insert_values)).
     pub(super) fn parses_generic_sql(&self) -> bool {
         let state = self.ctx.state_ref();
         let state = state.read();

@@ -40,7 +40,7 @@ impl std::str::FromStr for Durability {
 }
 
 /// Writes to one or more trees that are applied atomically by
-/// [`Storage::apply`], and made durable as the batch's [`Durability`] says.
+/// [`Storage::apply`](crate::storage::Storage::apply), and made durable as the batch's [`Durability`] says.
 #[derive(Debug, Default)]
 pub struct WriteBatch {
     /// The writes of each backend tree, keys with their key space's prefix.

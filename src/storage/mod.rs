@@ -2,13 +2,13 @@
 //!
 //! It offers a narrow key-value interface — named trees with `get`, ordered
 //! `range` scans in both directions, atomic [`WriteBatch`](crate::storage::WriteBatch)es that may span
-//! several trees, and `flush` — over a [`Backend`]: sled by default
-//! ([`SledBackend`]), or the in-memory [`MemoryBackend`] that tests inject
+//! several trees, and `flush` — over a [`Backend`](crate::storage::Backend): sled by default
+//! ([`SledBackend`](crate::storage::SledBackend)), or the in-memory [`MemoryBackend`](crate::storage::MemoryBackend) that tests inject
 //! faults with. A distributed KV store would be one more backend; nothing
 //! above this module names sled.
 //!
-//! A [`Tree`] is a whole backend tree, or a *key space* of one
-//! ([`Storage::key_space`]): the keys under a prefix, which the handle adds
+//! A [`Tree`](crate::storage::Tree) is a whole backend tree, or a *key space* of one
+//! ([`Storage::key_space`](crate::storage::Storage::key_space)): the keys under a prefix, which the handle adds
 //! on writes and strips from what scans return. A batch that writes several
 //! key spaces of one backend tree is one single-tree batch in the backend;
 //! sled applies those far more cheaply than a transaction across trees

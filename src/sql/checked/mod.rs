@@ -9,7 +9,7 @@
 //!
 //! - [`CheckedIntegers`], an analyzer rule that runs after DataFusion's
 //!   type coercion, turns every integer `+`, `-`, `*` and negation into a
-//!   call of a checked function ([`checked_add`] …) that computes the same
+//!   call of a checked function (`checked_add` …) that computes the same
 //!   value with Arrow's overflow-checking kernels and names its column as
 //!   the operator did. The functions are immutable, so constants still
 //!   fold, through them: an overflowing constant fails when it runs.
