@@ -14,16 +14,13 @@
 //! row: the front door ([`crate::sql::front_door`]) plans it once per
 //! shape and reads its rows off the text. Anything else (a function call, an expression, a
 //! subquery, a default such as `now()`) is left to DataFusion.
+//!
+//! This file reads the plan; [`cell`] holds a row's values and the
+//! literals read off a statement's text, [`map`] the `MAP {…}` values.
 
-use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    new_null_array, Array, ArrayRef, LargeStringArray, MapArray, RecordBatch, StringArray,
-    StringViewArray, StructArray,
-};
-use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::common::{exec_err, DataFusionError, ParamValues, Result, ScalarValue};
@@ -34,8 +31,14 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
-use crate::sql::literal::{Literal, Numbers};
 use crate::sql::table::WideTable;
+
+mod cell;
+mod map;
+
+use cell::text_column;
+pub(crate) use cell::{literal_rows, Cell};
+use map::{map_column, map_literal, text_map_column};
 
 /// An `INSERT … VALUES` whose rows are constants, read off its plan.
 pub(crate) struct ConstantInsert<'a> {
@@ -48,70 +51,6 @@ pub(crate) struct ConstantInsert<'a> {
     /// The rows: the plan's own, or rows read off a statement's text for
     /// a plan made from one row of parameters ([`ConstantInsert::with_rows`]).
     rows: Vec<Vec<Cell<'a>>>,
-}
-
-/// One value of a VALUES row.
-#[derive(Debug)]
-pub(crate) enum Cell<'a> {
-    /// A constant of the plan: a literal, a parameter, a cast of one.
-    Expr(&'a Expr),
-    /// A quoted string of the statement (the planner's `Utf8`), borrowed
-    /// until it is copied into its column.
-    Text(Cow<'a, str>),
-    /// Another literal of the statement.
-    Value(ScalarValue),
-    /// A number of the statement: its value as the planner reads it, and
-    /// its digits and sign, which a DECIMAL column takes exactly (the
-    /// planner's value of `12345678901234567.1234567891` is a DOUBLE, with
-    /// other digits).
-    Number {
-        /// The planner's value.
-        value: ScalarValue,
-        /// The digits as written.
-        digits: &'a str,
-        /// Whether a minus sign came before them.
-        negative: bool,
-    },
-    /// A `MAP {k: v, …}` literal.
-    Map(Vec<(Cell<'a>, Cell<'a>)>),
-}
-
-impl Cell<'_> {
-    /// The value as type `data_type` (not for a map).
-    fn value(&self, data_type: &DataType, params: Option<&ParamValues>) -> Result<ScalarValue> {
-        match self {
-            Cell::Expr(expr) => constant(expr, data_type, params),
-            Cell::Text(text) => ScalarValue::Utf8(Some(text.to_string())).cast_to(data_type),
-            Cell::Value(value) => value.cast_to(data_type),
-            Cell::Number {
-                value,
-                digits,
-                negative,
-            } => match data_type {
-                DataType::Decimal128(..) | DataType::Decimal256(..)
-                    if !digits.contains(['e', 'E']) =>
-                {
-                    let sign = if *negative { "-" } else { "" };
-                    ScalarValue::Utf8(Some(format!("{sign}{digits}"))).cast_to(data_type)
-                }
-                _ => value.cast_to(data_type),
-            },
-            Cell::Map(_) => exec_err!("a MAP literal where a value of type {data_type} belongs"),
-        }
-    }
-
-    /// A cell of the plan: a map literal's parts, or the constant.
-    fn of_expr(expr: &Expr) -> Cell<'_> {
-        match map_literal(expr) {
-            Some((keys, values)) => Cell::Map(
-                keys.iter()
-                    .zip(values)
-                    .map(|(k, v)| (Cell::Expr(k), Cell::Expr(v)))
-                    .collect(),
-            ),
-            None => Cell::Expr(expr),
-        }
-    }
 }
 
 /// One column of the rows to insert.
@@ -341,260 +280,6 @@ fn value_of(expr: &Expr, params: Option<&ParamValues>) -> Result<ScalarValue> {
         }
         other => exec_err!("not a constant: {other}"),
     }
-}
-
-/// The keys and values of a `MAP {k: v, …}` literal, as the SQL planner
-/// writes it: `map(make_array(k, …), make_array(v, …))` of constants.
-fn map_literal(expr: &Expr) -> Option<(&[Expr], &[Expr])> {
-    let Expr::ScalarFunction(map) = expr else {
-        return None;
-    };
-    if map.name() != "map" {
-        return None;
-    }
-    let [Expr::ScalarFunction(keys), Expr::ScalarFunction(values)] = map.args.as_slice() else {
-        return None;
-    };
-    let arrays = keys.name() == "make_array" && values.name() == "make_array";
-    let constants = keys.args.iter().chain(&values.args).all(is_constant);
-    (arrays && constants && keys.args.len() == values.args.len())
-        .then_some((keys.args.as_slice(), values.args.as_slice()))
-}
-
-/// A map column of `MAP {…}` literals, map values or NULLs, with
-/// DataFusion's checks: keys are neither NULL nor repeated.
-fn map_column(
-    cells: &[&Cell<'_>],
-    map_type: &DataType,
-    entries: &FieldRef,
-    sorted: bool,
-    params: Option<&ParamValues>,
-) -> Result<ArrayRef> {
-    let Some([key_field, value_field]) = entry_fields(entries) else {
-        return exec_err!("map entries of type {}", entries.data_type());
-    };
-    let (mut keys, mut values) = (Vec::new(), Vec::new());
-    let mut lengths = Vec::new();
-    let mut valid = Vec::new();
-    for &cell in cells {
-        // A map literal's entries, or those of a map value (a parameter).
-        let entries: Vec<(ScalarValue, ScalarValue)> = match cell {
-            Cell::Map(pairs) => pairs
-                .iter()
-                .map(|(k, v)| {
-                    Ok((
-                        k.value(key_field.data_type(), params)?,
-                        v.value(value_field.data_type(), params)?,
-                    ))
-                })
-                .collect::<Result<_>>()?,
-            other => match other.value(map_type, params)? {
-                ScalarValue::Map(map) if map.len() == 1 && map.is_valid(0) => map_entries(&map)?,
-                value if value.is_null() => {
-                    lengths.push(0);
-                    valid.push(false);
-                    continue;
-                }
-                value => return exec_err!("not a map: {value}"),
-            },
-        };
-        let mut seen = HashSet::new();
-        for (key, _) in &entries {
-            if key.is_null() {
-                return exec_err!("map key cannot be null");
-            }
-            if !seen.insert(key) {
-                return exec_err!("map key must be unique, duplicate key found: {key}");
-            }
-        }
-        lengths.push(entries.len());
-        valid.push(true);
-        for (key, value) in entries {
-            keys.push(key);
-            values.push(value);
-        }
-    }
-    let array = |scalars: Vec<ScalarValue>, field: &FieldRef| -> Result<ArrayRef> {
-        if scalars.is_empty() || scalars.iter().all(ScalarValue::is_null) {
-            Ok(new_null_array(field.data_type(), scalars.len()))
-        } else {
-            ScalarValue::iter_to_array(scalars)
-        }
-    };
-    let (keys, values) = (array(keys, key_field)?, array(values, value_field)?);
-    map_array(entries, [keys, values], lengths, valid, sorted)
-}
-
-/// The key and value fields of a map's entries.
-fn entry_fields(entries: &FieldRef) -> Option<[&FieldRef; 2]> {
-    match entries.data_type() {
-        DataType::Struct(parts) => match parts.iter().collect::<Vec<_>>()[..] {
-            [key, value] => Some([key, value]),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// The map column of `entries` (keys and values) cut into maps of
-/// `lengths`, NULL where not `valid`.
-fn map_array(
-    entries: &FieldRef,
-    [keys, values]: [ArrayRef; 2],
-    lengths: Vec<usize>,
-    valid: Vec<bool>,
-    sorted: bool,
-) -> Result<ArrayRef> {
-    let DataType::Struct(parts) = entries.data_type() else {
-        return exec_err!("map entries of type {}", entries.data_type());
-    };
-    let entries_array = StructArray::try_new(parts.clone(), vec![keys, values], None)?;
-    let nulls = valid.iter().any(|v| !v).then(|| NullBuffer::from(valid));
-    let map = MapArray::try_new(
-        Arc::clone(entries),
-        OffsetBuffer::from_lengths(lengths),
-        entries_array,
-        nulls,
-        sorted,
-    )
-    .map_err(DataFusionError::from)?;
-    Ok(Arc::new(map))
-}
-
-/// The column of `cells` when `data_type` is a string type and each cell
-/// is a string of the statement or NULL: each string is copied once, into
-/// the array, where a `ScalarValue` and its cast would copy it twice more.
-/// `None` for anything else.
-fn text_column(cells: &[&Cell<'_>], data_type: &DataType) -> Option<ArrayRef> {
-    if !matches!(
-        data_type,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    ) {
-        return None;
-    }
-    let texts = cells
-        .iter()
-        .map(|cell| match cell {
-            Cell::Text(text) => Some(Some(text.as_ref())),
-            Cell::Value(ScalarValue::Null) => Some(None),
-            _ => None,
-        })
-        .collect::<Option<Vec<Option<&str>>>>()?;
-    Some(match data_type {
-        DataType::Utf8 => Arc::new(StringArray::from(texts)),
-        DataType::LargeUtf8 => Arc::new(LargeStringArray::from(texts)),
-        _ => Arc::new(StringViewArray::from(texts)),
-    })
-}
-
-/// The map column of `cells` when each is a `MAP {…}` of strings (values
-/// may be NULL) or a NULL, for a map of string keys and values, with
-/// DataFusion's check that no key repeats. `None` for anything else.
-fn text_map_column(
-    cells: &[&Cell<'_>],
-    entries: &FieldRef,
-    sorted: bool,
-) -> Option<Result<ArrayRef>> {
-    let [key_field, value_field] = entry_fields(entries)?;
-    let (mut keys, mut values) = (Vec::new(), Vec::new());
-    let mut lengths = Vec::with_capacity(cells.len());
-    let mut valid = Vec::with_capacity(cells.len());
-    for &cell in cells {
-        match cell {
-            Cell::Map(pairs) => {
-                let mut seen = HashSet::with_capacity(pairs.len());
-                for (key, value) in pairs {
-                    let Cell::Text(text) = key else {
-                        return None;
-                    };
-                    if !seen.insert(text) {
-                        return Some(exec_err!(
-                            "map key must be unique, duplicate key found: {text}"
-                        ));
-                    }
-                    keys.push(key);
-                    values.push(value);
-                }
-                lengths.push(pairs.len());
-                valid.push(true);
-            }
-            Cell::Value(ScalarValue::Null) => {
-                lengths.push(0);
-                valid.push(false);
-            }
-            _ => return None,
-        }
-    }
-    let keys = text_column(&keys, key_field.data_type())?;
-    let values = text_column(&values, value_field.data_type())?;
-    Some(map_array(entries, [keys, values], lengths, valid, sorted))
-}
-
-/// The cells of rows of literals; `None` when a value is not one the
-/// planner would read as this path does.
-pub(crate) fn literal_rows<'t>(
-    rows: impl IntoIterator<Item = Vec<Literal<'t>>>,
-    numbers: Numbers,
-) -> Option<Vec<Vec<Cell<'t>>>> {
-    rows.into_iter()
-        .map(|row| {
-            row.into_iter()
-                .map(|literal| literal_cell(literal, numbers))
-                .collect()
-        })
-        .collect()
-}
-
-/// The cell of a literal, or of a `MAP {…}` of them whose keys are of one
-/// type and whose values are of one type (NULL aside). DataFusion first
-/// brings a map's keys, and its values, to a common type (`make_array`):
-/// a map that needs that is left to it.
-fn literal_cell(literal: Literal<'_>, numbers: Numbers) -> Option<Cell<'_>> {
-    match literal {
-        Literal::Str(text) => Some(Cell::Text(text)),
-        Literal::Map(entries) => {
-            let pairs = entries
-                .into_iter()
-                .map(|(k, v)| Some((literal_cell(k, numbers)?, literal_cell(v, numbers)?)))
-                .collect::<Option<Vec<_>>>()?;
-            let uniform = of_one_type(pairs.iter().map(|(k, _)| k))
-                && of_one_type(pairs.iter().map(|(_, v)| v));
-            uniform.then_some(Cell::Map(pairs))
-        }
-        Literal::Number { digits, negative } => Some(Cell::Number {
-            value: Literal::Number { digits, negative }.scalar(numbers)?,
-            digits,
-            negative,
-        }),
-        other => other.scalar(numbers).map(Cell::Value),
-    }
-}
-
-/// Whether the literal cells that are not NULL all have one type.
-fn of_one_type<'c, 'a: 'c>(cells: impl Iterator<Item = &'c Cell<'a>>) -> bool {
-    let mut types = cells.filter_map(|cell| match cell {
-        Cell::Text(_) => Some(DataType::Utf8),
-        Cell::Value(value) | Cell::Number { value, .. } if !value.is_null() => {
-            Some(value.data_type())
-        }
-        _ => None,
-    });
-    let first = types.next();
-    types.all(|t| Some(t) == first)
-}
-
-/// The entries of the one map of `map`.
-fn map_entries(map: &MapArray) -> Result<Vec<(ScalarValue, ScalarValue)>> {
-    let (keys, values) = (map.keys(), map.values());
-    let range = map.value_offsets()[0] as usize..map.value_offsets()[1] as usize;
-    range
-        .map(|at| {
-            Ok((
-                ScalarValue::try_from_array(keys, at)?,
-                ScalarValue::try_from_array(values, at)?,
-            ))
-        })
-        .collect()
 }
 
 #[cfg(test)]
