@@ -73,7 +73,7 @@ pub(crate) fn parse_bounded<T>(
     let deepest = deepest_allowed();
     // Each level of a chain, and each table but the first, takes at least
     // two bytes of text.
-    let check = |parsed: T, deepest: usize| -> Result<T> {
+    let check = |parsed: T| -> Result<T> {
         for statement in statements(&parsed) {
             refusal(statement, deepest)?;
         }
@@ -84,7 +84,7 @@ pub(crate) fn parse_bounded<T>(
         if sql.len() <= MAX_JOINED_TABLES * 2 {
             return Ok(parsed);
         }
-        return check(parsed, deepest);
+        return check(parsed);
     }
     if longest_explain_chain(sql) > deepest {
         return Err(too_deep(deepest));
@@ -96,7 +96,7 @@ pub(crate) fn parse_bounded<T>(
         .saturating_mul(STACK_PER_BYTE)
         .max(deepest.saturating_mul(STACK_PER_LEVEL))
         .max(8 << 20);
-    stacker::grow(stack, || check(parse()?, deepest))
+    stacker::grow(stack, || check(parse()?))
 }
 
 /// Why a statement is refused, if it is: it nests more than `deepest`

@@ -6,7 +6,7 @@ use datafusion::sql::sqlparser::ast::{
     AlterSchema, AlterSchemaOperation, AlterTableOperation, ObjectName, RenameTableNameKind,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::sql::shape::KEY_COLUMN;
 use crate::sql::Session;
 use crate::storage::Durability;
@@ -35,19 +35,14 @@ impl Session {
                 )))
             }
         };
-        let found = match self.db().project(&project)? {
-            Some(project) => project.dataset(&dataset)?,
-            None => None,
-        };
-        match found {
-            Some(found) => found.rename(&new_name),
-            None if alter.if_exists => Ok(()),
-            // Opened again for the error that names what is missing.
-            None => self
-                .db()
-                .open_project(&project)?
-                .open_dataset(&dataset)
-                .map(|_| ()),
+        match self
+            .db()
+            .open_project(&project)
+            .and_then(|p| p.open_dataset(&dataset))
+        {
+            Ok(found) => found.rename(&new_name),
+            Err(e) if alter.if_exists && e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

@@ -47,22 +47,24 @@ impl Session {
         let datasets = match dataset {
             Some(name) => {
                 let (project, dataset) = self.resolve_dataset_name(name)?;
-                vec![self.db().open_project(&project)?.open_dataset(&dataset)?]
+                let found = self.db().open_project(&project)?.open_dataset(&dataset)?;
+                vec![(project, found)]
             }
             // The system's own (`_system`, a leading `_`) are listed only
             // when named, as psql's `\dt` leaves out `pg_catalog`.
             None => {
                 let mut all = Vec::new();
                 for project in self.db().projects()? {
-                    if !project.name()?.starts_with('_') {
-                        all.extend(project.datasets()?);
+                    let name = project.name()?;
+                    if !name.starts_with('_') {
+                        all.extend(project.datasets()?.into_iter().map(|d| (name.clone(), d)));
                     }
                 }
                 all
             }
         };
         let mut rows: Vec<[String; 4]> = Vec::new();
-        for dataset in datasets {
+        for (project, dataset) in datasets {
             let tables = dataset.tables()?;
             let seen: Vec<_> = tables
                 .iter()
@@ -71,7 +73,7 @@ impl Session {
             if seen.is_empty() {
                 continue;
             }
-            let (project, dataset) = (dataset.project()?.name()?, dataset.name()?);
+            let dataset = dataset.name()?;
             for table in seen {
                 rows.push([
                     project.clone(),

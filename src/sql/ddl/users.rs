@@ -450,13 +450,10 @@ impl Session {
                 let (name, new_name) = (self.normalize(&name), self.normalize(&new_name));
                 // Renaming a project takes what dropping it does.
                 self.require_in_project(&name)?;
-                match self.db.project(&name)? {
-                    Some(project) => project.rename(&new_name)?,
-                    None if if_exists => {}
-                    // Opened for the error that names it missing.
-                    None => {
-                        self.db.open_project(&name)?;
-                    }
+                match self.db.open_project(&name) {
+                    Ok(project) => project.rename(&new_name)?,
+                    Err(e) if if_exists && e.kind() == crate::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
                 }
             }
         }
