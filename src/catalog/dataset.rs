@@ -10,17 +10,32 @@ impl Catalog {
             .ok_or_else(|| not_found(ObjectKind::Dataset, id))
     }
 
+    /// Refuses to rename or drop (`action`) the dataset `name` of the
+    /// system's project.
     pub(super) fn refuse_system_dataset(
         &self,
         project: ProjectId,
-        what: &str,
+        name: &str,
         action: &'static str,
     ) -> Result<()> {
         if project == system::SYSTEM_PROJECT {
             return Err(CatalogError::Reserved {
-                kind: ObjectKind::Project,
-                name: format!("{}: {what}", system::SYSTEM_PROJECT_NAME),
+                kind: ObjectKind::Dataset,
+                name: format!("{}.{name}", system::SYSTEM_PROJECT_NAME),
                 action,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Refuses to add a dataset or a table to the system's project.
+    pub(super) fn refuse_in_system_project(&self, project: ProjectId) -> Result<()> {
+        if project == system::SYSTEM_PROJECT {
+            return Err(CatalogError::Reserved {
+                kind: ObjectKind::Project,
+                name: system::SYSTEM_PROJECT_NAME.to_string(),
+                action: "changed",
             }
             .into());
         }
@@ -46,7 +61,7 @@ impl Catalog {
         check_user_name(ObjectKind::Dataset, name)?;
         let _ddl = self.ddl_lock();
         let p = self.existing_project(project)?;
-        self.refuse_system_dataset(project, name, "changed")?;
+        self.refuse_in_system_project(project)?;
         if self.read().dataset_by_name(project, name).is_some() {
             return Err(CatalogError::AlreadyExists {
                 kind: ObjectKind::Dataset,

@@ -149,7 +149,7 @@ impl Catalog {
         check_user_name(ObjectKind::Table, name)?;
         let _ddl = self.ddl_lock();
         let d = self.existing_dataset(dataset)?;
-        self.refuse_system_dataset(d.project, name, "changed")?;
+        self.refuse_in_system_project(d.project)?;
         let path = self.read().table_path(dataset, name);
         if !replace {
             self.refuse_taken_table_name(dataset, name)?;
@@ -241,7 +241,7 @@ impl Catalog {
             layout,
         } = staged;
         let d = self.existing_dataset(*dataset)?;
-        self.refuse_system_dataset(d.project, name, "changed")?;
+        self.refuse_in_system_project(d.project)?;
         let old = self.read().table_by_name(*dataset, name).cloned();
         if old.is_some() && !replace {
             self.refuse_taken_table_name(*dataset, name)?;
@@ -294,7 +294,7 @@ impl Catalog {
         let entry = self.existing_table(id)?;
         Self::refuse_system_table(&entry, "renamed")?;
         let target = self.existing_dataset(new_dataset)?;
-        self.refuse_system_dataset(target.project, new_name, "changed")?;
+        self.refuse_in_system_project(target.project)?;
         if entry.dataset == new_dataset && entry.name == new_name {
             return Ok(());
         }
