@@ -1293,7 +1293,7 @@ fn open_when_free<T>(mut open: impl FnMut() -> Res<T>) -> Res<T> {
 
 /// The W9 step that reads the database's entries with sled alone (same
 /// cache): the memory sled itself takes to scan these entries, which
-/// follows their size (the README's design section, format 4).
+/// follows their size (`docs/design.md`, format 4).
 fn w9_raw_sled_scan(dir: &std::path::Path, rows: usize) -> Res<()> {
     let db = open_when_free(|| {
         Ok(sled::Config::new()

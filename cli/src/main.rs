@@ -19,8 +19,8 @@ use render::{render, Format};
 use test_files::TestOptions;
 
 /// mimalloc, not glibc's allocator: sled's writes allocate and free from
-/// several threads, and glibc made a bulk load about a third slower (the
-/// README's design section has the figures).
+/// several threads, and glibc made a bulk load about a third slower
+/// (`docs/design.md`, *The allocator*, has the figures).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
