@@ -43,14 +43,14 @@
 //! each depending only on those before it: `keys` (the byte layout of every
 //! key) → `storage` (the only caller of sled, behind a backend trait) →
 //! `clock` (server timestamps) → `table` (cells, mutations, reads, GC) →
-//! `catalog` (projects, datasets, tables, users and grants, system tables;
-//! `access` holds the rules) → `db` (the
-//! handles) → `sql` (DataFusion).
+//! `catalog` (projects, datasets, tables, users and grants, system tables)
+//! → `access` (the rules of access checks) → `db` (the handles) → `sql`
+//! (DataFusion, export and import); `tests/layers.rs` checks the order.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-/// Users, passwords, privileges and the rules of access checks.
+/// Passwords and the rules of access checks.
 pub(crate) mod access;
 /// Projects, datasets, tables and the system tables.
 pub(crate) mod catalog;
@@ -60,14 +60,8 @@ pub(crate) mod clock;
 pub(crate) mod db;
 /// The crate error.
 pub(crate) mod error;
-/// Query results out to Parquet, Arrow IPC, CSV and JSON files.
-pub mod export;
-/// The file formats of exports and imports.
-pub(crate) mod file_format;
 /// Typed project, dataset and table ids.
 pub(crate) mod ids;
-/// Parquet, Arrow IPC, CSV and JSON files into tables.
-pub mod import;
 /// The key codec: order-preserving tuple encoding, the on-disk key format.
 pub(crate) mod keys;
 /// SQL through DataFusion: catalog providers, scans, DDL and DML.
@@ -82,9 +76,13 @@ pub use catalog::{CatalogError, DropMode, ObjectKind};
 pub use clock::wall_micros;
 pub use db::{Activity, ActivityEntry, Dataset, Db, DbOptions, Project, Running, Table};
 pub use error::{Error, ErrorKind, Result};
-pub use file_format::FileFormat;
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use keys::KeyError;
+/// Query results out to Parquet, Arrow IPC, CSV and JSON files.
+pub use sql::files::export;
+/// Parquet, Arrow IPC, CSV and JSON files into tables.
+pub use sql::files::import;
+pub use sql::files::FileFormat;
 pub use sql::{Frame, PlanCacheStats, Prepared, Session, SessionOptions, StatementOutput};
 pub use storage::{Bytes, CommitStats, Durability, Health, StorageError};
 pub use table::spec::{
@@ -109,7 +107,7 @@ pub mod internals {
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
         FORMAT_VERSION,
     };
-    pub use crate::sql::pushdown::{Interval, KeySet};
+    pub use crate::sql::read::pushdown::{Interval, KeySet};
     pub use crate::sql::values::{
         append_cell, append_element, builder, encode_cell, encode_element,
     };

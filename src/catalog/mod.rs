@@ -12,6 +12,7 @@
 mod dataset;
 mod error;
 pub(crate) mod names;
+mod privileges;
 mod project;
 mod rows;
 mod spec;
@@ -21,7 +22,8 @@ mod table;
 mod users;
 
 pub use error::{not_found, CatalogError, ObjectKind};
-pub use spec::{with_family, with_gc, without_family};
+pub use privileges::{Privilege, Securable};
+pub use spec::{with_family, with_gc, without_family, KEY_COLUMN, ROWID_COLUMN};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
 pub use users::UserEntry;
 

@@ -2,6 +2,12 @@
 
 use super::*;
 
+/// The name of the row-key column of tables without typed keys.
+pub const KEY_COLUMN: &str = "_key";
+/// The name of the raw row-key column of SQL's internal DML view: no
+/// column of a new table may take it.
+pub const ROWID_COLUMN: &str = "_rowid";
+
 pub(super) fn check_gc(table: &str, family: &str, gc: &GcPolicy) -> Result<(), CatalogError> {
     let reason = if gc.max_versions == Some(0) {
         "max_versions must be at least 1"

@@ -1,7 +1,7 @@
 //! The in-memory mirror of the system tables: entries by id and by name.
 
 use super::*;
-use crate::access::{Privilege, Securable};
+use crate::catalog::{Privilege, Securable};
 
 /// A project as the catalog knows it.
 #[derive(Debug, Clone)]

@@ -37,7 +37,7 @@ impl Catalog {
         };
         let mut column_names: Vec<&str> = Vec::new();
         match &spec.key {
-            RowKeySpec::Key { .. } => column_names.push("_key"),
+            RowKeySpec::Key { .. } => column_names.push(KEY_COLUMN),
             RowKeySpec::Generated => {}
             RowKeySpec::Columns(columns) => {
                 if columns.is_empty() {
@@ -92,7 +92,7 @@ impl Catalog {
         }
         // Refused when new: a table that has one from before stays
         // alterable (its UPDATE and DELETE need it renamed).
-        let rowid = crate::sql::shape::ROWID_COLUMN;
+        let rowid = ROWID_COLUMN;
         let had_rowid = existing.is_some_and(|e| {
             e.family(rowid).is_some()
                 || e.families.iter().any(|f| f.column(rowid).is_some())

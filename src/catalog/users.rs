@@ -6,7 +6,7 @@
 
 use super::rows::{text_key, SystemWrite};
 use super::*;
-use crate::access::{Privilege, Securable};
+use crate::catalog::{Privilege, Securable};
 
 /// A user as the catalog knows it.
 #[derive(Clone)]

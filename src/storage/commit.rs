@@ -16,7 +16,7 @@
 //!
 //! One thread applies every batch, so sled's queue of log writes can be
 //! bounded by flushing from that thread (see [`EVENTUAL_BACKLOG`] and the
-//! README's *Hangs*).
+//! *Hangs* in `docs/design.md`).
 //!
 //! **The watchdog.** A writer waits for its answer in slices. When the
 //! operation the commit thread runs (an apply or a flush, its own or

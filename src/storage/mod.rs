@@ -12,7 +12,7 @@
 //! on writes and strips from what scans return. A batch that writes several
 //! key spaces of one backend tree is one single-tree batch in the backend;
 //! sled applies those far more cheaply than a transaction across trees
-//! (see the README's design section).
+//! (see *One tree per table* in `docs/design.md`).
 //!
 //! Every tree counts the keys its scans and reads visit ([`Tree::keys_read`](crate::storage::Tree::keys_read)):
 //! tests use the counters to prove that a scan touched only what it had to.
@@ -25,7 +25,9 @@ mod backend;
 mod batch;
 mod bytes;
 mod commit;
+mod error;
 mod memory;
+mod range;
 mod read_ahead;
 mod sled_backend;
 
@@ -42,78 +44,12 @@ pub use backend::{Backend, BackendError, BackendIter, BackendTree, TreeWrites, W
 pub use batch::{Durability, WriteBatch};
 pub use bytes::Bytes;
 pub use commit::{CommitStats, Health};
+pub use error::StorageError;
 pub use memory::{Fault, MemoryBackend};
+pub use range::RangeIter;
 pub use sled_backend::SledBackend;
 
 const META_FORMAT: &[u8] = b"widesql/format";
-
-/// Errors of the storage layer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StorageError {
-    /// The underlying store failed (I/O, or a bug it reported).
-    #[error("storage error in '{path}': {source}")]
-    Store {
-        /// The database directory.
-        path: String,
-        /// What the backend reported.
-        source: BackendError,
-    },
-    /// The database directory cannot be created.
-    #[error("cannot create database directory '{path}': {source}")]
-    CreateDir {
-        /// The database directory.
-        path: String,
-        /// What the file system reported.
-        source: std::io::Error,
-    },
-    /// The database directory is locked by another process.
-    #[error("database '{path}' is in use by another process")]
-    Locked {
-        /// The database directory.
-        path: String,
-    },
-    /// The directory holds data of an unknown format version.
-    #[error("database '{path}' has format version {found}, this build reads version {supported}: export its tables with the build that wrote it and import them here")]
-    UnsupportedFormat {
-        /// The database directory.
-        path: String,
-        /// The version on disk.
-        found: u32,
-        /// The version this build reads.
-        supported: u32,
-    },
-    /// A storage call has not returned within the stall limit (sled 0.34
-    /// can deadlock, see the README's *Hangs*). The write that met it may
-    /// or may not land; the database refuses writes until the call returns
-    /// or the process restarts.
-    #[error("database '{path}': {operation} has not returned after {:.1} s; whether this write lands is unknown, and the database refuses writes until that call returns or the process restarts", .waited.as_secs_f64())]
-    Stalled {
-        /// The database directory.
-        path: String,
-        /// The operation that is stuck.
-        operation: String,
-        /// How long it had run.
-        waited: Duration,
-    },
-    /// The database refuses writes since a storage call stalled (until it
-    /// returns) or a flush failed; restarting the process opens it again.
-    #[error("database '{path}' refuses writes: {reason}")]
-    ReadOnly {
-        /// The database directory.
-        path: String,
-        /// What happened.
-        reason: String,
-    },
-    /// The directory holds something that is not a widesql database.
-    #[error("'{path}' is not a widesql database: {reason}")]
-    NotWidesql {
-        /// The database directory.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-}
 
 /// How long a storage call may run before it counts as stalled: far past
 /// any flush seen here (the slowest, of a 64 MiB batch, takes about a
@@ -441,13 +377,12 @@ impl Tree {
             };
             self.inner.range(lo, hi, reverse)
         };
-        RangeIter {
+        RangeIter::new(
             inner,
-            prefix_len: self.prefix.len(),
-            keys_read: Arc::clone(&self.keys_read),
-            uncounted: 0,
-            path: Arc::clone(&self.path),
-        }
+            self.prefix.len(),
+            Arc::clone(&self.keys_read),
+            Arc::clone(&self.path),
+        )
     }
 
     /// `key` as the backend tree stores it.
@@ -470,65 +405,6 @@ impl Tree {
     /// running adds its last keys when it ends).
     pub fn keys_read(&self) -> u64 {
         self.keys_read.load(Ordering::Relaxed)
-    }
-}
-
-/// An ordered scan of one tree that counts the keys it visits.
-pub struct RangeIter {
-    inner: BackendIter,
-    /// The key space's prefix length, stripped from every key.
-    prefix_len: usize,
-    keys_read: Arc<AtomicU64>,
-    /// Keys visited and not yet added to `keys_read`: a shared counter
-    /// bumped for every key was 2.6% of a full scan's time (perf), so it
-    /// is bumped every [`COUNT_EVERY`] keys and when the scan ends.
-    uncounted: u64,
-    path: Arc<str>,
-}
-
-/// How many keys a scan visits between two additions to its tree's count.
-const COUNT_EVERY: u64 = 64;
-
-impl Drop for RangeIter {
-    fn drop(&mut self) {
-        self.keys_read.fetch_add(self.uncounted, Ordering::Relaxed);
-    }
-}
-
-impl RangeIter {
-    /// Reads the rest of the scan on a thread of its own, a few batches
-    /// ahead of the caller: for scans long enough to pay for a thread.
-    /// Entries come in the same order, and keys are counted as the caller
-    /// takes them.
-    pub fn read_ahead(&mut self) {
-        let scan = std::mem::replace(&mut self.inner, Box::new(std::iter::empty()));
-        self.inner = read_ahead::read_ahead(scan);
-    }
-}
-
-impl Iterator for RangeIter {
-    type Item = Result<(Bytes, Bytes), StorageError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let item = self.inner.next();
-        if item.is_some() {
-            self.uncounted += 1;
-            if self.uncounted == COUNT_EVERY {
-                self.keys_read.fetch_add(COUNT_EVERY, Ordering::Relaxed);
-                self.uncounted = 0;
-            }
-        }
-        let prefix_len = self.prefix_len;
-        item.map(|r| {
-            r.map(|(key, value)| match prefix_len {
-                0 => (key, value),
-                n => (key.slice(n, key.len() - n), value),
-            })
-            .map_err(|source| StorageError::Store {
-                path: self.path.to_string(),
-                source,
-            })
-        })
     }
 }
 

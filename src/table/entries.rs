@@ -41,8 +41,8 @@ use std::ops::Bound;
 
 use crate::error::Result;
 use crate::storage::{Bytes, RangeIter, Tree, WriteBatch};
-use crate::table::chunks::{bad, put_varint, take_varint};
 use crate::table::layout::Layout;
+use crate::table::varint::{bad, put_varint, take_varint};
 
 /// The most bytes a whole chunk's entry holds: a webtable page's 2 KB of
 /// contents is one entry.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::ids::TableId;
 use crate::keys::{CellKey, ColumnKey, KeyError};
 use crate::storage::{Storage, StorageError, Tree};
-use crate::table::selector::gc_visible;
+use crate::table::spec::gc_visible;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
 use crate::table::TableError;
 

@@ -17,6 +17,7 @@ pub(crate) mod read;
 mod scanner;
 mod selector;
 pub mod spec;
+mod varint;
 mod write;
 
 use std::sync::Arc;

@@ -18,40 +18,7 @@ use crate::table::layout::{Layout, Marks, MARK_FAMILY};
 use crate::table::selector::{marks_until, Selector};
 use crate::table::{Cell, Row, RowRef, TableError, TableStore};
 
-/// A cell as the engine passes it around: family by id, value unconverted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawCell {
-    /// The family id.
-    pub family: u16,
-    /// The qualifier (shares the memory of the keys of the chunk it was
-    /// decoded from, which it keeps alive).
-    pub qualifier: Bytes,
-    /// Microseconds.
-    pub timestamp: i64,
-    /// The value.
-    pub value: Bytes,
-}
-
-/// A row as the engine passes it around.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RawRow {
-    /// The row key.
-    pub key: Vec<u8>,
-    /// The cells, in family id, qualifier, newest-first order.
-    pub cells: Vec<RawCell>,
-}
-
-impl RawRow {
-    /// Bytes of its key, qualifiers and values.
-    pub fn bytes(&self) -> usize {
-        self.key.len()
-            + self
-                .cells
-                .iter()
-                .map(|c| c.qualifier.len() + c.value.len())
-                .sum::<usize>()
-    }
-}
+pub use crate::table::cell::{RawCell, RawRow};
 
 /// A key range `[lo, hi)` of a tree.
 #[derive(Debug, Clone)]

@@ -6,22 +6,6 @@
 use crate::keys::ColumnKey;
 use crate::table::filter::Filter;
 use crate::table::layout::{Hidden, Layout};
-use crate::table::spec::GcPolicy;
-
-/// Whether the version at 1-based position `index` (newest first) with
-/// timestamp `ts` survives `gc` at time `now`.
-pub fn gc_visible(gc: &GcPolicy, index: usize, ts: i64, now: i64) -> bool {
-    if gc.max_versions.is_some_and(|max| index > max as usize) {
-        return false;
-    }
-    if gc
-        .max_age_micros
-        .is_some_and(|age| ts < now.saturating_sub(age))
-    {
-        return false;
-    }
-    true
-}
 
 /// Decides, cell by cell in stored order within one row, which cells a read
 /// returns (steps 1–4 of [`Filter`]; offset and limit are the caller's).

@@ -431,3 +431,18 @@ pub fn key_element_kind(value_type: &ValueType) -> Option<ElementKind> {
         UInt64 | Decimal128(..) | Arrow(_) => return None,
     })
 }
+
+/// Whether the version at 1-based position `index` (newest first) with
+/// timestamp `ts` survives `gc` at time `now`.
+pub fn gc_visible(gc: &GcPolicy, index: usize, ts: i64, now: i64) -> bool {
+    if gc.max_versions.is_some_and(|max| index > max as usize) {
+        return false;
+    }
+    if gc
+        .max_age_micros
+        .is_some_and(|age| ts < now.saturating_sub(age))
+    {
+        return false;
+    }
+    true
+}

@@ -1,4 +1,4 @@
-//! The LEB128 varints of the chunk format's lengths.
+//! The LEB128 varints of the lengths in chunks and in stored entries.
 
 use crate::keys::KeyError;
 

@@ -7,7 +7,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::sql::shape::KEY_COLUMN;
+use crate::sql::read::shape::KEY_COLUMN;
 use crate::sql::Session;
 use crate::storage::Durability;
 

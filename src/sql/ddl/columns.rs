@@ -36,7 +36,7 @@ impl Session {
 
     /// A CREATE TABLE as DataFusion plans it: column types, constraints,
     /// defaults and the query of CREATE TABLE AS, which the session's user
-    /// must be allowed to read (see [`crate::sql::access`]). A DEFAULT may
+    /// must be allowed to read (see [`crate::sql::session::access`]). A DEFAULT may
     /// not hold a subquery (as in PostgreSQL): it would read tables every
     /// time a row is written, unseen by the statement that writes it.
     pub(super) async fn plan_create_table(&self, create: CreateTable) -> Result<CreateMemoryTable> {

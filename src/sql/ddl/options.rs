@@ -8,7 +8,7 @@ use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, SqlOption, Value};
 
 use crate::error::Result;
-use crate::sql::shape::KEY_COLUMN;
+use crate::sql::read::shape::KEY_COLUMN;
 use crate::sql::values::value_type_of;
 
 use super::{sql_error, DEFAULT_FAMILY};

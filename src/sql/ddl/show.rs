@@ -96,11 +96,11 @@ impl Session {
     pub(crate) fn describe(&self, name: &ObjectName) -> Result<RecordBatch> {
         let table = self.open_table(name)?;
         let spec = table.spec()?;
-        let shape = crate::sql::shape::Shape::new(&spec, false);
+        let shape = crate::sql::read::shape::Shape::new(&spec, false);
         let family_of = |id: u16| spec.families.iter().find(|f| f.id == id);
         let mut rows: Vec<[Option<String>; 7]> = Vec::new();
         for (field, source) in shape.schema.fields().iter().zip(&shape.sources) {
-            use crate::sql::shape::Source;
+            use crate::sql::read::shape::Source;
             let (data_type, family) = match source {
                 Source::RowKey { utf8 } => {
                     (if *utf8 { "VARCHAR" } else { "BYTEA" }.to_string(), None)

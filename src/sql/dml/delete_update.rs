@@ -43,10 +43,11 @@ use crate::catalog::ObjectKind;
 use crate::db::{Db, Table};
 use crate::error::Error;
 use crate::ids::TableId;
-use crate::sql::dml::write::{apply_input, collect_rows, RowWriter};
-use crate::sql::scan::{leaf_plan_methods, off_runtime, scans_of, to_df};
-use crate::sql::shape::{Source, ROWID_COLUMN};
-use crate::sql::table::WideTable;
+use crate::sql::dml::apply::{apply_input, collect_rows};
+use crate::sql::dml::write::RowWriter;
+use crate::sql::read::scan::{leaf_plan_methods, off_runtime, scans_of, to_df};
+use crate::sql::read::shape::{Source, ROWID_COLUMN};
+use crate::sql::read::table::WideTable;
 use crate::sql::Session;
 use crate::table::{Filter, ReadOptions, RowMutation, RowSet, StatementWriter, TableStore};
 

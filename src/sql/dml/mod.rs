@@ -5,6 +5,7 @@
 //! through [`constant_insert`] straight into that sink; DELETE, UPDATE and TRUNCATE
 //! through [`delete_update`].
 
+pub mod apply;
 pub(crate) mod constant_insert;
 pub mod delete_update;
 pub mod sink;

@@ -5,7 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sql::dml::write::{apply_input, RowWriter};
+use crate::sql::dml::apply::apply_input;
+use crate::sql::dml::write::RowWriter;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;

@@ -1,7 +1,7 @@
 //! The one write path of SQL: every statement that changes rows (INSERT …
 //! VALUES, INSERT … SELECT, CREATE TABLE … AS, UPDATE, DELETE, TRUNCATE)
-//! turns record batches into row mutations here and applies them with
-//! [`apply`].
+//! turns record batches into row mutations here ([`RowWriter`]) and applies
+//! them with [`apply`](super::apply).
 //!
 //! - Values are cast to the column type as DataFusion casts in expressions:
 //!   a value that does not fit is an error, never a NULL.
@@ -9,7 +9,8 @@
 //! - A statement of up to [`crate::table::STATEMENT_ATOMIC_ROWS`] rows is
 //!   built, and so validated, whole before its first write, and applied as
 //!   one atomic batch. A larger one is applied in atomic batches of that
-//!   many rows as its input streams ([`apply_input`]), in bounded memory; an
+//!   many rows as its input streams ([`apply_input`](super::apply::apply_input)),
+//!   in bounded memory; an
 //!   error after the first batch says how many rows were written.
 //! - A statement sees the table as of its start: when its input reads the
 //!   table it writes other than through its own target scan (a subquery, a
@@ -33,16 +34,14 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::FormatOptions;
 use datafusion::common::{exec_err, DataFusionError, Result};
 use datafusion::execution::config::SessionConfig;
-use datafusion::execution::SendableRecordBatchStream;
-use futures::StreamExt;
 
+use super::apply::apply;
 use crate::keys::{encode_tuple, Element};
-use crate::sql::error::from_df;
-use crate::sql::scan::{off_runtime, to_df};
-use crate::sql::shape::{Shape, Source};
+use crate::sql::read::scan::to_df;
+use crate::sql::read::shape::{Shape, Source};
 use crate::sql::values;
 use crate::storage::Durability;
-use crate::table::{DeleteScope, Filter, Mutation, RowMutation, StatementWriter, TableStore};
+use crate::table::{DeleteScope, Filter, Mutation, RowMutation, TableStore};
 
 /// Per-session write settings, kept as a DataFusion config extension.
 #[derive(Debug, Clone, Default)]
@@ -518,93 +517,6 @@ impl RowWriter {
     }
 }
 
-/// Turns one batch of a statement's input into row changes; it also gets
-/// the input's number (from 0) of the batch's first row. It may read the
-/// table (INSERT looks up the rows its DEFAULTs go into), so it runs off
-/// the async runtime, as writes do.
-pub trait BuildRows: Fn(&RecordBatch, u64) -> Result<RowChanges> + Send + Sync + 'static {}
-
-impl<F> BuildRows for F where F: Fn(&RecordBatch, u64) -> Result<RowChanges> + Send + Sync + 'static {}
-
-/// Applies the rows `build` makes of each batch of `input` as one
-/// statement, and returns how many rows were written.
-///
-/// `streamed`: nothing in the input reads the table but (for DELETE and
-/// UPDATE) its own target scan, which visits each row once and ahead of the
-/// writes to it; so the rows are applied as they come, in bounded memory,
-/// by a [`StatementWriter`]. Otherwise the input is read to its end first,
-/// so that the statement sees the table as of its start.
-pub async fn apply_input(
-    store: TableStore,
-    mut input: SendableRecordBatchStream,
-    streamed: bool,
-    build: impl BuildRows,
-) -> Result<u64> {
-    if !streamed {
-        let rows = collect_rows(input, build).await?;
-        return apply(store, rows).await;
-    }
-    let build = Arc::new(build);
-    let mut writer = StatementWriter::new(store).map_err(to_df)?;
-    let mut seen = 0;
-    while let Some(batch) = input.next().await {
-        let batch = batch.map_err(|e| to_df(writer.stopped(from_df(e))))?;
-        let first_row = seen;
-        seen += batch.num_rows() as u64;
-        let build = Arc::clone(&build);
-        writer = blocking(move || {
-            // A panic here must still say how many rows earlier batches
-            // wrote, so it is caught while the writer, which counts them,
-            // is at hand. (The writer is not used again after one.)
-            let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let rows = build(&batch, first_row).map_err(from_df)?;
-                rows.into_iter()
-                    .try_for_each(|(key, mutation)| writer.push(key, mutation))
-            }));
-            match added {
-                Ok(Ok(())) => Ok(writer),
-                Ok(Err(e)) => Err(writer.stopped(e)),
-                Err(panic) => Err(writer.stopped(crate::Error::Sql(
-                    crate::error::stopped_by_panic(panic.as_ref()),
-                ))),
-            }
-        })
-        .await?;
-    }
-    Ok(blocking(move || writer.finish()).await? as u64)
-}
-
-/// The rows `build` makes of every batch of `input`.
-pub async fn collect_rows(
-    mut input: SendableRecordBatchStream,
-    build: impl BuildRows,
-) -> Result<RowChanges> {
-    let build = Arc::new(build);
-    let mut rows = RowChanges::new();
-    let mut seen = 0;
-    while let Some(batch) = input.next().await {
-        let batch = batch?;
-        let first_row = seen;
-        seen += batch.num_rows() as u64;
-        let build = Arc::clone(&build);
-        rows.extend(off_runtime(move || build(&batch, first_row)).await?);
-    }
-    Ok(rows)
-}
-
-/// Runs storage work off the async runtime.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> crate::Result<T> + Send + 'static,
-) -> Result<T> {
-    off_runtime(move || work().map_err(to_df)).await
-}
-
-/// Applies a statement's row changes off the async runtime: all checked
-/// first, then written atomically up to the statement batch size.
-pub async fn apply(store: TableStore, rows: RowChanges) -> Result<u64> {
-    Ok(blocking(move || store.apply_statement(&rows)).await? as u64)
-}
-
 /// The family that holds row markers in `store`, if any: the first with
 /// declared columns only.
 pub fn marker_family(store: &TableStore) -> Option<String> {
@@ -615,77 +527,4 @@ pub fn marker_family(store: &TableStore) -> Option<String> {
         .iter()
         .find(|f| f.qualifier_type.is_none())
         .map(|f| f.name.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::apply_input;
-    use crate::{Db, DbOptions, Error, RowMutation};
-    use datafusion::arrow::array::{ArrayRef, StringArray};
-    use datafusion::arrow::record_batch::RecordBatch;
-    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-    use std::sync::Arc;
-
-    /// A panic while a streamed statement builds its rows still says how
-    /// many rows its earlier atomic batches wrote, as any other error does.
-    #[tokio::test]
-    async fn a_panic_in_a_streamed_statement_says_what_was_written() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
-        let db = Db::open_with(
-            dir.path(),
-            DbOptions::default().with_statement_batch_rows(2),
-        )?;
-        let session = db.session();
-        session
-            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
-            .await?;
-        let store = db.open_table("default", "public", "t")?.store()?;
-        let batches: Vec<RecordBatch> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|key| {
-                let keys: ArrayRef = Arc::new(StringArray::from(vec![*key]));
-                RecordBatch::try_from_iter([("_key", keys)]).map_err(Error::from)
-            })
-            .collect::<crate::Result<_>>()?;
-        let schema = batches[0].schema();
-        let input = Box::pin(RecordBatchStreamAdapter::new(
-            schema,
-            futures::stream::iter(batches.into_iter().map(Ok)),
-        ));
-        let family = super::marker_family(&store).ok_or(Error::Sql("no family".into()))?;
-        let build = move |batch: &RecordBatch, first_row: u64| {
-            if first_row == 3 {
-                panic!("row building failed");
-            }
-            let key = batch.column(0).as_any().downcast_ref::<StringArray>();
-            let key = key
-                .map(|k| k.value(0).as_bytes().to_vec())
-                .unwrap_or_default();
-            // A `_key VARCHAR` row key is the string's bytes.
-            Ok(vec![(
-                key,
-                RowMutation::new().set(family.as_str(), "n", [0u8; 8]),
-            )])
-        };
-        let e = apply_input(store, input, true, build)
-            .await
-            .err()
-            .map(crate::sql::error::from_df)
-            .ok_or(Error::Sql("the panic was not reported".into()))?;
-        match &e {
-            Error::PartlyApplied { written, source } => {
-                assert_eq!(*written, 2, "{e}");
-                assert!(source.to_string().contains("row building failed"), "{e}");
-            }
-            other => panic!("not PartlyApplied: {other}"),
-        }
-        let keys = session
-            .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
-            .await?
-            .collect()
-            .await?;
-        let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
-        assert_eq!(keys, "a,b");
-        Ok(())
-    }
 }

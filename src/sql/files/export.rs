@@ -1,8 +1,8 @@
 //! Query results out to files: Parquet, Arrow IPC (file and stream), CSV,
 //! JSON and newline-delimited JSON, written batch by batch as the query
 //! streams, so an export holds one batch in memory, not the result; and a
-//! query's result as a blocking [`RecordBatchReader`](datafusion::arrow::array::RecordBatchReader)
-//! ([`QueryReader`](crate::export::QueryReader)).
+//! query's result as a blocking [`RecordBatchReader`]
+//! ([`QueryReader`]).
 //!
 //! - Parquet and Arrow IPC keep every Arrow type: MAP families, history
 //!   lists, timestamps with their unit, decimals.
@@ -32,8 +32,8 @@ use datafusion::parquet::arrow::ArrowWriter;
 use futures::StreamExt;
 
 use crate::error::{Error, Result};
-use crate::file_format::FileFormat;
-use crate::sql::scan::{off_runtime, to_df};
+use crate::sql::files::FileFormat;
+use crate::sql::read::scan::{off_runtime, to_df};
 use crate::sql::Session;
 
 /// About the most bytes of a Parquet row group an export writes (and so

@@ -1,5 +1,8 @@
 //! The file formats of exports and imports.
 
+pub mod export;
+pub mod import;
+
 use std::path::Path;
 
 use crate::error::{Error, Result};

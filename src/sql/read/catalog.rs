@@ -22,7 +22,7 @@ use datafusion::common::{exec_err, Result};
 use crate::access::Securable;
 use crate::db::Db;
 use crate::ids::{DatasetId, ProjectId};
-use crate::sql::table::WideTable;
+use crate::sql::read::table::WideTable;
 
 /// Providers registered in one session: (dataset, name) -> provider.
 type Overlay = Arc<RwLock<HashMap<(DatasetId, String), Arc<dyn TableProvider>>>>;

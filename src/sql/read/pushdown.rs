@@ -14,7 +14,7 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{expr::InList, expr::Like, Between, BinaryExpr, Expr, Operator};
 
 use crate::keys::{prefix_successor, Element};
-use crate::sql::shape::{Shape, Source};
+use crate::sql::read::shape::{Shape, Source};
 use crate::sql::values;
 use crate::table::spec::ValueType;
 use crate::table::{RowRange, RowSet};

@@ -26,8 +26,8 @@ use datafusion::physical_plan::{
     ReplaceChildrenOptions,
 };
 
-use crate::sql::pushdown::{describe, Interval, KeySet};
-use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
+use crate::sql::read::pushdown::{describe, Interval, KeySet};
+use crate::sql::read::shape::{BatchBuilder, RowsToBatches, Shape};
 use crate::table::chunks::KeptCells;
 use crate::table::{Filter, ReadOptions, RowRange, RowSet, Scanner, TableStore};
 
@@ -44,7 +44,7 @@ pub struct ScanRequest {
     /// The cell filter (families of the projection, latest version).
     pub filter: Filter,
     /// The cells decoded of the families the filter reads (all when
-    /// `None`); see [`WideTable::cells_for`](crate::sql::table::WideTable::cells_for).
+    /// `None`); see [`WideTable::cells_for`](crate::sql::read::table::WideTable::cells_for).
     pub keep: Option<KeptCells>,
     /// At most this many output rows.
     pub limit: Option<usize>,
@@ -113,7 +113,7 @@ impl fmt::Debug for WideScanExec {
 
 /// How many scans in `plan` read the table `id`: a statement whose input
 /// reads the table it writes only through its own target scan may write
-/// while it reads (see [`crate::sql::dml::write::apply_input`]).
+/// while it reads (see [`crate::sql::dml::apply::apply_input`]).
 pub fn scans_of(plan: &Arc<dyn ExecutionPlan>, id: crate::ids::TableId) -> usize {
     let mut scans = 0;
     let visited = plan.apply(|node| {

@@ -21,10 +21,7 @@ use crate::sql::values;
 use crate::table::read::RawRow;
 use crate::table::spec::{key_element_kind, RowKeySpec, TableSpec, ValueType};
 
-/// The name of the row-key column of tables without typed keys.
-pub const KEY_COLUMN: &str = "_key";
-/// The name of the raw row-key column of the internal DML view.
-pub const ROWID_COLUMN: &str = "_rowid";
+pub use crate::catalog::{KEY_COLUMN, ROWID_COLUMN};
 
 /// Where a SQL column's values come from.
 #[derive(Debug, Clone, PartialEq)]

@@ -28,9 +28,9 @@ use crate::db::Db;
 use crate::ids::TableId;
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
-use crate::sql::pushdown::{push, KeySet};
-use crate::sql::scan::{off_runtime, scans_of, ScanRequest, WideScanExec};
-use crate::sql::shape::{Shape, Source};
+use crate::sql::read::pushdown::{push, KeySet};
+use crate::sql::read::scan::{off_runtime, scans_of, ScanRequest, WideScanExec};
+use crate::sql::read::shape::{Shape, Source};
 use crate::table::chunks::KeptCells;
 use crate::table::{Filter, TableStore};
 

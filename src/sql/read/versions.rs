@@ -24,11 +24,11 @@ use datafusion::logical_expr::{
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::db::Db;
-use crate::sql::names::name_parts_of_text;
-use crate::sql::pushdown::push;
-use crate::sql::scan::{off_runtime, to_df, MakeBuilder, ScanRequest, WideScanExec};
-use crate::sql::shape::{BatchBuilder, RowsToBatches, Shape};
-use crate::sql::table::WideTable;
+use crate::sql::read::pushdown::push;
+use crate::sql::read::scan::{off_runtime, to_df, MakeBuilder, ScanRequest, WideScanExec};
+use crate::sql::read::shape::{BatchBuilder, RowsToBatches, Shape};
+use crate::sql::read::table::WideTable;
+use crate::sql::session::names::name_parts_of_text;
 use crate::sql::SessionOptions;
 use crate::table::read::{RawCell, RawRow};
 use crate::table::{Filter, TableStore};

@@ -44,7 +44,7 @@ use std::ops::Not;
 
 /// The analyzer rule; see the module documentation.
 #[derive(Debug, Default)]
-pub(super) struct InSubqueryNulls;
+pub(in crate::sql) struct InSubqueryNulls;
 
 impl AnalyzerRule for InSubqueryNulls {
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {

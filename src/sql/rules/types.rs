@@ -18,7 +18,7 @@ use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSou
 use datafusion::sql::planner::SqlToRel;
 use datafusion::sql::sqlparser::ast::{ColumnDef, DataType as SqlDataType, Ident};
 
-use super::shape::map_of;
+use crate::sql::read::shape::map_of;
 
 /// The session's type planner.
 #[derive(Debug, Default)]

@@ -29,9 +29,9 @@ use datafusion::sql::sqlparser::ast::{
 use crate::access::{AccessError, Privilege, Securable};
 use crate::error::Result;
 use crate::ids::TableId;
-use crate::sql::dispatch::select_into_target;
-use crate::sql::table::WideTable;
-use crate::sql::versions::CellsView;
+use crate::sql::read::table::WideTable;
+use crate::sql::read::versions::CellsView;
+use crate::sql::session::dispatch::select_into_target;
 use crate::sql::Session;
 
 impl Session {

@@ -16,13 +16,13 @@ use datafusion::common::tree_node::TreeNode;
 use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement, WriteOp};
 
 use crate::error::{Error, Result};
-use crate::file_format::FileFormat;
-use crate::sql::table::WideTable;
+use crate::sql::files::FileFormat;
+use crate::sql::read::table::WideTable;
 use crate::sql::{from_df, Frame, Session};
 
 impl Session {
     /// Runs one parsed statement.
-    pub(super) async fn execute(&self, statement: DfStatement) -> Result<Frame> {
+    pub(in crate::sql) async fn execute(&self, statement: DfStatement) -> Result<Frame> {
         if !self.options.host_files {
             if let Some(what) = host_file_statement(&statement) {
                 return Err(Error::Sql(format!(
@@ -33,7 +33,7 @@ impl Session {
         self.check_statement(&statement)?;
         if let DfStatement::CopyTo(copy) = &statement {
             if let Some((query, path, format)) = file_copy(copy) {
-                let options = crate::export::ExportOptions::default();
+                let options = crate::sql::files::export::ExportOptions::default();
                 // Boxed: the export runs the query through `execute` again.
                 let done = Box::pin(self.export(&query, &path, format, options, |_| {})).await?;
                 return self.count(done.rows);
@@ -188,7 +188,7 @@ impl Session {
     /// Runs a statement through DataFusion; the `EXECUTE` of a prepared
     /// statement goes through the front door, and a statement of a kind
     /// that needs no optimiser runs without it ([`Session::as_written`]).
-    pub(super) async fn datafusion(&self, statement: DfStatement) -> Result<Frame> {
+    pub(in crate::sql) async fn datafusion(&self, statement: DfStatement) -> Result<Frame> {
         let stamp = self.stamp();
         // Kept to plan it again after DDL (see `execute_prepared`).
         let prepare = matches!(&statement, DfStatement::Statement(s) if matches!(s.as_ref(), Statement::Prepare { .. }))
@@ -226,7 +226,7 @@ impl Session {
 
     /// Whether DataFusion plans `statement` (a query or an `INSERT`): the
     /// statements that can be prepared.
-    pub(super) fn is_datafusions(&self, statement: &DfStatement) -> bool {
+    pub(in crate::sql) fn is_datafusions(&self, statement: &DfStatement) -> bool {
         match statement {
             DfStatement::Statement(inner) => match inner.as_ref() {
                 Statement::Query(query) => !has_into(query),
@@ -240,7 +240,7 @@ impl Session {
     /// DataFusion's logical plan of `statement`, before optimization (an
     /// INSERT's target marked with the columns it leaves to their DEFAULT);
     /// a missing table is widesql's error naming what is missing.
-    pub(super) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
+    pub(in crate::sql) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         // The statement's table references, as DataFusion resolves them
         // (identifier normalisation, quoted names with dots, CTEs left out).
@@ -335,16 +335,16 @@ fn insert_with_defaults_marked(plan: LogicalPlan) -> LogicalPlan {
     ))
 }
 
-pub(super) fn statement_back(statement: Statement) -> DfStatement {
+pub(in crate::sql) fn statement_back(statement: Statement) -> DfStatement {
     DfStatement::Statement(Box::new(statement))
 }
 
-pub(super) fn has_into(query: &Query) -> bool {
+pub(in crate::sql) fn has_into(query: &Query) -> bool {
     matches!(query.body.as_ref(), SetExpr::Select(select) if select.into.is_some())
 }
 
 /// The table a `SELECT … INTO` creates.
-pub(super) fn select_into_target(query: &Query) -> Option<&ObjectName> {
+pub(in crate::sql) fn select_into_target(query: &Query) -> Option<&ObjectName> {
     match query.body.as_ref() {
         SetExpr::Select(select) => select.into.as_ref().map(|into| &into.name),
         _ => None,
@@ -352,7 +352,7 @@ pub(super) fn select_into_target(query: &Query) -> Option<&ObjectName> {
 }
 
 /// The SELECT of `query` if it has an INTO clause.
-pub(super) fn select_into(query: &mut Query) -> Option<&mut Select> {
+pub(in crate::sql) fn select_into(query: &mut Query) -> Option<&mut Select> {
     match query.body.as_mut() {
         SetExpr::Select(select) if select.into.is_some() => Some(select),
         _ => None,

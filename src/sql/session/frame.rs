@@ -24,7 +24,8 @@ use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::{collect, execute_stream, ExecutionPlan};
 
 use crate::error::Result;
-use crate::sql::{from_df, planned};
+use crate::sql::from_df;
+use crate::sql::session::planned;
 
 /// The result of one statement: collect it, stream it, show it, or turn it
 /// into a DataFusion `DataFrame` to go on with DataFusion's API.

@@ -1,13 +1,23 @@
 //! A SQL session: a DataFusion `SessionContext` over the widesql catalog,
 //! its options, and running statements and scripts.
 
+pub(crate) mod access;
+pub(crate) mod dispatch;
+pub mod frame;
+pub mod front_door;
+pub(crate) mod names;
+pub(crate) mod nesting;
+mod parse;
+pub(crate) mod planned;
+pub mod prepared;
+pub(crate) mod settings;
+
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::common::config::Dialect;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -15,23 +25,23 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
-use datafusion::sql::parser::{DFParserBuilder, Statement as DfStatement};
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use datafusion::sql::sqlparser::parser::ParserError;
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::parser::Statement as DfStatement;
 
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
 use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
-use crate::sql::checked::{self, CheckedIntegers};
-use crate::sql::ddl::users::{parse_access, AccessStatement};
+use crate::sql::ddl::users::AccessStatement;
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
-use crate::sql::front_door::{CacheSwitches, PlanCache};
-use crate::sql::in_subquery::InSubqueryNulls;
-use crate::sql::literal::Numbers;
-use crate::sql::scan::scans_of;
-use crate::sql::{catalog, dml, from_df, planned, shape, types, versions, Frame};
+use crate::sql::read::scan::scans_of;
+use crate::sql::read::{catalog, shape, versions};
+use crate::sql::rules::checked::{self, CheckedIntegers};
+use crate::sql::rules::in_subquery::InSubqueryNulls;
+use crate::sql::rules::types;
+use crate::sql::session::front_door::{CacheSwitches, PlanCache};
+use crate::sql::values::literal::Numbers;
+use crate::sql::{dml, from_df, Frame};
+
 use crate::table::TableStore;
 
 /// One statement of a script.
@@ -351,87 +361,6 @@ impl Session {
         &self.ctx
     }
 
-    /// Parses statements with the session's dialect
-    /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
-    /// does, and widesql's statements about users and grants among them.
-    /// A script is parsed whole, before any of it runs.
-    pub(crate) fn parse_script(&self, sql: &str) -> Result<VecDeque<Parsed>> {
-        // Read the settings without cloning the session state.
-        let (dialect_name, recursion_limit) = {
-            let state = self.ctx.state_ref();
-            let state = state.read();
-            let options = &state.config().options().sql_parser;
-            (options.dialect, options.recursion_limit.get())
-        };
-        let dialect = dialect_from_str(dialect_name)
-            .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{dialect_name}'")))?;
-        let parse = || self.parse_with(sql, dialect.as_ref(), recursion_limit);
-        crate::sql::nesting::parse_bounded(sql, parse, sql_statements)
-    }
-
-    /// [`Session::parse_script`]'s parse.
-    fn parse_with(
-        &self,
-        sql: &str,
-        dialect: &dyn datafusion::sql::sqlparser::dialect::Dialect,
-        recursion_limit: usize,
-    ) -> Result<VecDeque<Parsed>> {
-        let mut parser = DFParserBuilder::new(sql)
-            .with_dialect(dialect)
-            .with_recursion_limit(recursion_limit)
-            .build()
-            .map_err(from_df)?;
-        // DataFusion's `parse_statements`, with one more kind of statement.
-        let mut statements = VecDeque::new();
-        let mut expecting_delimiter = false;
-        loop {
-            while parser.parser.consume_token(&Token::SemiColon) {
-                expecting_delimiter = false;
-            }
-            let next = parser.parser.peek_token();
-            if next == Token::EOF {
-                break;
-            }
-            if expecting_delimiter {
-                let message = format!(
-                    "Expected: end of statement, found: {next}{}",
-                    next.span.start
-                );
-                return Err(from_df(ParserError::ParserError(message).into()));
-            }
-            let statement = match parse_access(&mut parser.parser) {
-                Some(access) => Parsed::Access(access.map_err(|e| from_df(e.into()))?),
-                None => Parsed::Sql(parser.parse_statement().map_err(from_df)?),
-            };
-            statements.push_back(statement);
-            expecting_delimiter = true;
-        }
-        Ok(statements)
-    }
-
-    /// The statements of `sql`, where a statement widesql's parser reads
-    /// is an error (a prepared statement, an export's query).
-    pub(crate) fn parse(&self, sql: &str) -> Result<VecDeque<DfStatement>> {
-        self.parse_script(sql)?
-            .into_iter()
-            .map(|statement| match statement {
-                Parsed::Sql(statement) => Ok(statement),
-                Parsed::Access(access) => Err(Error::Sql(format!(
-                    "'{access}' cannot be prepared or used as a query"
-                ))),
-            })
-            .collect()
-    }
-
-    /// Whether statements are parsed with the generic dialect (the
-    /// default), the one whose literals the front door reads off the text
-    /// ([`scan_insert_values`](crate::sql::front_door::text_literals::scan_insert_values)).
-    pub(super) fn parses_generic_sql(&self) -> bool {
-        let state = self.ctx.state_ref();
-        let state = state.read();
-        state.config().options().sql_parser.dialect == Dialect::Generic
-    }
-
     /// Runs one statement and returns its result, to collect, stream or
     /// turn into a DataFusion `DataFrame`; a text of several is an error
     /// ([`Session::run`] runs scripts).
@@ -443,18 +372,6 @@ impl Session {
         match (statements.pop_front(), statements.is_empty()) {
             (Some(Parsed::Sql(statement)), true) => self.frame_of(statement).await,
             (Some(Parsed::Access(statement)), true) => self.run_access(statement),
-            (None, _) => Err(Error::Sql("no statement to run".into())),
-            (Some(_), false) => Err(Error::Sql(
-                "the text holds several statements where one is expected".into(),
-            )),
-        }
-    }
-
-    /// The one statement of `sql`; an error when it holds none or several.
-    pub(crate) fn parse_one(&self, sql: &str) -> Result<DfStatement> {
-        let mut statements = self.parse(sql)?;
-        match (statements.pop_front(), statements.is_empty()) {
-            (Some(statement), true) => Ok(statement),
             (None, _) => Err(Error::Sql("no statement to run".into())),
             (Some(_), false) => Err(Error::Sql(
                 "the text holds several statements where one is expected".into(),

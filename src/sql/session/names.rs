@@ -15,7 +15,7 @@ use crate::sql::Session;
 impl Session {
     /// Whether `name` is a widesql table, or nothing at all (then widesql
     /// reports it missing); false for providers registered on the context.
-    pub(super) fn is_widesql_table_or_missing(&self, name: &ObjectName) -> bool {
+    pub(in crate::sql) fn is_widesql_table_or_missing(&self, name: &ObjectName) -> bool {
         match self.open_table(name) {
             Ok(_) => true,
             Err(_) => {
@@ -28,7 +28,7 @@ impl Session {
     /// The first of `references` that no catalog of the session holds, as
     /// widesql's error naming the part that is missing (`project 'p' does
     /// not exist`, …); `None` when every table exists.
-    pub(super) fn missing_table(&self, references: &[TableReference]) -> Option<Error> {
+    pub(in crate::sql) fn missing_table(&self, references: &[TableReference]) -> Option<Error> {
         let state = self.ctx.state();
         let defaults = &state.config_options().catalog;
         references.iter().find_map(|reference| {
@@ -50,7 +50,10 @@ impl Session {
     }
 
     /// `(project, dataset)` of a one- or two-part dataset name.
-    pub(super) fn resolve_dataset_name(&self, name: &ObjectName) -> Result<(String, String)> {
+    pub(in crate::sql) fn resolve_dataset_name(
+        &self,
+        name: &ObjectName,
+    ) -> Result<(String, String)> {
         let parts = self.name_parts(name)?;
         match parts.as_slice() {
             [dataset] => Ok((self.options.default_project.clone(), dataset.clone())),
@@ -62,14 +65,17 @@ impl Session {
     }
 
     /// `(project, dataset, table)` of a one- to three-part table name.
-    pub(super) fn resolve_table_name(&self, name: &ObjectName) -> Result<(String, String, String)> {
+    pub(in crate::sql) fn resolve_table_name(
+        &self,
+        name: &ObjectName,
+    ) -> Result<(String, String, String)> {
         let parts = self.name_parts(name)?;
         self.options
             .resolve(&parts)
             .ok_or_else(|| Error::Sql(format!("'{name}' is not a [[project.]dataset.]table name")))
     }
 
-    pub(super) fn open_table(&self, name: &ObjectName) -> Result<Table> {
+    pub(in crate::sql) fn open_table(&self, name: &ObjectName) -> Result<Table> {
         let (project, dataset, table) = self.resolve_table_name(name)?;
         self.db.open_table(&project, &dataset, &table)
     }

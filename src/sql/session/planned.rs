@@ -2,7 +2,7 @@
 //!
 //! DataFusion's `DataFrame::collect` optimises and plans its logical plan
 //! again, even when the statement behind it was planned a moment ago. A
-//! query answered from the plan cache ([`crate::sql::front_door`]) is
+//! query answered from the plan cache ([`crate::sql::session::front_door`]) is
 //! returned as a DataFrame whose plan is one [`Planned`] node: the
 //! session's query planner hands out its physical plan (its state reset,
 //! so that it can run again), and `collect` only runs it. Operations added

@@ -2,7 +2,7 @@
 //! with parameters (`$1`, `$2`, …), from Rust ([`Session::prepare`]) or
 //! from SQL (`PREPARE name AS …`, `EXECUTE name(…)`, `DEALLOCATE name`).
 //!
-//! Both run through the front door ([`crate::sql::front_door`]) as shapes
+//! Both run through the front door ([`crate::sql::session::front_door`]) as shapes
 //! with parameters of their own: a key lookup skips DataFusion altogether,
 //! a query runs its cached optimised plan. SQL's `PREPARE` and `EXECUTE`
 //! are DataFusion's own, with the front door in front.
@@ -20,9 +20,9 @@ use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 
 use crate::db::retrying_async;
 use crate::error::{Error, Result};
-use crate::sql::dispatch::has_into;
-use crate::sql::front_door::{Answer, PreparedMemo};
-use crate::sql::key_lookup::KeyLookup;
+use crate::sql::read::key_lookup::KeyLookup;
+use crate::sql::session::dispatch::has_into;
+use crate::sql::session::front_door::{Answer, PreparedMemo};
 use crate::sql::session::{Parsed, Planned, SqlPrepared, Stamp};
 use crate::sql::{from_df, Frame, Session};
 
@@ -137,7 +137,10 @@ impl Session {
     /// again first when DDL changed the catalog since it was prepared, so
     /// its names resolve as they do now (DataFusion's stored plan would read
     /// the tables they named then).
-    pub(super) async fn execute_prepared(&self, plan: &LogicalPlan) -> Result<Option<Answer>> {
+    pub(in crate::sql) async fn execute_prepared(
+        &self,
+        plan: &LogicalPlan,
+    ) -> Result<Option<Answer>> {
         let LogicalPlan::Statement(PlanStatement::Execute(execute)) = plan else {
             return Ok(None);
         };
@@ -199,7 +202,7 @@ impl Session {
     /// Keeps or forgets a `PREPARE` (its `statement`) or `DEALLOCATE`
     /// that DataFusion has run; `stamp` is the session's before it was
     /// planned.
-    pub(super) fn remember_prepared(
+    pub(in crate::sql) fn remember_prepared(
         &self,
         plan: &LogicalPlan,
         stamp: Stamp,

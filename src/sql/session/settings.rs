@@ -15,7 +15,11 @@ impl Session {
     /// `SET widesql.write_timestamp = '2024-01-01T00:00:00Z' | <micros> | DEFAULT`,
     /// `SET widesql.durability = 'immediate' | 'eventual' | DEFAULT`,
     /// `SET widesql.plan_cache = 'on' | 'off' | DEFAULT` (on).
-    pub(super) fn set_widesql(&self, variable: &ObjectName, values: &[SqlExpr]) -> Result<()> {
+    pub(in crate::sql) fn set_widesql(
+        &self,
+        variable: &ObjectName,
+        values: &[SqlExpr],
+    ) -> Result<()> {
         let name = variable.to_string().to_lowercase();
         let text = match values {
             [SqlExpr::Value(v)] => v.value.to_string().trim_matches('\'').to_string(),

@@ -29,7 +29,7 @@ use datafusion::arrow::ipc::writer::{
 };
 use datafusion::arrow::ipc::{root_as_message, MetadataVersion, RecordBatch as RecordBatchMessage};
 
-use super::values::DecodeError;
+use super::DecodeError;
 
 /// How a cell holds a value of an Arrow type.
 #[derive(Debug, Clone, Copy)]

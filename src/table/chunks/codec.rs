@@ -3,7 +3,7 @@
 
 use crate::keys::KeyError;
 
-use super::varint::{bad, put_varint, take_varint};
+use crate::table::varint::{bad, put_varint, take_varint};
 
 /// The encoded size of one cell, framing included.
 pub(super) fn encoded_len(suffix_len: usize, value_len: usize) -> usize {

@@ -3,8 +3,8 @@
 //!
 //! sled costs about a microsecond for every key it stores or visits, so a
 //! key per cell made a page of eight cells cost eight keys to write and to
-//! scan. A chunk makes it one per group (benchmark W1–W5 and the README's
-//! design section have the figures).
+//! scan. A chunk makes it one per group (benchmark W1–W5 and *Chunks* in
+//! `docs/design.md` have the figures).
 //!
 //! # Keys
 //!
@@ -63,10 +63,8 @@ mod kept;
 mod rewrite;
 #[cfg(test)]
 mod tests;
-mod varint;
 
 pub use codec::{encode_chunk, ChunkReader};
 pub use cursor::{cells_with_prefix, CellCursor};
 pub use kept::KeptCells;
 pub use rewrite::{write_changes, CellChanges};
-pub(crate) use varint::{bad, put_varint, take_varint};

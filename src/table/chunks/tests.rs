@@ -9,8 +9,8 @@ use crate::table::layout::Layout;
 use super::codec::*;
 use super::cursor::*;
 use super::rewrite::*;
-use super::varint::*;
 use super::*;
+use crate::table::varint::*;
 
 /// `cells` (key suffix, value) sorted and deduplicated by suffix, and
 /// the chunk encoding them as cells of one row.

@@ -12,7 +12,7 @@ use datafusion::logical_expr::Expr;
 
 use super::constant;
 use super::map::map_literal;
-use crate::sql::literal::{Literal, Numbers};
+use crate::sql::values::literal::{Literal, Numbers};
 
 /// One value of a VALUES row.
 #[derive(Debug)]

@@ -11,7 +11,7 @@
 //! the columns of one batch, which goes through the same
 //! [`RowWriter`](crate::sql::dml::write::RowWriter) as any INSERT's rows.
 //! A statement whose values are all literals is not even planned row by
-//! row: the front door ([`crate::sql::front_door`]) plans it once per
+//! row: the front door ([`crate::sql::session::front_door`]) plans it once per
 //! shape and reads its rows off the text. Anything else (a function call, an expression, a
 //! subquery, a default such as `now()`) is left to DataFusion.
 //!
@@ -31,7 +31,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
-use crate::sql::table::WideTable;
+use crate::sql::read::table::WideTable;
 
 mod cell;
 mod map;
@@ -347,9 +347,9 @@ mod tests {
     }
 
     /// The rows an answer of the front door wrote.
-    fn count(answer: Option<crate::sql::front_door::Answer>) -> Option<u64> {
+    fn count(answer: Option<crate::sql::session::front_door::Answer>) -> Option<u64> {
         match answer {
-            Some(crate::sql::front_door::Answer::Count(rows)) => Some(rows),
+            Some(crate::sql::session::front_door::Answer::Count(rows)) => Some(rows),
             _ => None,
         }
     }

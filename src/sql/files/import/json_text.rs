@@ -1,6 +1,6 @@
 //! CSV columns of MAP, list, struct and binary types, read from the text
 //! an export writes for them: each value's JSON, binary as a JSON string
-//! of hex (see [`crate::export`]); bare hex is read too. Arrow's CSV
+//! of hex (see [`crate::sql::files::export`]); bare hex is read too. Arrow's CSV
 //! reader parses none of these, so such a column is read as text and each
 //! value decoded with Arrow's JSON decoder into the table column's type: a
 //! CSV export imports back whole. Each text must be exactly one value of

@@ -48,8 +48,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 
 use crate::error::{Error, Result};
-use crate::file_format::FileFormat;
-use crate::sql::scan::{off_runtime, RECORD_BATCH_BYTES};
+use crate::sql::files::FileFormat;
+use crate::sql::read::scan::{off_runtime, RECORD_BATCH_BYTES};
 use crate::sql::{from_df, Session};
 use json_array::ArrayAsLines;
 use json_text::JsonTextColumns;
@@ -101,7 +101,7 @@ pub type ProgressFn = Arc<dyn Fn(ImportProgress) + Send + Sync>;
 impl Session {
     /// Imports the file `path` into the table named `table` (one to three
     /// parts, as in SQL) and returns the rows written; `progress` hears
-    /// after every batch read. See [the module](crate::import) for what is
+    /// after every batch read. See [the module](crate::sql::files::import) for what is
     /// matched, cast and atomic.
     pub async fn import(
         &self,
@@ -371,7 +371,7 @@ fn open_file(
                 .enumerate()
                 .filter_map(|(at, f)| {
                     let wanted = columns?.field_with_name(f.name()).ok()?;
-                    let wanted = crate::export::plain(wanted.data_type());
+                    let wanted = crate::sql::files::export::plain(wanted.data_type());
                     json_text::decodes(&wanted)
                         .then(|| (at, Arc::new(Field::new(f.name(), wanted, true))))
                 })
@@ -468,7 +468,7 @@ fn parse_schema(
         .map(|f| {
             let wanted = columns
                 .and_then(|c| c.field_with_name(f.name()).ok())
-                .map(|c| crate::export::plain(c.data_type()));
+                .map(|c| crate::sql::files::export::plain(c.data_type()));
             let data_type = match wanted {
                 Some(t) if parses(&t) => t,
                 Some(_) => DataType::Utf8,

@@ -15,7 +15,7 @@ use datafusion::physical_plan::streaming::PartitionStream;
 
 use super::ImportOptions;
 use crate::error::{Error, Result};
-use crate::sql::names::name_parts_of_text;
+use crate::sql::session::names::name_parts_of_text;
 use crate::sql::Session;
 
 impl Session {

@@ -43,11 +43,11 @@ use datafusion::physical_expr_common::datum::apply;
 
 mod sum;
 
-pub(super) use sum::checked_sum;
+pub(in crate::sql) use sum::checked_sum;
 
 /// The analyzer rule; see the module documentation.
 #[derive(Debug, Default)]
-pub(super) struct CheckedIntegers;
+pub(crate) struct CheckedIntegers;
 
 impl AnalyzerRule for CheckedIntegers {
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {

@@ -5,8 +5,8 @@ use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{LogicalPlan, Volatility};
 
-use crate::sql::table::WideTable;
-use crate::sql::versions::CellsView;
+use crate::sql::read::table::WideTable;
+use crate::sql::read::versions::CellsView;
 
 /// Whether a value of type `value` where a value of type `place` stands
 /// is coerced to `place` by DataFusion, so that the value converted to

@@ -19,7 +19,7 @@ use super::eligibility::{
 };
 use crate::error::Result;
 use crate::sql::dml::constant_insert::{Cell, ConstantInsert};
-use crate::sql::key_lookup::KeyLookup;
+use crate::sql::read::key_lookup::KeyLookup;
 use crate::sql::{from_df, Frame, Session};
 
 /// How a statement shape was normalised, which decides the kinds of plan

@@ -91,10 +91,10 @@ use normalise::{insert_shape, insert_template, is_insert_template, lift_values, 
 use text_literals::{scan_insert_values, select_shape, SelectShape};
 
 use crate::error::Result;
-use crate::sql::dispatch::has_into;
 use crate::sql::dml::constant_insert::{literal_rows, Cell};
-use crate::sql::literal::{literal_value, Literal};
+use crate::sql::session::dispatch::has_into;
 use crate::sql::session::Stamp;
+use crate::sql::values::literal::{literal_value, Literal};
 use crate::sql::Session;
 
 /// The plan kind of a prepared statement, as found in the cache at a

@@ -25,7 +25,7 @@ use std::borrow::Cow;
 
 use datafusion::sql::sqlparser::ast::Value as SqlValue;
 
-use crate::sql::literal::Literal;
+use crate::sql::values::literal::Literal;
 
 /// An `INSERT … VALUES` of literals, as read off its text.
 #[derive(Debug)]
