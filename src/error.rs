@@ -5,6 +5,7 @@
 use crate::access::AccessError;
 use crate::catalog::CatalogError;
 use crate::keys::KeyError;
+use crate::sql::SqlError;
 use crate::storage::StorageError;
 use crate::table::TableError;
 
@@ -27,9 +28,9 @@ pub enum Error {
     /// A key read from disk could not be decoded.
     #[error(transparent)]
     Key(#[from] KeyError),
-    /// widesql refused a SQL statement; the message says why.
-    #[error("{0}")]
-    Sql(String),
+    /// widesql refused or stopped a SQL statement.
+    #[error(transparent)]
+    Sql(#[from] SqlError),
     /// DataFusion failed to parse, plan or run a statement.
     #[error(transparent)]
     DataFusion(Box<datafusion::error::DataFusionError>),
@@ -102,6 +103,13 @@ pub enum ErrorKind {
     /// A user name and password did not match, or the session's user is
     /// gone.
     Unauthenticated,
+    /// A statement, clause or option widesql does not run.
+    Unsupported,
+    /// A write would leave a NOT NULL column without a value.
+    ConstraintViolation,
+    /// A statement is past a limit of its size (nesting depth, tables
+    /// joined).
+    LimitExceeded,
 }
 
 impl Error {
@@ -122,7 +130,8 @@ impl Error {
             Error::Storage(_) => ErrorKind::Storage,
             Error::Key(KeyError::TimestampRange(_)) => ErrorKind::InvalidArgument,
             Error::Key(_) => ErrorKind::Corruption,
-            Error::Sql(_) | Error::DataFusion(_) | Error::Arrow(_) => ErrorKind::Sql,
+            Error::Sql(e) => e.kind(),
+            Error::DataFusion(_) | Error::Arrow(_) => ErrorKind::Sql,
             Error::Thread { .. } | Error::File { .. } => ErrorKind::Storage,
             Error::PartlyApplied { source, .. } | Error::Import { source, .. } => source.kind(),
         }

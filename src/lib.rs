@@ -83,7 +83,9 @@ pub use sql::files::export;
 /// Parquet, Arrow IPC, CSV and JSON files into tables.
 pub use sql::files::import;
 pub use sql::files::FileFormat;
-pub use sql::{Frame, PlanCacheStats, Prepared, Session, SessionOptions, StatementOutput};
+pub use sql::{
+    Frame, PlanCacheStats, Prepared, Session, SessionOptions, SqlError, StatementOutput,
+};
 pub use storage::{Bytes, CommitStats, Durability, Health, StorageError};
 pub use table::spec::{
     ArrowType, ColumnSpec, DroppedColumn, FamilySpec, GcPolicy, RowKeySpec, TableSpec, Unit,

@@ -172,6 +172,9 @@ pub enum ServeError {
     /// Flushing the database failed at shutdown.
     #[error(transparent)]
     Db(#[from] widesql::Error),
+    /// The thread flushing the database at shutdown stopped.
+    #[error("the flush at shutdown stopped: {0}")]
+    Flush(tokio::task::JoinError),
 }
 
 /// A running server.
@@ -277,9 +280,7 @@ impl Server {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || db.flush())
             .await
-            .map_err(|e| {
-                ServeError::Db(widesql::Error::Sql(format!("the flush stopped: {e}")))
-            })??;
+            .map_err(ServeError::Flush)??;
         served.map_err(ServeError::Transport)
     }
 }

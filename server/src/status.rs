@@ -16,9 +16,12 @@ pub(crate) fn status(error: Error) -> Status {
     match error.kind() {
         ErrorKind::NotFound => Status::not_found(message),
         ErrorKind::AlreadyExists => Status::already_exists(message),
-        ErrorKind::InvalidName | ErrorKind::InvalidArgument | ErrorKind::Sql => {
-            Status::invalid_argument(message)
-        }
+        ErrorKind::InvalidName
+        | ErrorKind::InvalidArgument
+        | ErrorKind::ConstraintViolation
+        | ErrorKind::Sql => Status::invalid_argument(message),
+        ErrorKind::Unsupported => Status::unimplemented(message),
+        ErrorKind::LimitExceeded => Status::resource_exhausted(message),
         ErrorKind::NotEmpty => Status::failed_precondition(message),
         ErrorKind::PermissionDenied => Status::permission_denied(message),
         ErrorKind::Unauthenticated => Status::unauthenticated(message),
@@ -38,11 +41,30 @@ pub(crate) fn status_of_df(error: DataFusionError) -> Status {
 mod tests {
     use super::*;
     use tonic::Code;
+    use widesql::SqlError;
 
     #[test]
     fn each_kind_of_error_has_its_code() {
         let cases = [
-            (Error::Sql("no such table".into()), Code::InvalidArgument),
+            (
+                Error::Sql(SqlError::Invalid("no such table".into())),
+                Code::InvalidArgument,
+            ),
+            (
+                Error::Sql(SqlError::Unsupported("ALTER SCHEMA … SET".into())),
+                Code::Unimplemented,
+            ),
+            (
+                Error::Sql(SqlError::NotNull {
+                    table: "t".into(),
+                    column: "c".into(),
+                }),
+                Code::InvalidArgument,
+            ),
+            (
+                Error::Sql(SqlError::TooComplex("too deep".into())),
+                Code::ResourceExhausted,
+            ),
             (
                 Error::from(DataFusionError::ResourcesExhausted("memory".into())),
                 Code::ResourceExhausted,

@@ -25,10 +25,11 @@ mod error;
 pub mod files;
 pub mod read;
 pub mod rules;
+pub(crate) mod runtime;
 pub mod session;
 pub mod values;
 
-pub use error::from_df;
+pub use error::{from_df, SqlError};
 pub use session::frame::Frame;
 pub use session::front_door::PlanCacheStats;
 pub use session::prepared::Prepared;

@@ -76,6 +76,19 @@ pub enum TableError {
         /// What is wrong.
         message: String,
     },
+    /// A row would be left with visible cells but without a NOT NULL
+    /// column.
+    #[error(
+        "table '{table}': column '{column}' is NOT NULL: row '{row}' would be left without it"
+    )]
+    NotNull {
+        /// The qualified table name.
+        table: String,
+        /// The column (its qualifier).
+        column: String,
+        /// The row key, escaped for display.
+        row: String,
+    },
     /// Bytes in the table's tree that this format never writes.
     #[error("table '{table}' is corrupt at key [{key}]: {reason}")]
     Corrupt {
@@ -126,6 +139,7 @@ impl TableError {
             TableError::ReadOnly { .. } | TableError::InvalidArgument { .. } => {
                 ErrorKind::InvalidArgument
             }
+            TableError::NotNull { .. } => ErrorKind::ConstraintViolation,
             TableError::Changed { .. } => ErrorKind::Conflict,
             TableError::Corrupt { .. } => ErrorKind::Corruption,
         }

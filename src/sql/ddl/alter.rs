@@ -20,19 +20,19 @@ impl Session {
     /// dataset keeps its project, tables and grants under its new name.
     pub(crate) fn alter_schema(&self, alter: &AlterSchema) -> Result<()> {
         let [AlterSchemaOperation::Rename { name: new_name }] = alter.operations.as_slice() else {
-            return Err(Error::Sql(format!(
+            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
                 "ALTER SCHEMA takes RENAME TO only: '{alter}' is not supported"
-            )));
+            ))));
         };
         let (project, dataset) = self.resolve_dataset_name(&alter.name)?;
         let new_name = match self.name_parts(new_name)?.as_slice() {
             [new] => new.clone(),
             [in_project, new] if *in_project == project => new.clone(),
             _ => {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "ALTER SCHEMA {project}.{dataset} RENAME TO takes the dataset's new name, \
                      not '{new_name}': a dataset stays in its project"
-                )))
+                ))))
             }
         };
         match self

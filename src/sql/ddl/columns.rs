@@ -41,13 +41,7 @@ impl Session {
     /// time a row is written, unseen by the statement that writes it.
     pub(super) async fn plan_create_table(&self, create: CreateTable) -> Result<CreateMemoryTable> {
         let statement = DfStatement::Statement(Box::new(Statement::CreateTable(create)));
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(statement)
-            .await
-            .map_err(crate::sql::from_df)?;
-        self.check_plan(&plan)?;
+        let plan = self.plan(statement).await?;
         if let LogicalPlan::Ddl(DdlStatement::CreateMemoryTable(create)) = &plan {
             for (column, default) in &create.column_defaults {
                 let reads = default

@@ -28,5 +28,5 @@ use crate::error::Error;
 pub const DEFAULT_FAMILY: &str = "cf";
 
 pub(super) fn sql_error(message: impl Into<String>) -> Error {
-    Error::Sql(message.into())
+    Error::Sql(crate::sql::SqlError::Invalid(message.into()))
 }

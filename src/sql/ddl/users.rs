@@ -429,17 +429,17 @@ impl Session {
             AccessStatement::Cancel { id } => {
                 let activity = self.db.activity();
                 let owner = activity.user_of(id).ok_or_else(|| {
-                    crate::Error::Sql(format!(
+                    crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
                         "no statement runs with id {id} (it may have ended)"
-                    ))
+                    )))
                 })?;
                 if owner != self.options.user {
                     self.require_admin("cancel the statements of other users")?;
                 }
                 if activity.cancel(id) == Some(false) {
-                    return Err(crate::Error::Sql(format!(
+                    return Err(crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
                         "statement {id} writes, and a write runs to its end: it cannot be cancelled"
-                    )));
+                    ))));
                 }
             }
             AccessStatement::RenameProject {

@@ -10,7 +10,8 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::StreamExt;
 
 use crate::sql::error::from_df;
-use crate::sql::read::scan::{off_runtime, to_df};
+use crate::sql::error::to_df;
+use crate::sql::runtime::off_runtime;
 use crate::table::{StatementWriter, TableStore};
 
 use super::write::RowChanges;
@@ -62,7 +63,7 @@ pub async fn apply_input(
                 Ok(Ok(())) => Ok(writer),
                 Ok(Err(e)) => Err(writer.stopped(e)),
                 Err(panic) => Err(writer.stopped(crate::Error::Sql(
-                    crate::error::stopped_by_panic(panic.as_ref()),
+                    crate::sql::SqlError::Invalid(crate::error::stopped_by_panic(panic.as_ref())),
                 ))),
             }
         })
@@ -115,7 +116,8 @@ mod tests {
     /// many rows its earlier atomic batches wrote, as any other error does.
     #[tokio::test]
     async fn a_panic_in_a_streamed_statement_says_what_was_written() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let db = Db::open_with(
             dir.path(),
             DbOptions::default().with_statement_batch_rows(2),
@@ -137,8 +139,9 @@ mod tests {
             schema,
             futures::stream::iter(batches.into_iter().map(Ok)),
         ));
-        let family =
-            crate::sql::dml::write::marker_family(&store).ok_or(Error::Sql("no family".into()))?;
+        let family = crate::sql::dml::write::marker_family(&store).ok_or(Error::Sql(
+            crate::sql::SqlError::Invalid("no family".into()),
+        ))?;
         let build = move |batch: &RecordBatch, first_row: u64| {
             if first_row == 3 {
                 panic!("row building failed");
@@ -157,7 +160,9 @@ mod tests {
             .await
             .err()
             .map(crate::sql::error::from_df)
-            .ok_or(Error::Sql("the panic was not reported".into()))?;
+            .ok_or(Error::Sql(crate::sql::SqlError::Invalid(
+                "the panic was not reported".into(),
+            )))?;
         match &e {
             Error::PartlyApplied { written, source } => {
                 assert_eq!(*written, 2, "{e}");

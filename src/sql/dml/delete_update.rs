@@ -45,9 +45,11 @@ use crate::error::Error;
 use crate::ids::TableId;
 use crate::sql::dml::apply::{apply_input, collect_rows};
 use crate::sql::dml::write::RowWriter;
-use crate::sql::read::scan::{leaf_plan_methods, off_runtime, scans_of, to_df};
+use crate::sql::error::to_df;
+use crate::sql::read::scan::{leaf_plan_methods, scans_of};
 use crate::sql::read::shape::{Source, ROWID_COLUMN};
 use crate::sql::read::table::WideTable;
+use crate::sql::runtime::off_runtime;
 use crate::sql::Session;
 use crate::table::{Filter, ReadOptions, RowMutation, RowSet, StatementWriter, TableStore};
 
@@ -227,17 +229,19 @@ impl Session {
         statement: &str,
     ) -> crate::Result<(Table, Ident)> {
         if !target.joins.is_empty() {
-            return Err(Error::Sql(format!(
+            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
                 "{statement} does not take a JOIN in its target table; {}",
                 if statement == "DELETE" {
                     "use DELETE FROM t USING other WHERE … or WHERE … IN (SELECT …)"
                 } else {
                     "use UPDATE t SET … FROM other WHERE …"
                 }
-            )));
+            ))));
         }
         let TableFactor::Table { name, alias, .. } = &target.relation else {
-            return Err(Error::Sql(format!("{statement} takes a table name")));
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "{statement} takes a table name"
+            ))));
         };
         let table = self.open_table(name)?;
         if let Some(privilege) = crate::access::Privilege::parse(statement) {
@@ -250,7 +254,12 @@ impl Session {
                 .last()
                 .and_then(|p| p.as_ident())
                 .cloned()
-                .ok_or_else(|| Error::Sql(format!("'{name}' is not a plain table name")))?,
+                .ok_or_else(|| {
+                    Error::Sql(crate::sql::SqlError::BadName {
+                        name: name.to_string(),
+                        expected: "a plain table name",
+                    })
+                })?,
         };
         Ok((table, alias))
     }
@@ -285,19 +294,28 @@ impl Session {
         let mut query = match self.parse(&template)?.pop_front() {
             Some(DfStatement::Statement(statement)) => match *statement {
                 Statement::Query(query) => query,
-                _ => return Err(Error::Sql("the row query did not parse as a query".into())),
+                _ => {
+                    return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                        "the row query did not parse as a query".into(),
+                    )))
+                }
             },
-            _ => return Err(Error::Sql("the row query did not parse".into())),
+            _ => {
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                    "the row query did not parse".into(),
+                )))
+            }
         };
         let SetExpr::Select(select) = query.body.as_mut() else {
-            return Err(Error::Sql("the row query did not parse as a SELECT".into()));
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                "the row query did not parse as a SELECT".into(),
+            )));
         };
         select.projection = columns;
         select.from.extend(others.iter().cloned());
         select.selection = selection.cloned();
         let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
-        let plan = self.ctx.state().statement_to_plan(statement).await?;
-        self.check_plan(&plan)?;
+        let plan = self.plan(statement).await?;
         let physical = self
             .ctx
             .execute_logical_plan(plan)
@@ -323,25 +341,25 @@ impl Session {
             FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
         };
         if !delete.tables.is_empty() {
-            return Err(Error::Sql(
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(
                 "DELETE names its target once, after FROM: DELETE FROM t [USING other] WHERE …"
                     .into(),
-            ));
+            )));
         }
         let [target] = from.as_slice() else {
-            return Err(Error::Sql(
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(
                 "DELETE takes exactly one table; name the others in USING".into(),
-            ));
+            )));
         };
         if delete.returning.is_some()
             || delete.output.is_some()
             || delete.limit.is_some()
             || !delete.order_by.is_empty()
         {
-            return Err(Error::Sql(
+            return Err(Error::Sql(crate::sql::SqlError::Unsupported(
                 "DELETE supports FROM <table> [USING …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
                     .into(),
-            ));
+            )));
         }
         let (table, alias) = self.dml_target(target, "DELETE")?;
         let view = self.writable_view(&table)?;
@@ -381,10 +399,10 @@ impl Session {
             || update.or.is_some()
             || !update.order_by.is_empty()
         {
-            return Err(Error::Sql(
+            return Err(Error::Sql(crate::sql::SqlError::Unsupported(
                 "UPDATE supports <table> SET … [FROM …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
                     .into(),
-            ));
+            )));
         }
         let (table, alias) = self.dml_target(&update.table, "UPDATE")?;
         let view = self.writable_view(&table)?;
@@ -393,29 +411,30 @@ impl Session {
         let mut columns = Vec::new();
         for assignment in &update.assignments {
             let AssignmentTarget::ColumnName(target) = &assignment.target else {
-                return Err(Error::Sql(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(
                     "UPDATE assigns one column at a time: SET a = …, b = …".into(),
-                ));
+                )));
             };
             let parts = self.name_parts(target)?;
             let name = parts.last().cloned().unwrap_or_default();
             let Ok(index) = view.shape().schema.index_of(&name) else {
-                return Err(Error::Sql(format!(
-                    "table '{qualified}' has no column '{name}'"
-                )));
+                return Err(Error::Sql(crate::sql::SqlError::UnknownColumn {
+                    table: qualified.to_string(),
+                    column: name,
+                }));
             };
             if matches!(
                 view.shape().sources[index],
                 Source::RowKey { .. } | Source::KeyPart { .. }
             ) {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "UPDATE cannot change key column '{name}' of table '{qualified}': DELETE the row and INSERT it again"
-                )));
+                ))));
             }
             if columns.contains(&index) {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "UPDATE assigns column '{name}' of table '{qualified}' twice"
-                )));
+                ))));
             }
             columns.push(index);
             select.push(SelectItem::ExprWithAlias {
@@ -447,9 +466,9 @@ impl Session {
             let mut keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
             keys.sort_unstable();
             if keys.windows(2).any(|w| w[0] == w[1]) {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "UPDATE … FROM matches a row of table '{qualified}' more than once; make the join match each row at most once"
-                )));
+                ))));
             }
         }
         Ok(writer.apply(rows).await?)

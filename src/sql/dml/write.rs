@@ -37,7 +37,7 @@ use datafusion::execution::config::SessionConfig;
 
 use super::apply::apply;
 use crate::keys::{encode_tuple, Element};
-use crate::sql::read::scan::to_df;
+use crate::sql::error::{from_df, to_df, SqlError};
 use crate::sql::read::shape::{Shape, Source};
 use crate::sql::values;
 use crate::storage::Durability;
@@ -84,9 +84,10 @@ pub fn strict_cast(array: &ArrayRef, to: &DataType, column: &str) -> Result<Arra
         format_options: FormatOptions::default(),
     };
     cast_with_options(array, to, &options).map_err(|e| {
-        DataFusionError::Execution(format!(
-            "column '{column}': a value does not fit type {to}: {e}"
-        ))
+        to_df(SqlError::DoesNotFit {
+            column: column.to_string(),
+            reason: format!("a value does not fit type {to}: {e}"),
+        })
     })
 }
 
@@ -243,10 +244,10 @@ impl RowWriter {
     }
 
     fn not_null(&self, column: &str) -> DataFusionError {
-        DataFusionError::Execution(format!(
-            "column '{column}' of table '{}' is NOT NULL: it cannot be set to NULL",
-            self.store.layout.name
-        ))
+        to_df(SqlError::NotNull {
+            table: self.store.layout.name.clone(),
+            column: column.to_string(),
+        })
     }
 
     /// The column `c` of `batch` cast to the type of shape column `target`.
@@ -268,7 +269,12 @@ impl RowWriter {
     ) -> Result<RowMutation> {
         let field = self.shape.schema.field(c);
         let name = field.name();
-        let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
+        let bad = |reason: String| {
+            to_df(SqlError::DoesNotFit {
+                column: name.to_string(),
+                reason,
+            })
+        };
         match &self.shape.sources[c] {
             Source::Column {
                 family, qualifier, ..
@@ -346,11 +352,14 @@ impl RowWriter {
             .collect::<Result<Vec<_>>>()?;
         let at_row = |row: usize| {
             move |e: DataFusionError| {
-                DataFusionError::Execution(format!(
-                    "row {}: {}",
-                    first_row + row as u64 + 1,
-                    e.message()
-                ))
+                let source = match e {
+                    DataFusionError::External(_) => from_df(e),
+                    other => SqlError::Invalid(other.message().into_owned()).into(),
+                };
+                to_df(SqlError::AtRow {
+                    row: first_row + row as u64 + 1,
+                    source: Box::new(source),
+                })
             }
         };
         let mut rows = Vec::with_capacity(batch.num_rows());
@@ -408,19 +417,24 @@ impl RowWriter {
         for (c, source) in self.shape.sources.iter().enumerate() {
             let array = &columns[c];
             let name = self.shape.schema.field(c).name();
-            let bad = |e: String| DataFusionError::Execution(format!("column '{name}': {e}"));
+            let bad = |reason: String| {
+                to_df(SqlError::DoesNotFit {
+                    column: name.to_string(),
+                    reason,
+                })
+            };
             match source {
                 Source::Column { .. } | Source::Map { .. } if self.defaulted.contains(&c) => {
                     defaults.push(c);
                 }
                 Source::RowKey { .. } => match values::encode_cell(array, row).map_err(bad)? {
                     Some(bytes) => key = Some(bytes),
-                    None => return exec_err!("column '{name}': the row key must not be NULL"),
+                    None => return Err(self.not_null(name)),
                 },
                 Source::KeyPart { index, value_type } => {
                     match values::encode_element(array, row, value_type).map_err(bad)? {
                         Some(element) => parts.push((*index, element)),
-                        None => return exec_err!("primary key column '{name}' must not be NULL"),
+                        None => return Err(self.not_null(name)),
                     }
                 }
                 Source::Column { .. } | Source::Map { .. } => {

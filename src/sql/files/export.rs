@@ -32,8 +32,9 @@ use datafusion::parquet::arrow::ArrowWriter;
 use futures::StreamExt;
 
 use crate::error::{Error, Result};
+use crate::sql::error::to_df;
 use crate::sql::files::FileFormat;
-use crate::sql::read::scan::{off_runtime, to_df};
+use crate::sql::runtime::off_runtime;
 use crate::sql::Session;
 
 /// About the most bytes of a Parquet row group an export writes (and so
@@ -365,9 +366,9 @@ impl Session {
                 .take(2)
                 .collect::<Vec<_>>()
                 .join(" ");
-            return Err(Error::Sql(format!(
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                 "an export reads a query's result, and '{head} …' is not a query (it would write): run it on its own"
-            )));
+            ))));
         }
         self.frame_of(statement).await
     }

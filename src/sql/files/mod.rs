@@ -62,9 +62,9 @@ impl FileFormat {
         by_alias
             .or_else(|| Self::ALL.into_iter().find(|f| f.name() == lower))
             .ok_or_else(|| {
-                Error::Sql(format!(
+                Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "unknown file format '{name}': use one of parquet, arrow, arrows, csv, json, ndjson"
-                ))
+                )))
             })
     }
 

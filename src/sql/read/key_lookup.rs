@@ -262,7 +262,12 @@ impl KeyLookup {
             .collect();
         RecordBatch::try_new(Arc::clone(&self.schema), columns)
             .map(Some)
-            .map_err(|e| Error::Sql(format!("key read of '{}': {e}", store.layout.name)))
+            .map_err(|e| {
+                Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    "key read of '{}': {e}",
+                    store.layout.name
+                )))
+            })
     }
 
     /// The rows the comparisons select with `params`; `None` when a value

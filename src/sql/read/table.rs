@@ -28,9 +28,11 @@ use crate::db::Db;
 use crate::ids::TableId;
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
+use crate::sql::error::to_df;
 use crate::sql::read::pushdown::{push, KeySet};
-use crate::sql::read::scan::{off_runtime, scans_of, ScanRequest, WideScanExec};
+use crate::sql::read::scan::{scans_of, ScanRequest, WideScanExec};
 use crate::sql::read::shape::{Shape, Source};
+use crate::sql::runtime::off_runtime;
 use crate::table::chunks::KeptCells;
 use crate::table::{Filter, TableStore};
 
@@ -123,10 +125,9 @@ impl WideTable {
     /// be written (a system table, a past version).
     pub(crate) fn append_writer(&self, settings: WriteSettings) -> Result<RowWriter> {
         if self.store.layout.read_only {
-            return plan_err!(
-                "table '{}' is a read-only system table",
-                self.store.layout.name
-            );
+            return Err(to_df(crate::table::TableError::ReadOnly {
+                table: self.store.layout.name.clone(),
+            }));
         }
         if self.as_of.is_some() {
             return plan_err!(
@@ -388,10 +389,9 @@ impl TableProvider for WideTable {
 
     async fn truncate(&self, state: &dyn DfSession) -> Result<Arc<dyn ExecutionPlan>> {
         if self.store.layout.read_only {
-            return plan_err!(
-                "table '{}' is a read-only system table",
-                self.store.layout.name
-            );
+            return Err(to_df(crate::table::TableError::ReadOnly {
+                table: self.store.layout.name.clone(),
+            }));
         }
         let store = WriteSettings::of(state.config()).bind(self.store.clone());
         Ok(Arc::new(crate::sql::dml::DmlExec::new(

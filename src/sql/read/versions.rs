@@ -23,11 +23,14 @@ use datafusion::logical_expr::{
 };
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::catalog::ObjectKind;
 use crate::db::Db;
+use crate::sql::error::{to_df, SqlError};
 use crate::sql::read::pushdown::push;
-use crate::sql::read::scan::{off_runtime, to_df, MakeBuilder, ScanRequest, WideScanExec};
+use crate::sql::read::scan::{MakeBuilder, ScanRequest, WideScanExec};
 use crate::sql::read::shape::{BatchBuilder, RowsToBatches, Shape};
 use crate::sql::read::table::WideTable;
+use crate::sql::runtime::off_runtime;
 use crate::sql::session::names::name_parts_of_text;
 use crate::sql::SessionOptions;
 use crate::table::read::{RawCell, RawRow};
@@ -74,7 +77,10 @@ impl VersionFunctions {
         };
         let Some((project, dataset, table)) = self.options.resolve(&name_parts_of_text(&name))
         else {
-            return plan_err!("'{name}' is not a [[project.]dataset.]table name");
+            return Err(to_df(SqlError::BadName {
+                name,
+                expected: "a [[project.]dataset.]table name",
+            }));
         };
         let handle = self
             .db
@@ -82,7 +88,7 @@ impl VersionFunctions {
             .map_err(to_df)?;
         match WideTable::open(&self.db, handle.id(), false)? {
             Some(t) => Ok(t),
-            None => plan_err!("table '{name}' does not exist"),
+            None => Err(to_df(crate::catalog::not_found(ObjectKind::Table, name))),
         }
     }
 }

@@ -34,6 +34,7 @@
 
 use std::sync::Arc;
 
+use crate::sql::error::{to_df, SqlError};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{plan_err, Column, DFSchema, ExprSchema, Result, ScalarValue};
@@ -103,11 +104,11 @@ fn rewrite_node(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
                 })
             })?;
             match found {
-                Some(negated) => plan_err!(
+                Some(negated) => Err(to_df(SqlError::Unsupported(format!(
                     "{} (subquery) is supported in WHERE, HAVING and QUALIFY only, not in {}",
                     if negated { "NOT IN" } else { "IN" },
                     place(&other)
-                ),
+                )))),
                 None => Ok(Transformed::no(other)),
             }
         }
@@ -198,11 +199,11 @@ fn rewrite_in(in_subquery: InSubquery, polarity: Polarity, schema: &DFSchema) ->
         return Ok(Expr::InSubquery(InSubquery::new(expr, subquery, negated)));
     }
     if expr.is_volatile() {
-        return plan_err!(
+        return Err(to_df(SqlError::Unsupported(format!(
             "{} (subquery) of a volatile expression (such as random()) is not supported: \
              it would be evaluated more than once",
             if negated { "NOT IN" } else { "IN" }
-        );
+        ))));
     }
     let probes = Probes::new(*expr, subquery, schema)?;
     let rewritten = match (negated, polarity) {
@@ -258,10 +259,10 @@ impl Probes {
         let correlated = !inner.all_out_ref_exprs().is_empty();
         if correlated {
             if let Some(what) = not_a_filter(inner) {
-                return plan_err!(
+                return Err(to_df(SqlError::Unsupported(format!(
                     "[NOT] IN over a correlated subquery with {what} is not supported: \
                      its NULLs cannot be checked; write it with [NOT] EXISTS"
-                );
+                ))));
             }
         }
         if inner.schema().fields().len() != 1 {

@@ -25,9 +25,9 @@ impl Session {
     pub(in crate::sql) async fn execute(&self, statement: DfStatement) -> Result<Frame> {
         if !self.options.host_files {
             if let Some(what) = host_file_statement(&statement) {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "{what} uses the host's files or resources, which this session may not do"
-                )));
+                ))));
             }
         }
         self.check_statement(&statement)?;
@@ -59,9 +59,9 @@ impl Session {
                 let name = match &schema_name {
                     SchemaName::Simple(name) => name,
                     other => {
-                        return Err(Error::Sql(format!(
+                        return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
                             "CREATE SCHEMA {other} is not supported"
-                        )))
+                        ))))
                     }
                 };
                 self.create_schema(name, if_not_exists)?;
@@ -107,7 +107,9 @@ impl Session {
             // SELECT … INTO t is CREATE TABLE t AS SELECT ….
             Statement::Query(mut query) if has_into(&query) => {
                 let Some(into) = select_into(&mut query).and_then(|s| s.into.take()) else {
-                    return Err(Error::Sql("SELECT INTO lost its target".into()));
+                    return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                        "SELECT INTO lost its target".into(),
+                    )));
                 };
                 let create = CreateTableBuilder::new(into.name)
                     .query(Some(query))
@@ -149,7 +151,9 @@ impl Session {
                     parent_name: Some(name),
                     ..
                 }) => self.frame(self.describe(name)?),
-                _ => Err(Error::Sql("SHOW COLUMNS needs FROM <table>".into())),
+                _ => Err(Error::Sql(crate::sql::SqlError::Invalid(
+                    "SHOW COLUMNS needs FROM <table>".into(),
+                ))),
             },
             Statement::ExplainTable { ref table_name, .. }
                 if !self.is_widesql_table_or_missing(table_name) =>
@@ -243,8 +247,20 @@ impl Session {
     pub(in crate::sql) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         // The statement's table references, as DataFusion resolves them
-        // (identifier normalisation, quoted names with dots, CTEs left out).
-        let references = state.resolve_table_references(&statement)?;
+        // (identifier normalisation, quoted names with dots, CTEs left out);
+        // of a CREATE TABLE, those its query reads (its own name is new).
+        let references = match &statement {
+            DfStatement::Statement(inner) => match inner.as_ref() {
+                Statement::CreateTable(create) => match &create.query {
+                    Some(query) => state.resolve_table_references(&DfStatement::Statement(
+                        Box::new(Statement::Query(query.clone())),
+                    ))?,
+                    None => Vec::new(),
+                },
+                _ => state.resolve_table_references(&statement)?,
+            },
+            _ => state.resolve_table_references(&statement)?,
+        };
         let plan = match state.statement_to_plan(statement).await {
             Ok(plan) => plan,
             // A missing table is a planning error; other errors (a feature

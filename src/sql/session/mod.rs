@@ -372,10 +372,12 @@ impl Session {
         match (statements.pop_front(), statements.is_empty()) {
             (Some(Parsed::Sql(statement)), true) => self.frame_of(statement).await,
             (Some(Parsed::Access(statement)), true) => self.run_access(statement),
-            (None, _) => Err(Error::Sql("no statement to run".into())),
-            (Some(_), false) => Err(Error::Sql(
+            (None, _) => Err(Error::Sql(crate::sql::SqlError::Invalid(
+                "no statement to run".into(),
+            ))),
+            (Some(_), false) => Err(Error::Sql(crate::sql::SqlError::Invalid(
                 "the text holds several statements where one is expected".into(),
-            )),
+            ))),
         }
     }
 

@@ -58,9 +58,10 @@ impl Session {
         match parts.as_slice() {
             [dataset] => Ok((self.options.default_project.clone(), dataset.clone())),
             [project, dataset] => Ok((project.clone(), dataset.clone())),
-            _ => Err(Error::Sql(format!(
-                "'{name}' is not a [project.]dataset name"
-            ))),
+            _ => Err(Error::Sql(crate::sql::SqlError::BadName {
+                name: name.to_string(),
+                expected: "a [project.]dataset name",
+            })),
         }
     }
 
@@ -70,9 +71,12 @@ impl Session {
         name: &ObjectName,
     ) -> Result<(String, String, String)> {
         let parts = self.name_parts(name)?;
-        self.options
-            .resolve(&parts)
-            .ok_or_else(|| Error::Sql(format!("'{name}' is not a [[project.]dataset.]table name")))
+        self.options.resolve(&parts).ok_or_else(|| {
+            Error::Sql(crate::sql::SqlError::BadName {
+                name: name.to_string(),
+                expected: "a [[project.]dataset.]table name",
+            })
+        })
     }
 
     pub(in crate::sql) fn open_table(&self, name: &ObjectName) -> Result<Table> {
@@ -106,7 +110,12 @@ impl Session {
             .map(|part| {
                 part.as_ident()
                     .map(|ident| normalizer.normalize(ident.clone()))
-                    .ok_or_else(|| Error::Sql(format!("'{name}' is not a plain name")))
+                    .ok_or_else(|| {
+                        Error::Sql(crate::sql::SqlError::BadName {
+                            name: name.to_string(),
+                            expected: "a plain name",
+                        })
+                    })
             })
             .collect()
     }

@@ -110,22 +110,24 @@ fn refusal(statement: &DfStatement, deepest: usize) -> Result<()> {
     match (walk(statement, &mut depth), depth.widest) {
         (ControlFlow::Continue(()), _) => Ok(()),
         (ControlFlow::Break(()), None) => Err(too_deep(deepest)),
-        (ControlFlow::Break(()), Some(tables)) => Err(Error::Sql(format!(
-            "a SELECT of the statement reads and joins {tables} tables, more than the \
+        (ControlFlow::Break(()), Some(tables)) => {
+            Err(Error::Sql(crate::sql::SqlError::TooComplex(format!(
+                "a SELECT of the statement reads and joins {tables} tables, more than the \
              {MAX_JOINED_TABLES} one SELECT may join (planning time grows with the cube of \
              their number): split the statement"
-        ))),
+            ))))
+        }
     }
 }
 
 fn too_deep(deepest: usize) -> Error {
-    Error::Sql(format!(
+    Error::Sql(crate::sql::SqlError::TooComplex(format!(
         "the statement nests more than {deepest} levels deep, the most this \
          thread's stack allows; each operator of a chain (a + b + …, x = 1 OR x = 2 \
          OR …), each set operation (… UNION ALL …), each table a SELECT joins, each \
          EXPLAIN and each array level of a type is a level: write a long OR of \
          equalities as IN (…), or split the statement"
-    ))
+    )))
 }
 
 /// The longest chain of `EXPLAIN`s in `sql` (`EXPLAIN EXPLAIN …`, each
@@ -295,7 +297,7 @@ mod tests {
     async fn one_value(session: &crate::Session, sql: &str) -> crate::Result<String> {
         let batches = session.sql(sql).await?.collect().await?;
         let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-            .map_err(|e| Error::Sql(e.to_string()))?
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?
             .to_string();
         Ok(text.lines().nth(3).unwrap_or_default().to_string())
     }
@@ -305,7 +307,8 @@ mod tests {
     /// the limit runs.
     #[tokio::test]
     async fn a_chain_deeper_than_the_stack_allows_is_refused() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let db = Db::open(dir.path())?;
         let session = db.session();
         session
@@ -388,7 +391,8 @@ mod tests {
     /// in a set operation, in a subquery), is refused before planning.
     #[tokio::test]
     async fn a_select_joins_at_most_64_tables() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let db = Db::open(dir.path())?;
         let session = db.session();
         session
@@ -439,7 +443,8 @@ mod tests {
     /// A thread with a bigger stack may nest deeper.
     #[test]
     fn a_bigger_stack_allows_deeper_nesting() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let db = Db::open(dir.path())?;
         let on_small = super::deepest_allowed();
         let thread = std::thread::Builder::new()
@@ -447,7 +452,7 @@ mod tests {
             .spawn(move || -> crate::Result<(usize, String)> {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .build()
-                    .map_err(|e| Error::Sql(e.to_string()))?;
+                    .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
                 runtime.block_on(async {
                     let session = db.session();
                     let terms = on_small * 2;
@@ -455,10 +460,10 @@ mod tests {
                     Ok((terms, one_value(&session, &sum).await?))
                 })
             })
-            .map_err(|e| Error::Sql(e.to_string()))?;
-        let (terms, value) = thread
-            .join()
-            .map_err(|_| Error::Sql("the thread panicked".into()))??;
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
+        let (terms, value) = thread.join().map_err(|_| {
+            Error::Sql(crate::sql::SqlError::Invalid("the thread panicked".into()))
+        })??;
         assert_eq!(
             value.trim_matches(|c| c == '|' || c == ' '),
             terms.to_string()

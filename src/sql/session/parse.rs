@@ -28,8 +28,11 @@ impl Session {
             let options = &state.config().options().sql_parser;
             (options.dialect, options.recursion_limit.get())
         };
-        let dialect = dialect_from_str(dialect_name)
-            .ok_or_else(|| Error::Sql(format!("unsupported SQL dialect '{dialect_name}'")))?;
+        let dialect = dialect_from_str(dialect_name).ok_or_else(|| {
+            Error::Sql(crate::sql::SqlError::Unsupported(format!(
+                "unsupported SQL dialect '{dialect_name}'"
+            )))
+        })?;
         let parse = || self.parse_with(sql, dialect.as_ref(), recursion_limit);
         crate::sql::session::nesting::parse_bounded(sql, parse, sql_statements)
     }
@@ -81,8 +84,8 @@ impl Session {
             .into_iter()
             .map(|statement| match statement {
                 Parsed::Sql(statement) => Ok(statement),
-                Parsed::Access(access) => Err(Error::Sql(format!(
-                    "'{access}' cannot be prepared or used as a query"
+                Parsed::Access(access) => Err(Error::Sql(crate::sql::SqlError::Unsupported(
+                    format!("'{access}' cannot be prepared or used as a query"),
                 ))),
             })
             .collect()
@@ -102,10 +105,12 @@ impl Session {
         let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => Ok(statement),
-            (None, _) => Err(Error::Sql("no statement to run".into())),
-            (Some(_), false) => Err(Error::Sql(
+            (None, _) => Err(Error::Sql(crate::sql::SqlError::Invalid(
+                "no statement to run".into(),
+            ))),
+            (Some(_), false) => Err(Error::Sql(crate::sql::SqlError::Invalid(
                 "the text holds several statements where one is expected".into(),
-            )),
+            ))),
         }
     }
 }

@@ -108,23 +108,27 @@ impl Session {
         let mut statements = self.parse(sql)?;
         let statement = match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => statement,
-            (None, _) => return Err(Error::Sql("no statement to prepare".into())),
+            (None, _) => {
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                    "no statement to prepare".into(),
+                )))
+            }
             (Some(_), false) => {
-                return Err(Error::Sql(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(
                     "Session::prepare takes one statement; this text holds several".into(),
-                ))
+                )))
             }
         };
         if !self.is_datafusions(&statement) {
-            return Err(Error::Sql(format!(
+            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
                 "only queries and INSERT can be prepared, not: {statement}"
-            )));
+            ))));
         }
         let plan = self.plan(statement.clone()).await?;
         if matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) {
-            return Err(Error::Sql(format!(
+            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
                 "only queries and INSERT can be prepared, not: {sql}"
-            )));
+            ))));
         }
         Ok(Planned {
             stamp,
@@ -184,7 +188,9 @@ impl Session {
         let stamp = self.stamp();
         let plan = self.plan(statement.clone()).await?;
         let LogicalPlan::Statement(PlanStatement::Prepare(prepare)) = &plan else {
-            return Err(Error::Sql(format!("'{statement}' is not a PREPARE")));
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "'{statement}' is not a PREPARE"
+            ))));
         };
         let name = prepare.name.clone();
         let deallocate = PlanStatement::Deallocate(Deallocate { name: name.clone() });
@@ -193,10 +199,11 @@ impl Session {
             .await?;
         self.ctx.execute_logical_plan(plan.clone()).await?;
         self.remember_prepared(&plan, stamp, Some(statement));
-        self.sql_prepared()
-            .get(&name)
-            .cloned()
-            .ok_or_else(|| Error::Sql(format!("prepared statement '{name}' vanished")))
+        self.sql_prepared().get(&name).cloned().ok_or_else(|| {
+            Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "prepared statement '{name}' vanished"
+            )))
+        })
     }
 
     /// Keeps or forgets a `PREPARE` (its `statement`) or `DEALLOCATE`

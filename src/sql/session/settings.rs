@@ -6,6 +6,7 @@ use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, ObjectName};
 
 use crate::error::{Error, Result};
 use crate::sql::Session;
+use crate::sql::SqlError;
 use crate::storage::Durability;
 
 /// The settings `SET widesql.<name>` knows.
@@ -24,7 +25,11 @@ impl Session {
         let text = match values {
             [SqlExpr::Value(v)] => v.value.to_string().trim_matches('\'').to_string(),
             [SqlExpr::Identifier(i)] => i.value.clone(),
-            _ => return Err(Error::Sql(format!("SET {name} takes one value"))),
+            _ => {
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    "SET {name} takes one value"
+                ))))
+            }
         };
         let default = text.eq_ignore_ascii_case("default") || text.eq_ignore_ascii_case("null");
         let mut settings = self.write_settings();
@@ -35,9 +40,9 @@ impl Session {
                     "on" | "true" => true,
                     "off" | "false" => false,
                     _ => {
-                        return Err(Error::Sql(format!(
+                        return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                             "widesql.plan_cache is 'on' or 'off', not '{text}'"
-                        )))
+                        ))))
                     }
                 };
                 self.cache.set_enabled(on);
@@ -54,13 +59,16 @@ impl Session {
                 settings.durability = if default {
                     None
                 } else {
-                    Some(text.parse::<Durability>().map_err(Error::Sql)?)
+                    Some(
+                        text.parse::<Durability>()
+                            .map_err(|e| Error::Sql(SqlError::Invalid(e)))?,
+                    )
                 }
             }
             _ => {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "unknown setting '{name}'; widesql has {SETTINGS}"
-                )))
+                ))))
             }
         }
         let state = self.ctx.state_ref();
@@ -76,14 +84,18 @@ fn parse_write_timestamp(text: &str) -> Result<i64> {
         Ok(micros) => micros,
         Err(_) => {
             datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text)
-                .map_err(|e| Error::Sql(format!("'{text}' is not a timestamp: {e}")))?
+                .map_err(|e| {
+                    Error::Sql(crate::sql::SqlError::Invalid(format!(
+                        "'{text}' is not a timestamp: {e}"
+                    )))
+                })?
                 / 1000
         }
     };
     if micros < 0 {
-        return Err(Error::Sql(
+        return Err(Error::Sql(crate::sql::SqlError::Invalid(
             "widesql.write_timestamp must not be before 1970".into(),
-        ));
+        )));
     }
     Ok(micros)
 }

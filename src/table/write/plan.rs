@@ -362,13 +362,12 @@ impl TableStore {
         if !any_visible(&CellKey::row_prefix(prefix, key), &all_groups)? {
             return Ok(());
         }
-        Err(self
-            .invalid(format!(
-                "column '{}' is NOT NULL: row '{}' would be left without it",
-                String::from_utf8_lossy(missing),
-                String::from_utf8_lossy(key).escape_debug()
-            ))
-            .into())
+        Err(TableError::NotNull {
+            table: self.layout.name.clone(),
+            column: String::from_utf8_lossy(missing).into_owned(),
+            row: String::from_utf8_lossy(key).escape_debug().to_string(),
+        }
+        .into())
     }
 
     /// Adds the chunk writes of row `key`'s plan to `batch`; a batch

@@ -31,6 +31,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
+use crate::sql::error::{to_df, SqlError};
 use crate::sql::read::table::WideTable;
 
 mod cell;
@@ -197,11 +198,14 @@ impl<'a> ConstantInsert<'a> {
             .enumerate()
             .map(|(row, cell)| {
                 cell.value(field.data_type(), params).map_err(|e| {
-                    DataFusionError::Execution(format!(
-                        "row {}: column '{name}': {}",
-                        row + 1,
-                        e.message()
-                    ))
+                    let source = SqlError::DoesNotFit {
+                        column: name.to_string(),
+                        reason: e.message().to_string(),
+                    };
+                    to_df(SqlError::AtRow {
+                        row: row as u64 + 1,
+                        source: Box::new(source.into()),
+                    })
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -358,7 +362,8 @@ mod tests {
     /// (or any other source) is DataFusion's.
     #[tokio::test]
     async fn constant_rows_are_recognised_and_nothing_else() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| crate::Error::Sql(e.to_string()))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| crate::Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let session = Db::open(dir.path())?.session();
         session
             .run(

@@ -49,7 +49,8 @@ use datafusion::physical_plan::streaming::PartitionStream;
 
 use crate::error::{Error, Result};
 use crate::sql::files::FileFormat;
-use crate::sql::read::scan::{off_runtime, RECORD_BATCH_BYTES};
+use crate::sql::read::scan::RECORD_BATCH_BYTES;
+use crate::sql::runtime::off_runtime;
 use crate::sql::{from_df, Session};
 use json_array::ArrayAsLines;
 use json_text::JsonTextColumns;
@@ -148,10 +149,10 @@ impl Session {
         let format = match options.format {
             Some(format) => format,
             None => FileFormat::from_path(path).ok_or_else(|| {
-                Error::Sql(
+                Error::Sql(crate::sql::SqlError::Invalid(
                     "its extension names no format: give one (parquet, arrow, arrows, csv, json, ndjson)"
                         .into(),
-                )
+                ))
             })?,
         };
         let target = self.import_target(table, options).await?;
@@ -329,8 +330,11 @@ fn open_file(
     let mut total_rows = None;
     let inner: Box<dyn RecordBatchReader + Send> = match format {
         FileFormat::Parquet => {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?)
-                .map_err(|e| Error::Sql(format!("not a Parquet file: {e}")))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?).map_err(|e| {
+                Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    "not a Parquet file: {e}"
+                )))
+            })?;
             total_rows = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
             let row_bytes = builder
                 .metadata()
@@ -344,17 +348,25 @@ fn open_file(
                 builder
                     .with_batch_size(batch_rows(row_bytes))
                     .build()
-                    .map_err(|e| Error::Sql(format!("not a Parquet file: {e}")))?,
+                    .map_err(|e| {
+                        Error::Sql(crate::sql::SqlError::Invalid(format!(
+                            "not a Parquet file: {e}"
+                        )))
+                    })?,
             )
         }
-        FileFormat::Arrow => Box::new(
-            FileReader::try_new(open()?, None)
-                .map_err(|e| Error::Sql(format!("not an Arrow IPC file: {e}")))?,
-        ),
-        FileFormat::ArrowStream => Box::new(
-            StreamReader::try_new(counted()?, None)
-                .map_err(|e| Error::Sql(format!("not an Arrow IPC stream: {e}")))?,
-        ),
+        FileFormat::Arrow => Box::new(FileReader::try_new(open()?, None).map_err(|e| {
+            Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "not an Arrow IPC file: {e}"
+            )))
+        })?),
+        FileFormat::ArrowStream => {
+            Box::new(StreamReader::try_new(counted()?, None).map_err(|e| {
+                Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    "not an Arrow IPC stream: {e}"
+                )))
+            })?)
+        }
         FileFormat::Csv => {
             let csv = CsvFormat::default().with_header(true);
             let (inferred, sample_rows) = csv
@@ -362,7 +374,11 @@ fn open_file(
                     skip_bom(counted_into(&sampled)?).map_err(file_error)?,
                     Some(INFER_ROWS),
                 )
-                .map_err(|e| Error::Sql(format!("not a CSV file with a header row: {e}")))?;
+                .map_err(|e| {
+                    Error::Sql(crate::sql::SqlError::Invalid(format!(
+                        "not a CSV file with a header row: {e}"
+                    )))
+                })?;
             let schema = parse_schema(&inferred, columns, csv_parses);
             // Columns of the table's MAP, list, struct and binary types.
             let decoded: Vec<(usize, FieldRef)> = schema
@@ -400,7 +416,9 @@ fn open_file(
             let (inferred, sample_rows) =
                 datafusion::arrow::json::reader::infer_json_schema(&mut sample, Some(INFER_ROWS))
                     .map_err(|e| {
-                    Error::Sql(format!("not newline-delimited JSON or a JSON array: {e}"))
+                    Error::Sql(crate::sql::SqlError::Invalid(format!(
+                        "not newline-delimited JSON or a JSON array: {e}"
+                    )))
                 })?;
             let schema = parse_schema(&inferred, columns, |_| true);
             Box::new(

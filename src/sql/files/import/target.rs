@@ -28,20 +28,25 @@ impl Session {
         let (project, dataset, name) = self
             .options()
             .resolve(&name_parts_of_text(table))
-            .ok_or_else(|| Error::Sql(format!("'{table}' is not a table name")))?;
+            .ok_or_else(|| {
+                Error::Sql(crate::sql::SqlError::BadName {
+                    name: table.to_string(),
+                    expected: "a [[project.]dataset.]table name",
+                })
+            })?;
         let qualified = format!("{project}.{dataset}.{name}");
         let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
         let exists = dataset_handle.table(&name)?.is_some();
         match (exists, options.create, options.append || options.replace) {
             (true, true, false) => {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "table {qualified} exists: import into it without create, or drop it first"
-                )))
+                ))))
             }
             (false, false, _) => {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "table {qualified} does not exist: create it first, or import with create"
-                )))
+                ))))
             }
             _ => {}
         }
@@ -98,9 +103,9 @@ impl ImportTarget {
         let source_columns: Vec<String> =
             schema.fields().iter().map(|f| f.name().clone()).collect();
         if source_columns.is_empty() {
-            return Err(Error::Sql(
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(
                 "the file has no columns: it is empty, or has no header row or fields".into(),
-            ));
+            )));
         }
         if let Some(columns) = &self.columns {
             let unknown: Vec<&str> = source_columns
@@ -109,11 +114,11 @@ impl ImportTarget {
                 .map(String::as_str)
                 .collect();
             if !unknown.is_empty() {
-                return Err(Error::Sql(format!(
+                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
                     "the file has column(s) '{}', which table {} does not have",
                     unknown.join("', '"),
                     self.qualified
-                )));
+                ))));
             }
         }
         let source_name = format!("widesql_import_{}", uuid::Uuid::now_v7().simple());

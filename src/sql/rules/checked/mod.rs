@@ -357,7 +357,8 @@ mod tests {
     /// test thread's stack in a debug build.)
     #[tokio::test]
     async fn a_long_chain_is_named_as_its_operators_and_checked() -> crate::Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Sql(e.to_string()))?;
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let db = Db::open(dir.path())?;
         let session = db.session();
         session
