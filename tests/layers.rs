@@ -189,6 +189,39 @@ fn layers_depend_only_on_layers_below() -> Result<(), BoxError> {
     Ok(())
 }
 
+/// `Session` and its methods are defined in `sql/session/` alone; every
+/// other stage is functions that take the session.
+#[test]
+fn the_session_is_defined_in_one_place() -> Result<(), BoxError> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let session = root.join("sql").join("session");
+    let mut outside = Vec::new();
+    let mut inside = 0;
+    for path in sources(&root)? {
+        let text = std::fs::read_to_string(&path)?;
+        let blocks = code_lines(&text)
+            .filter(|(_, line)| {
+                line.starts_with("impl Session ") || line.starts_with("impl Session{")
+            })
+            .count();
+        if path.starts_with(&session) {
+            inside += blocks;
+        } else if blocks > 0 {
+            outside.push(path.display().to_string());
+        }
+    }
+    assert!(
+        inside > 0,
+        "no impl Session found under {}",
+        session.display()
+    );
+    assert!(
+        outside.is_empty(),
+        "impl Session outside sql/session/: {outside:?}"
+    );
+    Ok(())
+}
+
 #[test]
 fn paths_are_read_from_lines() {
     assert_eq!(

@@ -18,6 +18,9 @@
 //! - [`values`](crate::sql::values): cell bytes and Arrow values, both ways; literals.
 //! - [`files`](crate::sql::files): exports and imports (`COPY … TO`, [`Session::export`],
 //!   [`Session::import`]).
+//!
+//! [`Session`] and its methods are defined in `session/` alone; the other
+//! stages are functions that take the session (`tests/layers.rs` checks).
 
 pub mod ddl;
 pub mod dml;

@@ -14,12 +14,12 @@
 //!   plain numbers are seconds) and `'<family>.locality_group' = 'g'` set
 //!   a family's GC policy and locality group.
 
-mod alter;
-mod columns;
-mod create;
-mod drop;
+pub(crate) mod alter;
+pub(crate) mod columns;
+pub(crate) mod create;
+pub(crate) mod drop;
 mod options;
-mod show;
+pub(crate) mod show;
 pub(crate) mod users;
 
 use crate::error::Error;

@@ -357,220 +357,227 @@ fn parse_privileges(parser: &mut Parser<'_>) -> std::result::Result<Vec<Privileg
     }
 }
 
-impl Session {
-    /// Runs a statement about users, grants or running statements, or a
-    /// project's rename. Only an admin (or a session
-    /// without a user) changes users and grants; a user may change its own
-    /// password and see its own grants.
-    pub(crate) fn run_access(&self, statement: AccessStatement) -> Result<Frame> {
-        let catalog = self.db.catalog();
-        match statement {
-            AccessStatement::CreateUser {
-                name,
-                password,
-                admin,
-                if_not_exists,
-            } => {
-                self.require_admin("create users")?;
-                let name = self.normalize(&name);
-                catalog.create_user(&name, hash_password(&password)?, admin, if_not_exists)?;
+/// Runs a statement about users, grants or running statements, or a
+/// project's rename. Only an admin (or a session
+/// without a user) changes users and grants; a user may change its own
+/// password and see its own grants.
+pub(crate) fn run_access(session: &Session, statement: AccessStatement) -> Result<Frame> {
+    let catalog = session.db.catalog();
+    match statement {
+        AccessStatement::CreateUser {
+            name,
+            password,
+            admin,
+            if_not_exists,
+        } => {
+            session.require_admin("create users")?;
+            let name = session.normalize(&name);
+            catalog.create_user(&name, hash_password(&password)?, admin, if_not_exists)?;
+        }
+        AccessStatement::AlterUser {
+            name,
+            password,
+            admin,
+        } => {
+            let name = session.normalize(&name);
+            let own_password = admin.is_none() && session.options.user.as_ref() == Some(&name);
+            if !own_password {
+                session.require_admin("alter other users or the admin flag")?;
             }
-            AccessStatement::AlterUser {
-                name,
-                password,
-                admin,
-            } => {
-                let name = self.normalize(&name);
-                let own_password = admin.is_none() && self.options.user.as_ref() == Some(&name);
-                if !own_password {
-                    self.require_admin("alter other users or the admin flag")?;
+            let hash = password.as_deref().map(hash_password).transpose()?;
+            catalog.alter_user(&name, hash, admin)?;
+        }
+        AccessStatement::DropUser { name, if_exists } => {
+            session.require_admin("drop users")?;
+            let name = session.normalize(&name);
+            if session.options.user.as_ref() == Some(&name) {
+                return Err(AccessError::AdminOnly {
+                    user: name,
+                    action: "drop another user (a session's own user cannot be dropped)".into(),
                 }
-                let hash = password.as_deref().map(hash_password).transpose()?;
-                catalog.alter_user(&name, hash, admin)?;
+                .into());
             }
-            AccessStatement::DropUser { name, if_exists } => {
-                self.require_admin("drop users")?;
-                let name = self.normalize(&name);
-                if self.options.user.as_ref() == Some(&name) {
-                    return Err(AccessError::AdminOnly {
-                        user: name,
-                        action: "drop another user (a session's own user cannot be dropped)".into(),
-                    }
-                    .into());
-                }
-                catalog.drop_user(&name, if_exists)?;
+            catalog.drop_user(&name, if_exists)?;
+        }
+        AccessStatement::Grant {
+            privileges,
+            on,
+            user,
+            revoke,
+        } => {
+            session.require_admin(if revoke {
+                "revoke privileges"
+            } else {
+                "grant privileges"
+            })?;
+            let on = securable(session, &on)?;
+            catalog.set_grants(&session.normalize(&user), on, &privileges, !revoke)?;
+        }
+        AccessStatement::ShowGrants { user } => {
+            let user = user.map(|u| session.normalize(&u));
+            if user.is_some() && user != session.options.user {
+                session.require_admin("show the grants of other users")?;
             }
-            AccessStatement::Grant {
-                privileges,
-                on,
-                user,
-                revoke,
-            } => {
-                self.require_admin(if revoke {
-                    "revoke privileges"
-                } else {
-                    "grant privileges"
-                })?;
-                let on = self.securable(&on)?;
-                catalog.set_grants(&self.normalize(&user), on, &privileges, !revoke)?;
+            return session.frame(grants_batch(
+                session,
+                user.or_else(|| session.options.user.clone()),
+            )?);
+        }
+        AccessStatement::ShowUsers => {
+            session.require_admin("list users")?;
+            return session.frame(users_batch(session)?);
+        }
+        AccessStatement::ShowActivity => return session.frame(activity_batch(session)?),
+        AccessStatement::Cancel { id } => {
+            let activity = session.db.activity();
+            let owner = activity.user_of(id).ok_or_else(|| {
+                crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    "no statement runs with id {id} (it may have ended)"
+                )))
+            })?;
+            if owner != session.options.user {
+                session.require_admin("cancel the statements of other users")?;
             }
-            AccessStatement::ShowGrants { user } => {
-                let user = user.map(|u| self.normalize(&u));
-                if user.is_some() && user != self.options.user {
-                    self.require_admin("show the grants of other users")?;
-                }
-                return self.frame(self.grants_batch(user.or_else(|| self.options.user.clone()))?);
-            }
-            AccessStatement::ShowUsers => {
-                self.require_admin("list users")?;
-                return self.frame(self.users_batch()?);
-            }
-            AccessStatement::ShowActivity => return self.frame(self.activity_batch()?),
-            AccessStatement::Cancel { id } => {
-                let activity = self.db.activity();
-                let owner = activity.user_of(id).ok_or_else(|| {
-                    crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
-                        "no statement runs with id {id} (it may have ended)"
-                    )))
-                })?;
-                if owner != self.options.user {
-                    self.require_admin("cancel the statements of other users")?;
-                }
-                if activity.cancel(id) == Some(false) {
-                    return Err(crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
-                        "statement {id} writes, and a write runs to its end: it cannot be cancelled"
-                    ))));
-                }
-            }
-            AccessStatement::RenameProject {
-                name,
-                new_name,
-                if_exists,
-            } => {
-                let (name, new_name) = (self.normalize(&name), self.normalize(&new_name));
-                // Renaming a project takes what dropping it does.
-                self.require_in_project(&name)?;
-                match self.db.open_project(&name) {
-                    Ok(project) => project.rename(&new_name)?,
-                    Err(e) if if_exists && e.kind() == crate::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
+            if activity.cancel(id) == Some(false) {
+                return Err(crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    "statement {id} writes, and a write runs to its end: it cannot be cancelled"
+                ))));
             }
         }
-        self.done()
-    }
-
-    /// `SHOW ACTIVITY`: the statements running now; a user sees its own.
-    fn activity_batch(&self) -> Result<RecordBatch> {
-        let all = self.require_admin("").is_ok();
-        let entries: Vec<crate::ActivityEntry> = self
-            .db
-            .activity()
-            .list()
-            .into_iter()
-            .filter(|e| all || e.user == self.options.user)
-            .collect();
-        let micros = |t: std::time::SystemTime| {
-            t.duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-        };
-        Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("id", DataType::UInt64, false),
-                Field::new("user", DataType::Utf8, true),
-                Field::new("client", DataType::Utf8, false),
-                Field::new("kind", DataType::Utf8, false),
-                Field::new(
-                    "started",
-                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                    false,
-                ),
-                Field::new("running_ms", DataType::UInt64, false),
-            ])),
-            vec![
-                Arc::new(UInt64Array::from_iter_values(entries.iter().map(|e| e.id))),
-                Arc::new(StringArray::from_iter(
-                    entries.iter().map(|e| e.user.as_deref()),
-                )),
-                Arc::new(StringArray::from_iter_values(
-                    entries.iter().map(|e| e.client.as_str()),
-                )),
-                Arc::new(StringArray::from_iter_values(
-                    entries.iter().map(|e| e.kind.as_str()),
-                )),
-                Arc::new(
-                    TimestampMicrosecondArray::from_iter_values(
-                        entries.iter().map(|e| micros(e.started)),
-                    )
-                    .with_timezone("UTC"),
-                ),
-                Arc::new(UInt64Array::from_iter_values(
-                    entries.iter().map(|e| e.running_micros / 1000),
-                )),
-            ],
-        )?)
-    }
-
-    /// The object a `GRANT` names.
-    fn securable(&self, on: &ObjectRef) -> Result<Securable> {
-        Ok(match on {
-            ObjectRef::Project(name) => {
-                let parts = self.name_parts(name)?;
-                Securable::Project(self.db.open_project(&parts.join("."))?.id())
+        AccessStatement::RenameProject {
+            name,
+            new_name,
+            if_exists,
+        } => {
+            let (name, new_name) = (session.normalize(&name), session.normalize(&new_name));
+            // Renaming a project takes what dropping it does.
+            session.require_in_project(&name)?;
+            match session.db.open_project(&name) {
+                Ok(project) => project.rename(&new_name)?,
+                Err(e) if if_exists && e.kind() == crate::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
-            ObjectRef::Dataset(name) => {
-                let (project, dataset) = self.resolve_dataset_name(name)?;
-                Securable::Dataset(self.db.open_project(&project)?.open_dataset(&dataset)?.id())
-            }
-            ObjectRef::Table(name) => Securable::Table(self.open_table(name)?.id()),
-        })
-    }
-
-    /// `SHOW GRANTS`: `user`'s grants, or everyone's for `None`.
-    fn grants_batch(&self, user: Option<String>) -> Result<RecordBatch> {
-        let state = self.db.catalog().read();
-        let (mut users, mut privileges, mut kinds, mut objects) = (vec![], vec![], vec![], vec![]);
-        for (holder, on, privilege) in state.grants() {
-            if user.as_deref().is_some_and(|u| u != holder) {
-                continue;
-            }
-            let name = state.securable_name(on);
-            users.push(holder.to_string());
-            privileges.push(privilege.name());
-            kinds.push(on.kind());
-            objects.push(
-                name.split_once(' ')
-                    .map_or(name.clone(), |(_, n)| n.to_string()),
-            );
         }
-        let text = |values: Vec<String>| Arc::new(StringArray::from(values)) as ArrayRef;
-        let fields = ["user", "privilege", "object_kind", "object"]
-            .map(|name| Field::new(name, DataType::Utf8, false));
-        Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(fields.to_vec())),
-            vec![
-                text(users),
-                Arc::new(StringArray::from(privileges)),
-                Arc::new(StringArray::from(kinds)),
-                text(objects),
-            ],
-        )?)
     }
+    session.done()
+}
 
-    /// `SHOW USERS`: name and admin flag (never the password hash).
-    fn users_batch(&self) -> Result<RecordBatch> {
-        let state = self.db.catalog().read();
-        let names: Vec<String> = state.users().map(|u| u.name.clone()).collect();
-        let admins: Vec<bool> = state.users().map(|u| u.admin).collect();
-        Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("user", DataType::Utf8, false),
-                Field::new("admin", DataType::Boolean, false),
-            ])),
-            vec![
-                Arc::new(StringArray::from(names)),
-                Arc::new(BooleanArray::from(admins)),
-            ],
-        )?)
+/// `SHOW ACTIVITY`: the statements running now; a user sees its own.
+fn activity_batch(session: &Session) -> Result<RecordBatch> {
+    let all = session.require_admin("").is_ok();
+    let entries: Vec<crate::ActivityEntry> = session
+        .db
+        .activity()
+        .list()
+        .into_iter()
+        .filter(|e| all || e.user == session.options.user)
+        .collect();
+    let micros = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    };
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::UInt64, false),
+            Field::new("user", DataType::Utf8, true),
+            Field::new("client", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new(
+                "started",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                false,
+            ),
+            Field::new("running_ms", DataType::UInt64, false),
+        ])),
+        vec![
+            Arc::new(UInt64Array::from_iter_values(entries.iter().map(|e| e.id))),
+            Arc::new(StringArray::from_iter(
+                entries.iter().map(|e| e.user.as_deref()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                entries.iter().map(|e| e.client.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                entries.iter().map(|e| e.kind.as_str()),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    entries.iter().map(|e| micros(e.started)),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(UInt64Array::from_iter_values(
+                entries.iter().map(|e| e.running_micros / 1000),
+            )),
+        ],
+    )?)
+}
+
+/// The object a `GRANT` names.
+fn securable(session: &Session, on: &ObjectRef) -> Result<Securable> {
+    Ok(match on {
+        ObjectRef::Project(name) => {
+            let parts = session.name_parts(name)?;
+            Securable::Project(session.db.open_project(&parts.join("."))?.id())
+        }
+        ObjectRef::Dataset(name) => {
+            let (project, dataset) = session.resolve_dataset_name(name)?;
+            Securable::Dataset(
+                session
+                    .db
+                    .open_project(&project)?
+                    .open_dataset(&dataset)?
+                    .id(),
+            )
+        }
+        ObjectRef::Table(name) => Securable::Table(session.open_table(name)?.id()),
+    })
+}
+
+/// `SHOW GRANTS`: `user`'s grants, or everyone's for `None`.
+fn grants_batch(session: &Session, user: Option<String>) -> Result<RecordBatch> {
+    let state = session.db.catalog().read();
+    let (mut users, mut privileges, mut kinds, mut objects) = (vec![], vec![], vec![], vec![]);
+    for (holder, on, privilege) in state.grants() {
+        if user.as_deref().is_some_and(|u| u != holder) {
+            continue;
+        }
+        let name = state.securable_name(on);
+        users.push(holder.to_string());
+        privileges.push(privilege.name());
+        kinds.push(on.kind());
+        objects.push(
+            name.split_once(' ')
+                .map_or(name.clone(), |(_, n)| n.to_string()),
+        );
     }
+    let text = |values: Vec<String>| Arc::new(StringArray::from(values)) as ArrayRef;
+    let fields = ["user", "privilege", "object_kind", "object"]
+        .map(|name| Field::new(name, DataType::Utf8, false));
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields.to_vec())),
+        vec![
+            text(users),
+            Arc::new(StringArray::from(privileges)),
+            Arc::new(StringArray::from(kinds)),
+            text(objects),
+        ],
+    )?)
+}
+
+/// `SHOW USERS`: name and admin flag (never the password hash).
+fn users_batch(session: &Session) -> Result<RecordBatch> {
+    let state = session.db.catalog().read();
+    let names: Vec<String> = state.users().map(|u| u.name.clone()).collect();
+    let admins: Vec<bool> = state.users().map(|u| u.admin).collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("user", DataType::Utf8, false),
+            Field::new("admin", DataType::Boolean, false),
+        ])),
+        vec![
+            Arc::new(StringArray::from(names)),
+            Arc::new(BooleanArray::from(admins)),
+        ],
+    )?)
 }

@@ -220,257 +220,258 @@ impl TableFunctionImpl for RowsFunction {
     }
 }
 
-impl Session {
-    /// The table a DML statement targets, refusing joins in the target, and
-    /// the alias its other clauses use for it.
-    fn dml_target(
-        &self,
-        target: &TableWithJoins,
-        statement: &str,
-    ) -> crate::Result<(Table, Ident)> {
-        if !target.joins.is_empty() {
-            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
-                "{statement} does not take a JOIN in its target table; {}",
-                if statement == "DELETE" {
-                    "use DELETE FROM t USING other WHERE … or WHERE … IN (SELECT …)"
-                } else {
-                    "use UPDATE t SET … FROM other WHERE …"
-                }
-            ))));
-        }
-        let TableFactor::Table { name, alias, .. } = &target.relation else {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                "{statement} takes a table name"
-            ))));
-        };
-        let table = self.open_table(name)?;
-        if let Some(privilege) = crate::access::Privilege::parse(statement) {
-            self.require(privilege, crate::access::Securable::Table(table.id()))?;
-        }
-        let alias = match alias {
-            Some(a) => a.name.clone(),
-            None => name
-                .0
-                .last()
-                .and_then(|p| p.as_ident())
-                .cloned()
-                .ok_or_else(|| {
-                    Error::Sql(crate::sql::SqlError::BadName {
-                        name: name.to_string(),
-                        expected: "a plain table name",
-                    })
-                })?,
-        };
-        Ok((table, alias))
-    }
-
-    /// The internal `_rowid` view of `table`, writable (not a system table).
-    fn writable_view(&self, table: &Table) -> crate::Result<WideTable> {
-        let view = WideTable::open(self.db(), table.id(), true)?
-            .ok_or_else(|| crate::catalog::not_found(ObjectKind::Table, table.id()))?;
-        if view.store().layout.read_only {
-            return Err(crate::table::TableError::ReadOnly {
-                table: view.store().layout.name.clone(),
+/// The table a DML statement targets, refusing joins in the target, and
+/// the alias its other clauses use for it.
+fn dml_target(
+    session: &Session,
+    target: &TableWithJoins,
+    statement: &str,
+) -> crate::Result<(Table, Ident)> {
+    if !target.joins.is_empty() {
+        return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
+            "{statement} does not take a JOIN in its target table; {}",
+            if statement == "DELETE" {
+                "use DELETE FROM t USING other WHERE … or WHERE … IN (SELECT …)"
+            } else {
+                "use UPDATE t SET … FROM other WHERE …"
             }
-            .into());
-        }
-        Ok(view)
+        ))));
     }
+    let TableFactor::Table { name, alias, .. } = &target.relation else {
+        return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            "{statement} takes a table name"
+        ))));
+    };
+    let table = session.open_table(name)?;
+    if let Some(privilege) = crate::access::Privilege::parse(statement) {
+        session.require(privilege, crate::access::Securable::Table(table.id()))?;
+    }
+    let alias = match alias {
+        Some(a) => a.name.clone(),
+        None => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .cloned()
+            .ok_or_else(|| {
+                Error::Sql(crate::sql::SqlError::BadName {
+                    name: name.to_string(),
+                    expected: "a plain table name",
+                })
+            })?,
+    };
+    Ok((table, alias))
+}
 
-    /// Starts `SELECT columns FROM <rows of table> AS alias [, others]
-    /// [WHERE selection]`, and says whether the statement may write while
-    /// it reads: no other table and no other scan of `table` is in it. The
-    /// statement's own expressions are put into the query as syntax trees,
-    /// never printed and parsed again.
-    async fn select_rows(
-        &self,
-        table: &Table,
-        alias: &Ident,
-        columns: Vec<SelectItem>,
-        others: &[TableWithJoins],
-        selection: Option<&SqlExpr>,
-    ) -> crate::Result<(SendableRecordBatchStream, bool)> {
-        let template = format!("SELECT 1 FROM {ROWS_FUNCTION}('{}') AS {alias}", table.id());
-        let mut query = match self.parse(&template)?.pop_front() {
-            Some(DfStatement::Statement(statement)) => match *statement {
-                Statement::Query(query) => query,
-                _ => {
-                    return Err(Error::Sql(crate::sql::SqlError::Invalid(
-                        "the row query did not parse as a query".into(),
-                    )))
-                }
-            },
+/// The internal `_rowid` view of `table`, writable (not a system table).
+fn writable_view(session: &Session, table: &Table) -> crate::Result<WideTable> {
+    let view = WideTable::open(session.db(), table.id(), true)?
+        .ok_or_else(|| crate::catalog::not_found(ObjectKind::Table, table.id()))?;
+    if view.store().layout.read_only {
+        return Err(crate::table::TableError::ReadOnly {
+            table: view.store().layout.name.clone(),
+        }
+        .into());
+    }
+    Ok(view)
+}
+
+/// Starts `SELECT columns FROM <rows of table> AS alias [, others]
+/// [WHERE selection]`, and says whether the statement may write while
+/// it reads: no other table and no other scan of `table` is in it. The
+/// statement's own expressions are put into the query as syntax trees,
+/// never printed and parsed again.
+async fn select_rows(
+    session: &Session,
+    table: &Table,
+    alias: &Ident,
+    columns: Vec<SelectItem>,
+    others: &[TableWithJoins],
+    selection: Option<&SqlExpr>,
+) -> crate::Result<(SendableRecordBatchStream, bool)> {
+    let template = format!("SELECT 1 FROM {ROWS_FUNCTION}('{}') AS {alias}", table.id());
+    let mut query = match session.parse(&template)?.pop_front() {
+        Some(DfStatement::Statement(statement)) => match *statement {
+            Statement::Query(query) => query,
             _ => {
                 return Err(Error::Sql(crate::sql::SqlError::Invalid(
-                    "the row query did not parse".into(),
+                    "the row query did not parse as a query".into(),
                 )))
             }
-        };
-        let SetExpr::Select(select) = query.body.as_mut() else {
+        },
+        _ => {
             return Err(Error::Sql(crate::sql::SqlError::Invalid(
-                "the row query did not parse as a SELECT".into(),
-            )));
-        };
-        select.projection = columns;
-        select.from.extend(others.iter().cloned());
-        select.selection = selection.cloned();
-        let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
-        let plan = self.plan(statement).await?;
-        let physical = self
-            .ctx
-            .execute_logical_plan(plan)
-            .await?
-            .create_physical_plan()
-            .await?;
-        let streamed = others.is_empty() && scans_of(&physical, table.id()) == 1;
-        let rows = execute_stream(physical, self.ctx.task_ctx())?;
-        Ok((rows, streamed))
-    }
+                "the row query did not parse".into(),
+            )))
+        }
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+            "the row query did not parse as a SELECT".into(),
+        )));
+    };
+    select.projection = columns;
+    select.from.extend(others.iter().cloned());
+    select.selection = selection.cloned();
+    let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
+    let plan = session.plan(statement).await?;
+    let physical = session
+        .ctx
+        .execute_logical_plan(plan)
+        .await?
+        .create_physical_plan()
+        .await?;
+    let streamed = others.is_empty() && scans_of(&physical, table.id()) == 1;
+    let rows = execute_stream(physical, session.ctx.task_ctx())?;
+    Ok((rows, streamed))
+}
 
-    /// `alias._rowid`.
-    fn rowid_of(alias: &Ident) -> SelectItem {
-        SelectItem::UnnamedExpr(SqlExpr::CompoundIdentifier(vec![
-            alias.clone(),
-            Ident::new(ROWID_COLUMN),
-        ]))
-    }
+/// `alias._rowid`.
+fn rowid_of(alias: &Ident) -> SelectItem {
+    SelectItem::UnnamedExpr(SqlExpr::CompoundIdentifier(vec![
+        alias.clone(),
+        Ident::new(ROWID_COLUMN),
+    ]))
+}
 
-    /// `DELETE FROM t [USING …] [WHERE …]`; returns how many rows went.
-    pub(crate) async fn delete(&self, delete: Delete) -> crate::Result<u64> {
-        let from = match &delete.from {
-            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
-        };
-        if !delete.tables.is_empty() {
+/// `DELETE FROM t [USING …] [WHERE …]`; returns how many rows went.
+pub(crate) async fn delete(session: &Session, delete: Delete) -> crate::Result<u64> {
+    let from = match &delete.from {
+        FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+    };
+    if !delete.tables.is_empty() {
+        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+            "DELETE names its target once, after FROM: DELETE FROM t [USING other] WHERE …".into(),
+        )));
+    }
+    let [target] = from.as_slice() else {
+        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+            "DELETE takes exactly one table; name the others in USING".into(),
+        )));
+    };
+    if delete.returning.is_some()
+        || delete.output.is_some()
+        || delete.limit.is_some()
+        || !delete.order_by.is_empty()
+    {
+        return Err(Error::Sql(crate::sql::SqlError::Unsupported(
+            "DELETE supports FROM <table> [USING …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
+                .into(),
+        )));
+    }
+    let (table, alias) = dml_target(session, target, "DELETE")?;
+    let view = writable_view(session, &table)?;
+    let using = delete.using.as_deref().unwrap_or_default();
+    let (input, streamed) = select_rows(
+        session,
+        &table,
+        &alias,
+        vec![rowid_of(&alias)],
+        using,
+        delete.selection.as_ref(),
+    )
+    .await?;
+    let writer = RowWriter::new(
+        view.store().clone(),
+        Arc::clone(view.shape()),
+        session.write_settings(),
+    );
+    let deleter = writer.clone();
+    let build = move |batch: &RecordBatch, _| Ok(deleter.delete(batch));
+    if streamed {
+        return Ok(apply_input(writer.store().clone(), input, true, build).await?);
+    }
+    // USING may match a row more than once; it is deleted once.
+    let mut rows = collect_rows(input, build).await?;
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows.dedup_by(|a, b| a.0 == b.0);
+    Ok(writer.apply(rows).await?)
+}
+
+/// `UPDATE t SET … [FROM …] [WHERE …]`; returns how many rows changed.
+/// A row that the FROM tables match more than once is an error.
+pub(crate) async fn update(session: &Session, update: Update) -> crate::Result<u64> {
+    if update.returning.is_some()
+        || update.output.is_some()
+        || update.limit.is_some()
+        || update.or.is_some()
+        || !update.order_by.is_empty()
+    {
+        return Err(Error::Sql(crate::sql::SqlError::Unsupported(
+            "UPDATE supports <table> SET … [FROM …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
+                .into(),
+        )));
+    }
+    let (table, alias) = dml_target(session, &update.table, "UPDATE")?;
+    let view = writable_view(session, &table)?;
+    let qualified = view.store().layout.name.clone();
+    let mut select = vec![rowid_of(&alias)];
+    let mut columns = Vec::new();
+    for assignment in &update.assignments {
+        let AssignmentTarget::ColumnName(target) = &assignment.target else {
             return Err(Error::Sql(crate::sql::SqlError::Invalid(
-                "DELETE names its target once, after FROM: DELETE FROM t [USING other] WHERE …"
-                    .into(),
-            )));
-        }
-        let [target] = from.as_slice() else {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(
-                "DELETE takes exactly one table; name the others in USING".into(),
+                "UPDATE assigns one column at a time: SET a = …, b = …".into(),
             )));
         };
-        if delete.returning.is_some()
-            || delete.output.is_some()
-            || delete.limit.is_some()
-            || !delete.order_by.is_empty()
-        {
-            return Err(Error::Sql(crate::sql::SqlError::Unsupported(
-                "DELETE supports FROM <table> [USING …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
-                    .into(),
-            )));
-        }
-        let (table, alias) = self.dml_target(target, "DELETE")?;
-        let view = self.writable_view(&table)?;
-        let using = delete.using.as_deref().unwrap_or_default();
-        let (input, streamed) = self
-            .select_rows(
-                &table,
-                &alias,
-                vec![Self::rowid_of(&alias)],
-                using,
-                delete.selection.as_ref(),
-            )
-            .await?;
-        let writer = RowWriter::new(
-            view.store().clone(),
-            Arc::clone(view.shape()),
-            self.write_settings(),
-        );
-        let deleter = writer.clone();
-        let build = move |batch: &RecordBatch, _| Ok(deleter.delete(batch));
-        if streamed {
-            return Ok(apply_input(writer.store().clone(), input, true, build).await?);
-        }
-        // USING may match a row more than once; it is deleted once.
-        let mut rows = collect_rows(input, build).await?;
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
-        rows.dedup_by(|a, b| a.0 == b.0);
-        Ok(writer.apply(rows).await?)
-    }
-
-    /// `UPDATE t SET … [FROM …] [WHERE …]`; returns how many rows changed.
-    /// A row that the FROM tables match more than once is an error.
-    pub(crate) async fn update(&self, update: Update) -> crate::Result<u64> {
-        if update.returning.is_some()
-            || update.output.is_some()
-            || update.limit.is_some()
-            || update.or.is_some()
-            || !update.order_by.is_empty()
-        {
-            return Err(Error::Sql(crate::sql::SqlError::Unsupported(
-                "UPDATE supports <table> SET … [FROM …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
-                    .into(),
-            )));
-        }
-        let (table, alias) = self.dml_target(&update.table, "UPDATE")?;
-        let view = self.writable_view(&table)?;
-        let qualified = view.store().layout.name.clone();
-        let mut select = vec![Self::rowid_of(&alias)];
-        let mut columns = Vec::new();
-        for assignment in &update.assignments {
-            let AssignmentTarget::ColumnName(target) = &assignment.target else {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(
-                    "UPDATE assigns one column at a time: SET a = …, b = …".into(),
-                )));
-            };
-            let parts = self.name_parts(target)?;
-            let name = parts.last().cloned().unwrap_or_default();
-            let Ok(index) = view.shape().schema.index_of(&name) else {
-                return Err(Error::Sql(crate::sql::SqlError::UnknownColumn {
-                    table: qualified.to_string(),
-                    column: name,
-                }));
-            };
-            if matches!(
-                view.shape().sources[index],
-                Source::RowKey { .. } | Source::KeyPart { .. }
-            ) {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "UPDATE cannot change key column '{name}' of table '{qualified}': DELETE the row and INSERT it again"
-                ))));
-            }
-            if columns.contains(&index) {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "UPDATE assigns column '{name}' of table '{qualified}' twice"
-                ))));
-            }
-            columns.push(index);
-            select.push(SelectItem::ExprWithAlias {
-                expr: assignment.value.clone(),
-                alias: Ident::with_quote('"', format!("__v{}", columns.len())),
-            });
-        }
-        let from = match &update.from {
-            Some(UpdateTableFromKind::BeforeSet(t) | UpdateTableFromKind::AfterSet(t)) => {
-                t.as_slice()
-            }
-            None => &[],
+        let parts = session.name_parts(target)?;
+        let name = parts.last().cloned().unwrap_or_default();
+        let Ok(index) = view.shape().schema.index_of(&name) else {
+            return Err(Error::Sql(crate::sql::SqlError::UnknownColumn {
+                table: qualified.to_string(),
+                column: name,
+            }));
         };
-        let (input, streamed) = self
-            .select_rows(&table, &alias, select, from, update.selection.as_ref())
-            .await?;
-        let writer = RowWriter::new(
-            view.store().clone(),
-            Arc::clone(view.shape()),
-            self.write_settings(),
-        );
-        let updater = writer.clone();
-        let build = move |batch: &RecordBatch, _| updater.update(&columns, batch);
-        if streamed {
-            return Ok(apply_input(writer.store().clone(), input, true, build).await?);
+        if matches!(
+            view.shape().sources[index],
+            Source::RowKey { .. } | Source::KeyPart { .. }
+        ) {
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "UPDATE cannot change key column '{name}' of table '{qualified}': DELETE the row and INSERT it again"
+            ))));
         }
-        let rows = collect_rows(input, build).await?;
-        if !from.is_empty() {
-            let mut keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
-            keys.sort_unstable();
-            if keys.windows(2).any(|w| w[0] == w[1]) {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "UPDATE … FROM matches a row of table '{qualified}' more than once; make the join match each row at most once"
-                ))));
-            }
+        if columns.contains(&index) {
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "UPDATE assigns column '{name}' of table '{qualified}' twice"
+            ))));
         }
-        Ok(writer.apply(rows).await?)
+        columns.push(index);
+        select.push(SelectItem::ExprWithAlias {
+            expr: assignment.value.clone(),
+            alias: Ident::with_quote('"', format!("__v{}", columns.len())),
+        });
     }
+    let from = match &update.from {
+        Some(UpdateTableFromKind::BeforeSet(t) | UpdateTableFromKind::AfterSet(t)) => t.as_slice(),
+        None => &[],
+    };
+    let (input, streamed) = select_rows(
+        session,
+        &table,
+        &alias,
+        select,
+        from,
+        update.selection.as_ref(),
+    )
+    .await?;
+    let writer = RowWriter::new(
+        view.store().clone(),
+        Arc::clone(view.shape()),
+        session.write_settings(),
+    );
+    let updater = writer.clone();
+    let build = move |batch: &RecordBatch, _| updater.update(&columns, batch);
+    if streamed {
+        return Ok(apply_input(writer.store().clone(), input, true, build).await?);
+    }
+    let rows = collect_rows(input, build).await?;
+    if !from.is_empty() {
+        let mut keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
+        keys.sort_unstable();
+        if keys.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "UPDATE … FROM matches a row of table '{qualified}' more than once; make the join match each row at most once"
+            ))));
+        }
+    }
+    Ok(writer.apply(rows).await?)
 }

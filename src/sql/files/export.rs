@@ -336,116 +336,111 @@ impl RecordBatchReader for QueryReader {
     }
 }
 
-impl Session {
-    /// The result of the query `sql`, which must read, not write: an
-    /// export, or a reader, of a statement that writes would apply it.
-    async fn query_frame(&self, sql: &str) -> Result<crate::sql::Frame> {
-        use datafusion::sql::parser::Statement as DfStatement;
-        use datafusion::sql::sqlparser::ast::Statement;
-        let statement = self.parse_one(sql)?;
-        let reads = match &statement {
-            DfStatement::Statement(statement) => matches!(
-                statement.as_ref(),
-                Statement::Query(_)
-                    | Statement::Explain { analyze: false, .. }
-                    | Statement::ExplainTable { .. }
-                    | Statement::ShowTables { .. }
-                    | Statement::ShowColumns { .. }
-                    | Statement::ShowVariable { .. }
-                    | Statement::ShowSchemas { .. }
-                    | Statement::ShowDatabases { .. }
-                    | Statement::ShowFunctions { .. }
-            ),
-            DfStatement::Explain(explain) => !explain.options.analyze,
-            _ => false,
-        };
-        if !reads {
-            let text = statement.to_string();
-            let head = text
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ");
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                "an export reads a query's result, and '{head} …' is not a query (it would write): run it on its own"
-            ))));
-        }
-        self.frame_of(statement).await
+/// The result of the query `sql`, which must read, not write: an
+/// export, or a reader, of a statement that writes would apply it.
+async fn query_frame(session: &Session, sql: &str) -> Result<crate::sql::Frame> {
+    use datafusion::sql::parser::Statement as DfStatement;
+    use datafusion::sql::sqlparser::ast::Statement;
+    let statement = session.parse_one(sql)?;
+    let reads = match &statement {
+        DfStatement::Statement(statement) => matches!(
+            statement.as_ref(),
+            Statement::Query(_)
+                | Statement::Explain { analyze: false, .. }
+                | Statement::ExplainTable { .. }
+                | Statement::ShowTables { .. }
+                | Statement::ShowColumns { .. }
+                | Statement::ShowVariable { .. }
+                | Statement::ShowSchemas { .. }
+                | Statement::ShowDatabases { .. }
+                | Statement::ShowFunctions { .. }
+        ),
+        DfStatement::Explain(explain) => !explain.options.analyze,
+        _ => false,
+    };
+    if !reads {
+        let text = statement.to_string();
+        let head = text
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            "an export reads a query's result, and '{head} …' is not a query (it would write): run it on its own"
+        ))));
     }
+    session.frame_of(statement).await
+}
 
-    /// Runs the query `sql` on `runtime` and returns its result as a
-    /// blocking [`RecordBatchReader`]. Call it, and read the reader, from
-    /// outside the runtime's async tasks (tokio refuses to block inside
-    /// them).
-    pub fn query_reader(&self, sql: &str, runtime: &tokio::runtime::Handle) -> Result<QueryReader> {
-        let stream = runtime.block_on(async {
-            let frame = self.query_frame(sql).await?;
-            frame.execute_stream().await
+/// The work of [`Session::query_reader`].
+pub(crate) fn query_reader(
+    session: &Session,
+    sql: &str,
+    runtime: &tokio::runtime::Handle,
+) -> Result<QueryReader> {
+    let stream = runtime.block_on(async {
+        let frame = query_frame(session, sql).await?;
+        frame.execute_stream().await
+    })?;
+    Ok(QueryReader {
+        stream,
+        runtime: runtime.clone(),
+    })
+}
+
+/// The work of [`Session::export_to`].
+pub(crate) async fn export_to<W: Write + Send + 'static>(
+    session: &Session,
+    sql: &str,
+    out: W,
+    format: FileFormat,
+    options: ExportOptions,
+    progress: impl FnMut(ExportProgress),
+) -> Result<ExportProgress> {
+    let frame = query_frame(session, sql).await?;
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let stream = frame.execute_stream().await?;
+    let writer = BatchWriter::new(out, &schema, format, options)?;
+    write_stream(stream, writer, progress).await
+}
+
+/// The work of [`Session::export`].
+pub(crate) async fn export(
+    session: &Session,
+    sql: &str,
+    path: &Path,
+    format: FileFormat,
+    options: ExportOptions,
+    progress: impl FnMut(ExportProgress),
+) -> Result<ExportProgress> {
+    let file_error = |e: std::io::Error| Error::File {
+        target: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // As DataFusion's COPY does, a missing directory is made.
+    std::fs::create_dir_all(dir).map_err(file_error)?;
+    let partial = tempfile::Builder::new()
+        .prefix(".widesql-export-")
+        .tempfile_in(dir)
+        .map_err(file_error)?;
+    let file: File = partial.reopen().map_err(file_error)?;
+    let done = session
+        .export_to(sql, BufWriter::new(file), format, options, progress)
+        .await
+        .map_err(|e| match e {
+            // The writer does not know the path: name it here.
+            Error::File { message, .. } => Error::File {
+                target: path.display().to_string(),
+                message,
+            },
+            other => other,
         })?;
-        Ok(QueryReader {
-            stream,
-            runtime: runtime.clone(),
-        })
-    }
-
-    /// Runs the query `sql` and writes its result to `out` in `format`,
-    /// batch by batch; `progress` hears after every batch.
-    pub async fn export_to<W: Write + Send + 'static>(
-        &self,
-        sql: &str,
-        out: W,
-        format: FileFormat,
-        options: ExportOptions,
-        progress: impl FnMut(ExportProgress),
-    ) -> Result<ExportProgress> {
-        let frame = self.query_frame(sql).await?;
-        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-        let stream = frame.execute_stream().await?;
-        let writer = BatchWriter::new(out, &schema, format, options)?;
-        write_stream(stream, writer, progress).await
-    }
-
-    /// Runs the query `sql` and writes its result to the file `path` in
-    /// `format`. The file appears, whole, only when the export succeeded:
-    /// it is written under a temporary name in the same directory first (a
-    /// missing directory is made).
-    pub async fn export(
-        &self,
-        sql: &str,
-        path: &Path,
-        format: FileFormat,
-        options: ExportOptions,
-        progress: impl FnMut(ExportProgress),
-    ) -> Result<ExportProgress> {
-        let file_error = |e: std::io::Error| Error::File {
-            target: path.display().to_string(),
-            message: e.to_string(),
-        };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        // As DataFusion's COPY does, a missing directory is made.
-        std::fs::create_dir_all(dir).map_err(file_error)?;
-        let partial = tempfile::Builder::new()
-            .prefix(".widesql-export-")
-            .tempfile_in(dir)
-            .map_err(file_error)?;
-        let file: File = partial.reopen().map_err(file_error)?;
-        let done = self
-            .export_to(sql, BufWriter::new(file), format, options, progress)
-            .await
-            .map_err(|e| match e {
-                // The writer does not know the path: name it here.
-                Error::File { message, .. } => Error::File {
-                    target: path.display().to_string(),
-                    message,
-                },
-                other => other,
-            })?;
-        partial.persist(path).map_err(|e| file_error(e.error))?;
-        Ok(done)
-    }
+    partial.persist(path).map_err(|e| file_error(e.error))?;
+    Ok(done)
 }
 
 #[cfg(test)]

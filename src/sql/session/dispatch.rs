@@ -35,7 +35,15 @@ impl Session {
             if let Some((query, path, format)) = file_copy(copy) {
                 let options = crate::sql::files::export::ExportOptions::default();
                 // Boxed: the export runs the query through `execute` again.
-                let done = Box::pin(self.export(&query, &path, format, options, |_| {})).await?;
+                let done = Box::pin(crate::sql::files::export::export(
+                    self,
+                    &query,
+                    &path,
+                    format,
+                    options,
+                    |_| {},
+                ))
+                .await?;
                 return self.count(done.rows);
             }
         }
@@ -48,7 +56,7 @@ impl Session {
                 if_not_exists,
                 ..
             } => {
-                self.create_database(&db_name, if_not_exists)?;
+                crate::sql::ddl::create::create_database(self, &db_name, if_not_exists)?;
                 self.done()
             }
             Statement::CreateSchema {
@@ -64,11 +72,11 @@ impl Session {
                         ))))
                     }
                 };
-                self.create_schema(name, if_not_exists)?;
+                crate::sql::ddl::create::create_schema(self, name, if_not_exists)?;
                 self.done()
             }
             Statement::CreateTable(create) => {
-                self.create_table(create).await?;
+                crate::sql::ddl::create::create_table(self, create).await?;
                 self.done()
             }
             // Rows are found by their key; secondary indexes are accepted
@@ -101,7 +109,7 @@ impl Session {
                 cascade,
                 ..
             } => {
-                self.drop_objects(object_type, &names, if_exists, cascade)?;
+                crate::sql::ddl::drop::drop_objects(self, object_type, &names, if_exists, cascade)?;
                 self.done()
             }
             // SELECT … INTO t is CREATE TABLE t AS SELECT ….
@@ -114,18 +122,20 @@ impl Session {
                 let create = CreateTableBuilder::new(into.name)
                     .query(Some(query))
                     .build();
-                self.create_table(create).await?;
+                crate::sql::ddl::create::create_table(self, create).await?;
                 self.done()
             }
             Statement::AlterTable(alter) => {
-                self.alter_table(&alter.name, alter.operations).await?;
+                crate::sql::ddl::alter::alter_table(self, &alter.name, alter.operations).await?;
                 self.done()
             }
             Statement::AlterSchema(alter) => {
-                self.alter_schema(&alter)?;
+                crate::sql::ddl::alter::alter_schema(self, &alter)?;
                 self.done()
             }
-            Statement::ShowDatabases { .. } => self.frame(self.show_databases()?),
+            Statement::ShowDatabases { .. } => {
+                self.frame(crate::sql::ddl::show::show_databases(self)?)
+            }
             Statement::ShowSchemas { show_options, .. } => {
                 let project = match &show_options.show_in {
                     Some(ShowStatementIn {
@@ -134,7 +144,10 @@ impl Session {
                     }) => Some(self.name_parts(name)?.join(".")),
                     _ => None,
                 };
-                self.frame(self.show_schemas(project.as_deref())?)
+                self.frame(crate::sql::ddl::show::show_schemas(
+                    self,
+                    project.as_deref(),
+                )?)
             }
             Statement::ShowTables { show_options, .. } => {
                 let dataset = match &show_options.show_in {
@@ -144,13 +157,13 @@ impl Session {
                     }) => Some(name.clone()),
                     _ => None,
                 };
-                self.frame(self.show_tables(dataset.as_ref())?)
+                self.frame(crate::sql::ddl::show::show_tables(self, dataset.as_ref())?)
             }
             Statement::ShowColumns { show_options, .. } => match &show_options.show_in {
                 Some(ShowStatementIn {
                     parent_name: Some(name),
                     ..
-                }) => self.frame(self.describe(name)?),
+                }) => self.frame(crate::sql::ddl::show::describe(self, name)?),
                 _ => Err(Error::Sql(crate::sql::SqlError::Invalid(
                     "SHOW COLUMNS needs FROM <table>".into(),
                 ))),
@@ -160,13 +173,15 @@ impl Session {
             {
                 self.datafusion(statement_back(*inner)).await
             }
-            Statement::ExplainTable { table_name, .. } => self.frame(self.describe(&table_name)?),
+            Statement::ExplainTable { table_name, .. } => {
+                self.frame(crate::sql::ddl::show::describe(self, &table_name)?)
+            }
             Statement::Delete(delete) => {
-                let n = self.delete(delete).await?;
+                let n = crate::sql::dml::delete_update::delete(self, delete).await?;
                 self.count(n)
             }
             Statement::Update(update) => {
-                let n = self.update(update).await?;
+                let n = crate::sql::dml::delete_update::update(self, update).await?;
                 self.count(n)
             }
             Statement::ShowVariable { variable }

@@ -3,6 +3,7 @@
 
 pub(crate) mod access;
 pub(crate) mod dispatch;
+mod files;
 pub mod frame;
 pub mod front_door;
 pub(crate) mod names;
@@ -371,7 +372,9 @@ impl Session {
         let mut statements = self.parse_script(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
             (Some(Parsed::Sql(statement)), true) => self.frame_of(statement).await,
-            (Some(Parsed::Access(statement)), true) => self.run_access(statement),
+            (Some(Parsed::Access(statement)), true) => {
+                crate::sql::ddl::users::run_access(self, statement)
+            }
             (None, _) => Err(Error::Sql(crate::sql::SqlError::Invalid(
                 "no statement to run".into(),
             ))),
@@ -423,7 +426,9 @@ impl Session {
                 Parsed::Sql(statement) => self.run_statement(statement).await?,
                 Parsed::Access(statement) => {
                     let sql = statement.to_string();
-                    let (schema, batches) = self.run_access(statement)?.into_rows().await?;
+                    let (schema, batches) = crate::sql::ddl::users::run_access(self, statement)?
+                        .into_rows()
+                        .await?;
                     StatementOutput {
                         sql,
                         schema,

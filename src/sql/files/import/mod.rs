@@ -99,77 +99,70 @@ pub struct ImportProgress {
 /// Hears an import's progress after every batch read.
 pub type ProgressFn = Arc<dyn Fn(ImportProgress) + Send + Sync>;
 
-impl Session {
-    /// Imports the file `path` into the table named `table` (one to three
-    /// parts, as in SQL) and returns the rows written; `progress` hears
-    /// after every batch read. See [the module](crate::sql::files::import) for what is
-    /// matched, cast and atomic.
-    pub async fn import(
-        &self,
-        table: &str,
-        path: &Path,
-        options: ImportOptions,
-        progress: impl Fn(ImportProgress) + Send + Sync + 'static,
-    ) -> Result<u64> {
-        self.import_file(table, path, options, Arc::new(progress))
-            .await
-            .map_err(|e| Error::Import {
-                file: path.display().to_string(),
-                source: Box::new(e),
-            })
-    }
+/// The work of [`Session::import`].
+pub(crate) async fn import(
+    session: &Session,
+    table: &str,
+    path: &Path,
+    options: ImportOptions,
+    progress: impl Fn(ImportProgress) + Send + Sync + 'static,
+) -> Result<u64> {
+    import_file(session, table, path, options, Arc::new(progress))
+        .await
+        .map_err(|e| Error::Import {
+            file: path.display().to_string(),
+            source: Box::new(e),
+        })
+}
 
-    /// Imports a stream of record batches into the table named `table`,
-    /// as [`Session::import`] imports a file's (Flight SQL's bulk ingest
-    /// comes here); returns the rows written.
-    pub async fn import_stream(
-        &self,
-        table: &str,
-        input: SendableRecordBatchStream,
-        options: ImportOptions,
-    ) -> Result<u64> {
-        let target = self.import_target(table, options).await?;
-        let rows = Arc::new(AtomicU64::new(0));
-        let source = StreamSource {
-            schema: input.schema(),
-            stream: Mutex::new(Some(input)),
-            rows: Arc::clone(&rows),
-        };
-        target.write(Arc::new(source)).await?;
-        Ok(rows.load(Ordering::Relaxed))
-    }
+/// The work of [`Session::import_stream`].
+pub(crate) async fn import_stream(
+    session: &Session,
+    table: &str,
+    input: SendableRecordBatchStream,
+    options: ImportOptions,
+) -> Result<u64> {
+    let target = target::import_target(session, table, options).await?;
+    let rows = Arc::new(AtomicU64::new(0));
+    let source = StreamSource {
+        schema: input.schema(),
+        stream: Mutex::new(Some(input)),
+        rows: Arc::clone(&rows),
+    };
+    target.write(Arc::new(source)).await?;
+    Ok(rows.load(Ordering::Relaxed))
+}
 
-    async fn import_file(
-        &self,
-        table: &str,
-        path: &Path,
-        options: ImportOptions,
-        progress: ProgressFn,
-    ) -> Result<u64> {
-        let format = match options.format {
-            Some(format) => format,
-            None => FileFormat::from_path(path).ok_or_else(|| {
-                Error::Sql(crate::sql::SqlError::Invalid(
-                    "its extension names no format: give one (parquet, arrow, arrows, csv, json, ndjson)"
-                        .into(),
-                ))
-            })?,
-        };
-        let target = self.import_target(table, options).await?;
-        let path_buf = path.to_path_buf();
-        let source = {
-            let columns = target.columns.clone();
-            off_runtime(move || {
-                open_file(&path_buf, format, columns.as_ref(), progress)
-                    .map_err(|e| DataFusionError::External(Box::new(e)))
-            })
-            .await
-            .map_err(from_df)?
-        };
-        let rows = Arc::clone(&source.rows);
-        target.write(Arc::new(source)).await?;
-        Ok(rows.load(Ordering::Relaxed))
-    }
+async fn import_file(
+    session: &Session,
+    table: &str,
+    path: &Path,
+    options: ImportOptions,
+    progress: ProgressFn,
+) -> Result<u64> {
+    let format = match options.format {
+        Some(format) => format,
+        None => FileFormat::from_path(path).ok_or_else(|| {
+            Error::Sql(crate::sql::SqlError::Invalid(
+                "its extension names no format: give one (parquet, arrow, arrows, csv, json, ndjson)"
+                    .into(),
+            ))
+        })?,
+    };
+    let target = target::import_target(session, table, options).await?;
+    let path_buf = path.to_path_buf();
+    let source = {
+        let columns = target.columns.clone();
+        off_runtime(move || {
+            open_file(&path_buf, format, columns.as_ref(), progress)
+                .map_err(|e| DataFusionError::External(Box::new(e)))
+        })
+        .await
+        .map_err(from_df)?
+    };
+    let rows = Arc::clone(&source.rows);
+    target.write(Arc::new(source)).await?;
+    Ok(rows.load(Ordering::Relaxed))
 }
 
 /// A file as the one partition of a table, read once on a thread of its

@@ -18,64 +18,65 @@ use crate::error::{Error, Result};
 use crate::sql::session::names::name_parts_of_text;
 use crate::sql::Session;
 
-impl Session {
-    /// The table an import writes, checked against `options`.
-    pub(super) async fn import_target(
-        &self,
-        table: &str,
-        options: ImportOptions,
-    ) -> Result<ImportTarget> {
-        let (project, dataset, name) = self
-            .options()
-            .resolve(&name_parts_of_text(table))
-            .ok_or_else(|| {
-                Error::Sql(crate::sql::SqlError::BadName {
-                    name: table.to_string(),
-                    expected: "a [[project.]dataset.]table name",
-                })
-            })?;
-        let qualified = format!("{project}.{dataset}.{name}");
-        let dataset_handle = self.db().open_project(&project)?.open_dataset(&dataset)?;
-        let exists = dataset_handle.table(&name)?.is_some();
-        match (exists, options.create, options.append || options.replace) {
-            (true, true, false) => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "table {qualified} exists: import into it without create, or drop it first"
-                ))))
-            }
-            (false, false, _) => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "table {qualified} does not exist: create it first, or import with create"
-                ))))
-            }
-            _ => {}
+/// The table an import writes, checked against `options`.
+pub(super) async fn import_target(
+    session: &Session,
+    table: &str,
+    options: ImportOptions,
+) -> Result<ImportTarget> {
+    let (project, dataset, name) = session
+        .options()
+        .resolve(&name_parts_of_text(table))
+        .ok_or_else(|| {
+            Error::Sql(crate::sql::SqlError::BadName {
+                name: table.to_string(),
+                expected: "a [[project.]dataset.]table name",
+            })
+        })?;
+    let qualified = format!("{project}.{dataset}.{name}");
+    let dataset_handle = session
+        .db()
+        .open_project(&project)?
+        .open_dataset(&dataset)?;
+    let exists = dataset_handle.table(&name)?.is_some();
+    match (exists, options.create, options.append || options.replace) {
+        (true, true, false) => {
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "table {qualified} exists: import into it without create, or drop it first"
+            ))))
         }
-        // A session of its own, as this one's user: one partition keeps
-        // the file's row order, so the row an error names is the file's.
-        let session = Session::with_options(self.db().clone(), self.options().clone());
-        session
-            .run("SET datafusion.execution.target_partitions = 1")
-            .await?;
-        let target = quoted(&[&project, &dataset, &name]);
-        let appends = exists && (!options.create || options.append);
-        let columns = if appends {
-            let frame = session
-                .sql(&format!("SELECT * FROM {target} LIMIT 0"))
-                .await?;
-            Some(Arc::new(frame.schema().as_arrow().clone()))
-        } else {
-            None
-        };
-        Ok(ImportTarget {
-            session,
-            project,
-            dataset,
-            qualified,
-            target,
-            columns,
-            replace: exists && !appends,
-        })
+        (false, false, _) => {
+            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                "table {qualified} does not exist: create it first, or import with create"
+            ))))
+        }
+        _ => {}
     }
+    // A session of its own, as this one's user: one partition keeps
+    // the file's row order, so the row an error names is the file's.
+    let session = Session::with_options(session.db().clone(), session.options().clone());
+    session
+        .run("SET datafusion.execution.target_partitions = 1")
+        .await?;
+    let target = quoted(&[&project, &dataset, &name]);
+    let appends = exists && (!options.create || options.append);
+    let columns = if appends {
+        let frame = session
+            .sql(&format!("SELECT * FROM {target} LIMIT 0"))
+            .await?;
+        Some(Arc::new(frame.schema().as_arrow().clone()))
+    } else {
+        None
+    };
+    Ok(ImportTarget {
+        session,
+        project,
+        dataset,
+        qualified,
+        target,
+        columns,
+        replace: exists && !appends,
+    })
 }
 
 /// Where an import writes.
