@@ -8,6 +8,8 @@
 # write (interop/records.py); then serves the database with `widesql serve`
 # (TLS with a certificate openssl makes here, a first admin) and reads and
 # writes it through ADBC's Flight SQL driver as two users (interop/flight.py).
+# Between them, the shell and Python examples of docs/export-import.md run
+# (interop/doc_blocks.py).
 # Skips, saying why, only when python3 or the install is impossible.
 #
 # usage: interop/run.sh PATH-TO-WIDESQL-BINARY
@@ -69,6 +71,13 @@ for tool in pandas polars; do
     "SELECT id, name, score FROM ${tool}_rows ORDER BY id"
 done
 "$work/venv/bin/python" "$(dirname "$0")/records.py" compare "$out"
+
+# The shell and Python examples of docs/export-import.md, run as a reader
+# pastes them, with this binary as `widesql` and the virtualenv's python.
+mkdir -p "$work/bin" "$work/docs"
+ln -s "$(cd "$(dirname "$widesql")" && pwd)/$(basename "$widesql")" "$work/bin/widesql"
+PATH="$work/bin:$work/venv/bin:$PATH" "$work/venv/bin/python" "$(dirname "$0")/doc_blocks.py" \
+  "$(dirname "$0")/../docs/export-import.md" "$work/docs"
 
 # The database served over Flight SQL, with TLS (a self-signed certificate
 # made here) and a first admin: the server prints its address once it

@@ -10,6 +10,7 @@ pub(crate) mod chunks;
 pub(crate) mod entries;
 mod filter;
 mod gc;
+mod kept;
 pub(crate) mod layout;
 mod locks;
 mod mutation;
@@ -27,6 +28,7 @@ pub use filter::{
     Filter, QualifierFilter, ReadOptions, ResumeToken, RowRange, RowSet, ValueFilter,
 };
 pub(crate) use gc::unchecked;
+pub(crate) use kept::KeptCells;
 pub use mutation::{DeleteScope, Mutation, ReadModifyWriteRule, RowMutation};
 pub use scanner::RowIter;
 pub(crate) use scanner::Scanner;

@@ -17,8 +17,9 @@ use std::collections::VecDeque;
 use crate::error::Result;
 use crate::keys::{prefix_successor, KeyReader};
 use crate::storage::Bytes;
-use crate::table::chunks::{CellCursor, KeptCells};
+use crate::table::chunks::CellCursor;
 use crate::table::filter::{Filter, ReadOptions, RowSet};
+use crate::table::kept::KeptCells;
 use crate::table::read::{groups_for, kept_cells, key_ranges, next_cursor, KeyRange, RawRow};
 use crate::table::{Row, RowRef, TableStore};
 

@@ -32,7 +32,7 @@ use crate::sql::read::scan::RECORD_BATCH_BYTES;
 use crate::sql::read::shape::{BatchBuilder, Source};
 use crate::sql::read::table::WideTable;
 use crate::sql::values;
-use crate::table::chunks::KeptCells;
+use crate::table::KeptCells;
 use crate::table::{Filter, ReadOptions, RowSet};
 
 /// The most rows a lookup returns as one batch. A range holding more, or

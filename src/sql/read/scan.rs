@@ -29,7 +29,7 @@ use datafusion::physical_plan::{
 use crate::sql::error::to_df;
 use crate::sql::read::pushdown::{describe, Interval, KeySet};
 use crate::sql::read::shape::{BatchBuilder, RowsToBatches, Shape};
-use crate::table::chunks::KeptCells;
+use crate::table::KeptCells;
 use crate::table::{Filter, ReadOptions, RowRange, RowSet, Scanner, TableStore};
 
 /// Makes the row→batch builder of each partition.

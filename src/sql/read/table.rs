@@ -33,7 +33,7 @@ use crate::sql::read::pushdown::{push, KeySet};
 use crate::sql::read::scan::{scans_of, ScanRequest, WideScanExec};
 use crate::sql::read::shape::{Shape, Source};
 use crate::sql::runtime::off_runtime;
-use crate::table::chunks::KeptCells;
+use crate::table::KeptCells;
 use crate::table::{Filter, TableStore};
 
 /// A widesql table seen by DataFusion.

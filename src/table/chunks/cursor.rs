@@ -11,8 +11,8 @@ use crate::table::entries::{self, ChunkScan, StoredChunk};
 use crate::table::layout::{Layout, MARK_FAMILY};
 
 use super::codec::ChunkReader;
-use super::kept::{Judged, KeptCells};
 use super::StoredCell;
+use crate::table::kept::{Judged, KeptCells};
 
 /// Decodes the chunk stored under `key` into its cells, appended to `out`
 /// in key order; with `keep`, only the cells it keeps. Values share the

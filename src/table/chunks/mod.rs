@@ -59,12 +59,10 @@ pub type StoredCell = (Bytes, Bytes);
 
 mod codec;
 mod cursor;
-mod kept;
 mod rewrite;
 #[cfg(test)]
 mod tests;
 
 pub use codec::{encode_chunk, ChunkReader};
 pub use cursor::{cells_with_prefix, CellCursor};
-pub use kept::KeptCells;
 pub use rewrite::{write_changes, CellChanges};

@@ -17,7 +17,7 @@ pub struct KeptCells {
     /// columns are all NULL is a row. A chunk that keeps none of its cells
     /// (delete markers aside) then yields them all; one that keeps some
     /// records its row as *pruned*, for the reader to check when none of
-    /// the kept cells is visible ([`CellCursor::took_pruned`](super::CellCursor::took_pruned)).
+    /// the kept cells is visible ([`CellCursor::took_pruned`](crate::table::chunks::CellCursor::took_pruned)).
     pub(super) presence: bool,
 }
 

@@ -12,8 +12,9 @@ use crate::keys::{prefix_successor, CellKey};
 use std::sync::Arc;
 
 use crate::storage::Bytes;
-use crate::table::chunks::{CellCursor, KeptCells, StoredCell};
+use crate::table::chunks::{CellCursor, StoredCell};
 use crate::table::filter::{Filter, QualifierFilter, ResumeToken, RowRange, RowSet};
+use crate::table::kept::KeptCells;
 use crate::table::layout::{Layout, Marks, MARK_FAMILY};
 use crate::table::selector::{marks_until, Selector};
 use crate::table::{Cell, Row, RowRef, TableError, TableStore};
@@ -513,3 +514,6 @@ impl TableStore {
         read().map_err(|e| self.read_error(e))
     }
 }
+
+#[cfg(test)]
+mod tests;
