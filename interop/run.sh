@@ -8,8 +8,8 @@
 # write (interop/records.py); then serves the database with `widesql serve`
 # (TLS with a certificate openssl makes here, a first admin) and reads and
 # writes it through ADBC's Flight SQL driver as two users (interop/flight.py).
-# Between them, the shell and Python examples of docs/export-import.md run
-# (interop/doc_blocks.py).
+# The shell and Python examples of docs/export-import.md and docs/server.md
+# run as a reader pastes them (interop/doc_blocks.py).
 # Skips, saying why, only when python3 or the install is impossible.
 #
 # usage: interop/run.sh PATH-TO-WIDESQL-BINARY
@@ -105,6 +105,15 @@ if [ -z "$addr" ]; then
   exit 1
 fi
 "$work/venv/bin/python" "$(dirname "$0")/flight.py" "$addr" "$work/cert.pem" admin "$admin_password" \
+  || { kill "$server"; exit 1; }
+# docs/server.md's examples: its command starts a server on a database of
+# its own (this run's password, certificate and a free port in place of the
+# page's), its Python runs against it, and SIGTERM stops it.
+PATH="$work/bin:$work/venv/bin:$PATH" "$work/venv/bin/python" "$(dirname "$0")/doc_blocks.py" \
+  "$(dirname "$0")/../docs/server.md" "$work/docs-server" --serve \
+  --replace "WIDESQL_ADMIN_PASSWORD=…" "WIDESQL_ADMIN_PASSWORD=$admin_password" \
+  --replace '"…"' "\"$admin_password\"" --replace "127.0.0.1:50051" "127.0.0.1:0" \
+  --replace "cert.pem" "$work/cert.pem" --replace "key.pem" "$work/key.pem" \
   || { kill "$server"; exit 1; }
 kill -TERM "$server"
 wait "$server"

@@ -1,4 +1,9 @@
-//! The file formats of exports and imports.
+//! Files in and out, the stage between a session and the file system: an
+//! export ([`export`]) takes a query's text, runs it through the session
+//! and writes its batches to a file or a stream in a [`FileFormat`]; an
+//! import ([`import`]) takes files or a stream of batches and writes their
+//! rows through the one write path ([`dml`](crate::sql::dml)), in atomic
+//! batches. This module names the formats.
 
 pub mod export;
 pub mod import;
