@@ -9,6 +9,7 @@ use datafusion::sql::sqlparser::ast::{
 use crate::error::{Error, ErrorKind, Result};
 use crate::sql::read::shape::KEY_COLUMN;
 use crate::sql::Session;
+use crate::sql::SqlError;
 use crate::storage::Durability;
 
 use super::options::{apply_settings, family_options, spec_from_schema, FamilyOptions};
@@ -19,7 +20,7 @@ use crate::table::spec::TableSpec;
 /// dataset keeps its project, tables and grants under its new name.
 pub(crate) fn alter_schema(session: &Session, alter: &AlterSchema) -> Result<()> {
     let [AlterSchemaOperation::Rename { name: new_name }] = alter.operations.as_slice() else {
-        return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
+        return Err(Error::Sql(SqlError::Unsupported(format!(
             "ALTER SCHEMA takes RENAME TO only: '{alter}' is not supported"
         ))));
     };
@@ -28,7 +29,7 @@ pub(crate) fn alter_schema(session: &Session, alter: &AlterSchema) -> Result<()>
         [new] => new.clone(),
         [in_project, new] if *in_project == project => new.clone(),
         _ => {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "ALTER SCHEMA {project}.{dataset} RENAME TO takes the dataset's new name, \
                  not '{new_name}': a dataset stays in its project"
             ))))

@@ -23,10 +23,11 @@ pub(crate) mod show;
 pub(crate) mod users;
 
 use crate::error::Error;
+use crate::sql::SqlError;
 
 /// The family that holds declared columns no option places elsewhere.
 pub const DEFAULT_FAMILY: &str = "cf";
 
 pub(super) fn sql_error(message: impl Into<String>) -> Error {
-    Error::Sql(crate::sql::SqlError::Invalid(message.into()))
+    Error::Sql(SqlError::Invalid(message.into()))
 }

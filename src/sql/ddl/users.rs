@@ -38,6 +38,7 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::access::{hash_password, AccessError, Privilege, Securable};
 use crate::error::Result;
+use crate::sql::SqlError;
 use crate::sql::{Frame, Session};
 
 /// A statement widesql's parser reads and DataFusion's does not: about
@@ -431,7 +432,7 @@ pub(crate) fn run_access(session: &Session, statement: AccessStatement) -> Resul
         AccessStatement::Cancel { id } => {
             let activity = session.db.activity();
             let owner = activity.user_of(id).ok_or_else(|| {
-                crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
+                crate::Error::Sql(SqlError::Invalid(format!(
                     "no statement runs with id {id} (it may have ended)"
                 )))
             })?;
@@ -439,7 +440,7 @@ pub(crate) fn run_access(session: &Session, statement: AccessStatement) -> Resul
                 session.require_admin("cancel the statements of other users")?;
             }
             if activity.cancel(id) == Some(false) {
-                return Err(crate::Error::Sql(crate::sql::SqlError::Invalid(format!(
+                return Err(crate::Error::Sql(SqlError::Invalid(format!(
                     "statement {id} writes, and a write runs to its end: it cannot be cancelled"
                 ))));
             }

@@ -12,6 +12,7 @@ use futures::StreamExt;
 use crate::sql::error::from_df;
 use crate::sql::error::to_df;
 use crate::sql::runtime::off_runtime;
+use crate::sql::SqlError;
 use crate::table::{StatementWriter, TableStore};
 
 use super::write::RowChanges;
@@ -62,9 +63,9 @@ pub async fn apply_input(
             match added {
                 Ok(Ok(())) => Ok(writer),
                 Ok(Err(e)) => Err(writer.stopped(e)),
-                Err(panic) => Err(writer.stopped(crate::Error::Sql(
-                    crate::sql::SqlError::Invalid(crate::error::stopped_by_panic(panic.as_ref())),
-                ))),
+                Err(panic) => Err(writer.stopped(crate::Error::Sql(SqlError::Invalid(
+                    crate::error::stopped_by_panic(panic.as_ref()),
+                )))),
             }
         })
         .await?;

@@ -51,6 +51,7 @@ use crate::sql::read::shape::{Source, ROWID_COLUMN};
 use crate::sql::read::table::WideTable;
 use crate::sql::runtime::off_runtime;
 use crate::sql::Session;
+use crate::sql::SqlError;
 use crate::table::{Filter, ReadOptions, RowMutation, RowSet, StatementWriter, TableStore};
 
 /// The name of the internal table function that exposes `_rowid`.
@@ -228,7 +229,7 @@ fn dml_target(
     statement: &str,
 ) -> crate::Result<(Table, Ident)> {
     if !target.joins.is_empty() {
-        return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
+        return Err(Error::Sql(SqlError::Unsupported(format!(
             "{statement} does not take a JOIN in its target table; {}",
             if statement == "DELETE" {
                 "use DELETE FROM t USING other WHERE … or WHERE … IN (SELECT …)"
@@ -238,7 +239,7 @@ fn dml_target(
         ))));
     }
     let TableFactor::Table { name, alias, .. } = &target.relation else {
-        return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+        return Err(Error::Sql(SqlError::Invalid(format!(
             "{statement} takes a table name"
         ))));
     };
@@ -254,7 +255,7 @@ fn dml_target(
             .and_then(|p| p.as_ident())
             .cloned()
             .ok_or_else(|| {
-                Error::Sql(crate::sql::SqlError::BadName {
+                Error::Sql(SqlError::BadName {
                     name: name.to_string(),
                     expected: "a plain table name",
                 })
@@ -294,19 +295,19 @@ async fn select_rows(
         Some(DfStatement::Statement(statement)) => match *statement {
             Statement::Query(query) => query,
             _ => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                return Err(Error::Sql(SqlError::Invalid(
                     "the row query did not parse as a query".into(),
                 )))
             }
         },
         _ => {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(
+            return Err(Error::Sql(SqlError::Invalid(
                 "the row query did not parse".into(),
             )))
         }
     };
     let SetExpr::Select(select) = query.body.as_mut() else {
-        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+        return Err(Error::Sql(SqlError::Invalid(
             "the row query did not parse as a SELECT".into(),
         )));
     };
@@ -340,12 +341,12 @@ pub(crate) async fn delete(session: &Session, delete: Delete) -> crate::Result<u
         FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
     };
     if !delete.tables.is_empty() {
-        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+        return Err(Error::Sql(SqlError::Invalid(
             "DELETE names its target once, after FROM: DELETE FROM t [USING other] WHERE …".into(),
         )));
     }
     let [target] = from.as_slice() else {
-        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+        return Err(Error::Sql(SqlError::Invalid(
             "DELETE takes exactly one table; name the others in USING".into(),
         )));
     };
@@ -354,7 +355,7 @@ pub(crate) async fn delete(session: &Session, delete: Delete) -> crate::Result<u
         || delete.limit.is_some()
         || !delete.order_by.is_empty()
     {
-        return Err(Error::Sql(crate::sql::SqlError::Unsupported(
+        return Err(Error::Sql(SqlError::Unsupported(
             "DELETE supports FROM <table> [USING …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
                 .into(),
         )));
@@ -397,7 +398,7 @@ pub(crate) async fn update(session: &Session, update: Update) -> crate::Result<u
         || update.or.is_some()
         || !update.order_by.is_empty()
     {
-        return Err(Error::Sql(crate::sql::SqlError::Unsupported(
+        return Err(Error::Sql(SqlError::Unsupported(
             "UPDATE supports <table> SET … [FROM …] [WHERE …] only (no RETURNING, ORDER BY or LIMIT)"
                 .into(),
         )));
@@ -409,14 +410,14 @@ pub(crate) async fn update(session: &Session, update: Update) -> crate::Result<u
     let mut columns = Vec::new();
     for assignment in &update.assignments {
         let AssignmentTarget::ColumnName(target) = &assignment.target else {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(
+            return Err(Error::Sql(SqlError::Invalid(
                 "UPDATE assigns one column at a time: SET a = …, b = …".into(),
             )));
         };
         let parts = session.name_parts(target)?;
         let name = parts.last().cloned().unwrap_or_default();
         let Ok(index) = view.shape().schema.index_of(&name) else {
-            return Err(Error::Sql(crate::sql::SqlError::UnknownColumn {
+            return Err(Error::Sql(SqlError::UnknownColumn {
                 table: qualified.to_string(),
                 column: name,
             }));
@@ -425,12 +426,12 @@ pub(crate) async fn update(session: &Session, update: Update) -> crate::Result<u
             view.shape().sources[index],
             Source::RowKey { .. } | Source::KeyPart { .. }
         ) {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "UPDATE cannot change key column '{name}' of table '{qualified}': DELETE the row and INSERT it again"
             ))));
         }
         if columns.contains(&index) {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "UPDATE assigns column '{name}' of table '{qualified}' twice"
             ))));
         }
@@ -468,7 +469,7 @@ pub(crate) async fn update(session: &Session, update: Update) -> crate::Result<u
         let mut keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_slice()).collect();
         keys.sort_unstable();
         if keys.windows(2).any(|w| w[0] == w[1]) {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "UPDATE … FROM matches a row of table '{qualified}' more than once; make the join match each row at most once"
             ))));
         }

@@ -36,6 +36,7 @@ use crate::sql::error::to_df;
 use crate::sql::files::FileFormat;
 use crate::sql::runtime::off_runtime;
 use crate::sql::Session;
+use crate::sql::SqlError;
 
 /// About the most bytes of a Parquet row group an export writes (and so
 /// holds in memory before it writes it).
@@ -365,7 +366,7 @@ async fn query_frame(session: &Session, sql: &str) -> Result<crate::sql::Frame> 
             .take(2)
             .collect::<Vec<_>>()
             .join(" ");
-        return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+        return Err(Error::Sql(SqlError::Invalid(format!(
             "an export reads a query's result, and '{head} …' is not a query (it would write): run it on its own"
         ))));
     }

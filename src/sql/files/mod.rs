@@ -13,6 +13,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::sql::Session;
+use crate::sql::SqlError;
 
 /// A file format widesql writes ([`Session::export`]) and reads
 /// ([`Session::import`](crate::sql::Session::import)).
@@ -67,7 +68,7 @@ impl FileFormat {
         by_alias
             .or_else(|| Self::ALL.into_iter().find(|f| f.name() == lower))
             .ok_or_else(|| {
-                Error::Sql(crate::sql::SqlError::Invalid(format!(
+                Error::Sql(SqlError::Invalid(format!(
                     "unknown file format '{name}': use one of parquet, arrow, arrows, csv, json, ndjson"
                 )))
             })

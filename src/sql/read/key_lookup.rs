@@ -32,6 +32,7 @@ use crate::sql::read::scan::RECORD_BATCH_BYTES;
 use crate::sql::read::shape::{BatchBuilder, Source};
 use crate::sql::read::table::WideTable;
 use crate::sql::values;
+use crate::sql::SqlError;
 use crate::table::KeptCells;
 use crate::table::{Filter, ReadOptions, RowSet};
 
@@ -263,7 +264,7 @@ impl KeyLookup {
         RecordBatch::try_new(Arc::clone(&self.schema), columns)
             .map(Some)
             .map_err(|e| {
-                Error::Sql(crate::sql::SqlError::Invalid(format!(
+                Error::Sql(SqlError::Invalid(format!(
                     "key read of '{}': {e}",
                     store.layout.name
                 )))

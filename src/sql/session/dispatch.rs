@@ -18,6 +18,7 @@ use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement, WriteOp}
 use crate::error::{Error, Result};
 use crate::sql::files::FileFormat;
 use crate::sql::read::table::WideTable;
+use crate::sql::SqlError;
 use crate::sql::{from_df, Frame, Session};
 
 impl Session {
@@ -25,7 +26,7 @@ impl Session {
     pub(in crate::sql) async fn execute(&self, statement: DfStatement) -> Result<Frame> {
         if !self.options.host_files {
             if let Some(what) = host_file_statement(&statement) {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                return Err(Error::Sql(SqlError::Invalid(format!(
                     "{what} uses the host's files or resources, which this session may not do"
                 ))));
             }
@@ -67,7 +68,7 @@ impl Session {
                 let name = match &schema_name {
                     SchemaName::Simple(name) => name,
                     other => {
-                        return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
+                        return Err(Error::Sql(SqlError::Unsupported(format!(
                             "CREATE SCHEMA {other} is not supported"
                         ))))
                     }
@@ -115,7 +116,7 @@ impl Session {
             // SELECT … INTO t is CREATE TABLE t AS SELECT ….
             Statement::Query(mut query) if has_into(&query) => {
                 let Some(into) = select_into(&mut query).and_then(|s| s.into.take()) else {
-                    return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                    return Err(Error::Sql(SqlError::Invalid(
                         "SELECT INTO lost its target".into(),
                     )));
                 };
@@ -164,7 +165,7 @@ impl Session {
                     parent_name: Some(name),
                     ..
                 }) => self.frame(crate::sql::ddl::show::describe(self, name)?),
-                _ => Err(Error::Sql(crate::sql::SqlError::Invalid(
+                _ => Err(Error::Sql(SqlError::Invalid(
                     "SHOW COLUMNS needs FROM <table>".into(),
                 ))),
             },

@@ -41,6 +41,7 @@ use crate::sql::rules::in_subquery::InSubqueryNulls;
 use crate::sql::rules::types;
 use crate::sql::session::front_door::{CacheSwitches, PlanCache};
 use crate::sql::values::literal::Numbers;
+use crate::sql::SqlError;
 use crate::sql::{dml, from_df, Frame};
 
 use crate::table::TableStore;
@@ -375,10 +376,8 @@ impl Session {
             (Some(Parsed::Access(statement)), true) => {
                 crate::sql::ddl::users::run_access(self, statement)
             }
-            (None, _) => Err(Error::Sql(crate::sql::SqlError::Invalid(
-                "no statement to run".into(),
-            ))),
-            (Some(_), false) => Err(Error::Sql(crate::sql::SqlError::Invalid(
+            (None, _) => Err(Error::Sql(SqlError::Invalid("no statement to run".into()))),
+            (Some(_), false) => Err(Error::Sql(SqlError::Invalid(
                 "the text holds several statements where one is expected".into(),
             ))),
         }

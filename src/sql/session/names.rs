@@ -11,6 +11,7 @@ use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
 use crate::db::Table;
 use crate::error::{Error, Result};
 use crate::sql::Session;
+use crate::sql::SqlError;
 
 impl Session {
     /// Whether `name` is a widesql table, or nothing at all (then widesql
@@ -58,7 +59,7 @@ impl Session {
         match parts.as_slice() {
             [dataset] => Ok((self.options.default_project.clone(), dataset.clone())),
             [project, dataset] => Ok((project.clone(), dataset.clone())),
-            _ => Err(Error::Sql(crate::sql::SqlError::BadName {
+            _ => Err(Error::Sql(SqlError::BadName {
                 name: name.to_string(),
                 expected: "a [project.]dataset name",
             })),
@@ -72,7 +73,7 @@ impl Session {
     ) -> Result<(String, String, String)> {
         let parts = self.name_parts(name)?;
         self.options.resolve(&parts).ok_or_else(|| {
-            Error::Sql(crate::sql::SqlError::BadName {
+            Error::Sql(SqlError::BadName {
                 name: name.to_string(),
                 expected: "a [[project.]dataset.]table name",
             })
@@ -111,7 +112,7 @@ impl Session {
                 part.as_ident()
                     .map(|ident| normalizer.normalize(ident.clone()))
                     .ok_or_else(|| {
-                        Error::Sql(crate::sql::SqlError::BadName {
+                        Error::Sql(SqlError::BadName {
                             name: name.to_string(),
                             expected: "a plain name",
                         })

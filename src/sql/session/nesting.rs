@@ -31,6 +31,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::error::{Error, Result};
+use crate::sql::SqlError;
 
 /// Stack one level of expression nesting may take from parsing to
 /// running, with room to spare (measured: ~2.5 KiB in a release build,
@@ -110,18 +111,16 @@ fn refusal(statement: &DfStatement, deepest: usize) -> Result<()> {
     match (walk(statement, &mut depth), depth.widest) {
         (ControlFlow::Continue(()), _) => Ok(()),
         (ControlFlow::Break(()), None) => Err(too_deep(deepest)),
-        (ControlFlow::Break(()), Some(tables)) => {
-            Err(Error::Sql(crate::sql::SqlError::TooComplex(format!(
-                "a SELECT of the statement reads and joins {tables} tables, more than the \
+        (ControlFlow::Break(()), Some(tables)) => Err(Error::Sql(SqlError::TooComplex(format!(
+            "a SELECT of the statement reads and joins {tables} tables, more than the \
              {MAX_JOINED_TABLES} one SELECT may join (planning time grows with the cube of \
              their number): split the statement"
-            ))))
-        }
+        )))),
     }
 }
 
 fn too_deep(deepest: usize) -> Error {
-    Error::Sql(crate::sql::SqlError::TooComplex(format!(
+    Error::Sql(SqlError::TooComplex(format!(
         "the statement nests more than {deepest} levels deep, the most this \
          thread's stack allows; each operator of a chain (a + b + …, x = 1 OR x = 2 \
          OR …), each set operation (… UNION ALL …), each table a SELECT joins, each \

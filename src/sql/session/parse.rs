@@ -14,6 +14,7 @@ use super::{sql_statements, Parsed, Session};
 use crate::error::{Error, Result};
 use crate::sql::ddl::users::parse_access;
 use crate::sql::from_df;
+use crate::sql::SqlError;
 
 impl Session {
     /// Parses statements with the session's dialect
@@ -29,7 +30,7 @@ impl Session {
             (options.dialect, options.recursion_limit.get())
         };
         let dialect = dialect_from_str(dialect_name).ok_or_else(|| {
-            Error::Sql(crate::sql::SqlError::Unsupported(format!(
+            Error::Sql(SqlError::Unsupported(format!(
                 "unsupported SQL dialect '{dialect_name}'"
             )))
         })?;
@@ -84,9 +85,9 @@ impl Session {
             .into_iter()
             .map(|statement| match statement {
                 Parsed::Sql(statement) => Ok(statement),
-                Parsed::Access(access) => Err(Error::Sql(crate::sql::SqlError::Unsupported(
-                    format!("'{access}' cannot be prepared or used as a query"),
-                ))),
+                Parsed::Access(access) => Err(Error::Sql(SqlError::Unsupported(format!(
+                    "'{access}' cannot be prepared or used as a query"
+                )))),
             })
             .collect()
     }
@@ -105,10 +106,8 @@ impl Session {
         let mut statements = self.parse(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => Ok(statement),
-            (None, _) => Err(Error::Sql(crate::sql::SqlError::Invalid(
-                "no statement to run".into(),
-            ))),
-            (Some(_), false) => Err(Error::Sql(crate::sql::SqlError::Invalid(
+            (None, _) => Err(Error::Sql(SqlError::Invalid("no statement to run".into()))),
+            (Some(_), false) => Err(Error::Sql(SqlError::Invalid(
                 "the text holds several statements where one is expected".into(),
             ))),
         }

@@ -24,6 +24,7 @@ use crate::sql::read::key_lookup::KeyLookup;
 use crate::sql::session::dispatch::has_into;
 use crate::sql::session::front_door::{Answer, PreparedMemo};
 use crate::sql::session::{Parsed, Planned, SqlPrepared, Stamp};
+use crate::sql::SqlError;
 use crate::sql::{from_df, Frame, Session};
 
 /// A statement planned once, run with [`Prepared::query`].
@@ -109,24 +110,24 @@ impl Session {
         let statement = match (statements.pop_front(), statements.is_empty()) {
             (Some(statement), true) => statement,
             (None, _) => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                return Err(Error::Sql(SqlError::Invalid(
                     "no statement to prepare".into(),
                 )))
             }
             (Some(_), false) => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(
+                return Err(Error::Sql(SqlError::Invalid(
                     "Session::prepare takes one statement; this text holds several".into(),
                 )))
             }
         };
         if !self.is_datafusions(&statement) {
-            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
+            return Err(Error::Sql(SqlError::Unsupported(format!(
                 "only queries and INSERT can be prepared, not: {statement}"
             ))));
         }
         let plan = self.plan(statement.clone()).await?;
         if matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) {
-            return Err(Error::Sql(crate::sql::SqlError::Unsupported(format!(
+            return Err(Error::Sql(SqlError::Unsupported(format!(
                 "only queries and INSERT can be prepared, not: {sql}"
             ))));
         }
@@ -188,7 +189,7 @@ impl Session {
         let stamp = self.stamp();
         let plan = self.plan(statement.clone()).await?;
         let LogicalPlan::Statement(PlanStatement::Prepare(prepare)) = &plan else {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "'{statement}' is not a PREPARE"
             ))));
         };
@@ -200,7 +201,7 @@ impl Session {
         self.ctx.execute_logical_plan(plan.clone()).await?;
         self.remember_prepared(&plan, stamp, Some(statement));
         self.sql_prepared().get(&name).cloned().ok_or_else(|| {
-            Error::Sql(crate::sql::SqlError::Invalid(format!(
+            Error::Sql(SqlError::Invalid(format!(
                 "prepared statement '{name}' vanished"
             )))
         })

@@ -26,7 +26,7 @@ impl Session {
             [SqlExpr::Value(v)] => v.value.to_string().trim_matches('\'').to_string(),
             [SqlExpr::Identifier(i)] => i.value.clone(),
             _ => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                return Err(Error::Sql(SqlError::Invalid(format!(
                     "SET {name} takes one value"
                 ))))
             }
@@ -40,7 +40,7 @@ impl Session {
                     "on" | "true" => true,
                     "off" | "false" => false,
                     _ => {
-                        return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                        return Err(Error::Sql(SqlError::Invalid(format!(
                             "widesql.plan_cache is 'on' or 'off', not '{text}'"
                         ))))
                     }
@@ -66,7 +66,7 @@ impl Session {
                 }
             }
             _ => {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                return Err(Error::Sql(SqlError::Invalid(format!(
                     "unknown setting '{name}'; widesql has {SETTINGS}"
                 ))))
             }
@@ -85,7 +85,7 @@ fn parse_write_timestamp(text: &str) -> Result<i64> {
         Err(_) => {
             datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text)
                 .map_err(|e| {
-                    Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    Error::Sql(SqlError::Invalid(format!(
                         "'{text}' is not a timestamp: {e}"
                     )))
                 })?
@@ -93,7 +93,7 @@ fn parse_write_timestamp(text: &str) -> Result<i64> {
         }
     };
     if micros < 0 {
-        return Err(Error::Sql(crate::sql::SqlError::Invalid(
+        return Err(Error::Sql(SqlError::Invalid(
             "widesql.write_timestamp must not be before 1970".into(),
         )));
     }

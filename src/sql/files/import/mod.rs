@@ -51,6 +51,7 @@ use crate::error::{Error, Result};
 use crate::sql::files::FileFormat;
 use crate::sql::read::scan::RECORD_BATCH_BYTES;
 use crate::sql::runtime::off_runtime;
+use crate::sql::SqlError;
 use crate::sql::{from_df, Session};
 use json_array::ArrayAsLines;
 use json_text::JsonTextColumns;
@@ -143,7 +144,7 @@ async fn import_file(
     let format = match options.format {
         Some(format) => format,
         None => FileFormat::from_path(path).ok_or_else(|| {
-            Error::Sql(crate::sql::SqlError::Invalid(
+            Error::Sql(SqlError::Invalid(
                 "its extension names no format: give one (parquet, arrow, arrows, csv, json, ndjson)"
                     .into(),
             ))
@@ -323,11 +324,8 @@ fn open_file(
     let mut total_rows = None;
     let inner: Box<dyn RecordBatchReader + Send> = match format {
         FileFormat::Parquet => {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?).map_err(|e| {
-                Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "not a Parquet file: {e}"
-                )))
-            })?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(open()?)
+                .map_err(|e| Error::Sql(SqlError::Invalid(format!("not a Parquet file: {e}"))))?;
             total_rows = u64::try_from(builder.metadata().file_metadata().num_rows()).ok();
             let row_bytes = builder
                 .metadata()
@@ -342,22 +340,18 @@ fn open_file(
                     .with_batch_size(batch_rows(row_bytes))
                     .build()
                     .map_err(|e| {
-                        Error::Sql(crate::sql::SqlError::Invalid(format!(
-                            "not a Parquet file: {e}"
-                        )))
+                        Error::Sql(SqlError::Invalid(format!("not a Parquet file: {e}")))
                     })?,
             )
         }
-        FileFormat::Arrow => Box::new(FileReader::try_new(open()?, None).map_err(|e| {
-            Error::Sql(crate::sql::SqlError::Invalid(format!(
-                "not an Arrow IPC file: {e}"
-            )))
-        })?),
+        FileFormat::Arrow => {
+            Box::new(FileReader::try_new(open()?, None).map_err(|e| {
+                Error::Sql(SqlError::Invalid(format!("not an Arrow IPC file: {e}")))
+            })?)
+        }
         FileFormat::ArrowStream => {
             Box::new(StreamReader::try_new(counted()?, None).map_err(|e| {
-                Error::Sql(crate::sql::SqlError::Invalid(format!(
-                    "not an Arrow IPC stream: {e}"
-                )))
+                Error::Sql(SqlError::Invalid(format!("not an Arrow IPC stream: {e}")))
             })?)
         }
         FileFormat::Csv => {
@@ -368,7 +362,7 @@ fn open_file(
                     Some(INFER_ROWS),
                 )
                 .map_err(|e| {
-                    Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    Error::Sql(SqlError::Invalid(format!(
                         "not a CSV file with a header row: {e}"
                     )))
                 })?;
@@ -409,7 +403,7 @@ fn open_file(
             let (inferred, sample_rows) =
                 datafusion::arrow::json::reader::infer_json_schema(&mut sample, Some(INFER_ROWS))
                     .map_err(|e| {
-                    Error::Sql(crate::sql::SqlError::Invalid(format!(
+                    Error::Sql(SqlError::Invalid(format!(
                         "not newline-delimited JSON or a JSON array: {e}"
                     )))
                 })?;

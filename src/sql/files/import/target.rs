@@ -17,6 +17,7 @@ use super::ImportOptions;
 use crate::error::{Error, Result};
 use crate::sql::session::names::name_parts_of_text;
 use crate::sql::Session;
+use crate::sql::SqlError;
 
 /// The table an import writes, checked against `options`.
 pub(super) async fn import_target(
@@ -28,7 +29,7 @@ pub(super) async fn import_target(
         .options()
         .resolve(&name_parts_of_text(table))
         .ok_or_else(|| {
-            Error::Sql(crate::sql::SqlError::BadName {
+            Error::Sql(SqlError::BadName {
                 name: table.to_string(),
                 expected: "a [[project.]dataset.]table name",
             })
@@ -41,12 +42,12 @@ pub(super) async fn import_target(
     let exists = dataset_handle.table(&name)?.is_some();
     match (exists, options.create, options.append || options.replace) {
         (true, true, false) => {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "table {qualified} exists: import into it without create, or drop it first"
             ))))
         }
         (false, false, _) => {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+            return Err(Error::Sql(SqlError::Invalid(format!(
                 "table {qualified} does not exist: create it first, or import with create"
             ))))
         }
@@ -104,7 +105,7 @@ impl ImportTarget {
         let source_columns: Vec<String> =
             schema.fields().iter().map(|f| f.name().clone()).collect();
         if source_columns.is_empty() {
-            return Err(Error::Sql(crate::sql::SqlError::Invalid(
+            return Err(Error::Sql(SqlError::Invalid(
                 "the file has no columns: it is empty, or has no header row or fields".into(),
             )));
         }
@@ -115,7 +116,7 @@ impl ImportTarget {
                 .map(String::as_str)
                 .collect();
             if !unknown.is_empty() {
-                return Err(Error::Sql(crate::sql::SqlError::Invalid(format!(
+                return Err(Error::Sql(SqlError::Invalid(format!(
                     "the file has column(s) '{}', which table {} does not have",
                     unknown.join("', '"),
                     self.qualified
