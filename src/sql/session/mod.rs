@@ -1,5 +1,11 @@
-//! A SQL session: a DataFusion `SessionContext` over the widesql catalog,
-//! its options, and running statements and scripts.
+//! The front door: a SQL session, a DataFusion `SessionContext` over the
+//! widesql catalog, with its options. Every statement enters here
+//! ([`Session::run`], [`Session::sql`], [`Session::prepare`], the CLI, the
+//! server) as text; the front door reads what it can off the text and looks
+//! the plan cache up, the rest is parsed, checked (depth, access) and
+//! dispatched to the stage that runs it. What leaves is a [`Frame`] (rows
+//! to collect or stream) or, for scripts, one [`StatementOutput`] per
+//! statement.
 
 pub(crate) mod access;
 pub(crate) mod dispatch;
