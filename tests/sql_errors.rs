@@ -168,6 +168,28 @@ fn each_refusal_has_its_kind() -> Result<(), BoxError> {
             ErrorKind::NotFound,
             "table 'default.public.missing' does not exist",
         ),
+        // A table named like a table function, not called as one.
+        (
+            "SELECT * FROM history".to_string(),
+            ErrorKind::NotFound,
+            "table 'default.public.history' does not exist",
+        ),
+        // A table function called wrongly keeps its own error.
+        (
+            "SELECT * FROM cells(1)".to_string(),
+            ErrorKind::Sql,
+            "cells() takes a table name",
+        ),
+        (
+            "CREATE TABLE u (a INT DEFAULT (SELECT max(x) FROM missing))".to_string(),
+            ErrorKind::NotFound,
+            "table 'default.public.missing' does not exist",
+        ),
+        (
+            "ALTER TABLE t DROP COLUMN nope".to_string(),
+            ErrorKind::NotFound,
+            "table 'default.public.t' has no column 'nope'",
+        ),
     ];
     for (sql, kind, says) in cases {
         let (got, messages) = refused_everywhere(&session, &sql)?;
@@ -177,6 +199,25 @@ fn each_refusal_has_its_kind() -> Result<(), BoxError> {
             "{sql}: {messages:?}"
         );
     }
+    // A prepared INSERT: a parameter past SMALLINT does not fit; a
+    // parameter left out is a statement error, not a value's.
+    let runtime = common::runtime();
+    let prepared = runtime.block_on(session.prepare("INSERT INTO t VALUES ($1, $2, $3)"))?;
+    let too_big = runtime
+        .block_on(prepared.query(vec![
+            ScalarValue::from("y"),
+            ScalarValue::Int64(Some(1)),
+            ScalarValue::Int64(Some(70_000)),
+        ]))
+        .err()
+        .ok_or("70,000 was written into a SMALLINT")?;
+    assert_eq!(too_big.kind(), ErrorKind::InvalidArgument, "{too_big}");
+    assert!(too_big.to_string().contains("column 'b'"), "{too_big}");
+    let unbound = runtime
+        .block_on(prepared.query(Vec::new()))
+        .err()
+        .ok_or("an INSERT ran without its parameters")?;
+    assert_eq!(unbound.kind(), ErrorKind::Sql, "{unbound}");
     // Nothing of them was applied.
     assert_eq!(
         common::query(&db, "SELECT _key, a, b FROM t")?,

@@ -305,10 +305,11 @@ pub(super) fn drop_column(
         if if_exists {
             return Ok(());
         }
-        return Err(sql_error(format!(
-            "table '{}' has no column '{column}'",
-            table.qualified_name()?
-        )));
+        return Err(SqlError::UnknownColumn {
+            table: table.qualified_name()?,
+            column: column.to_string(),
+        }
+        .into());
     }
     if is_map {
         keep_rows_of_family(table, &spec, column)?;

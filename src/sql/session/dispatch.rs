@@ -4,8 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::common::DataFusionError;
+use std::collections::HashSet;
+
+use datafusion::common::{DataFusionError, TableReference};
 use datafusion::sql::parser::{CopyToSource, CopyToStatement, Statement as DfStatement};
+use datafusion::sql::planner::object_name_to_table_reference;
 use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
 use datafusion::sql::sqlparser::ast::{
     ObjectName, ObjectType, SchemaName, Set, ShowStatementIn, Statement,
@@ -263,20 +266,21 @@ impl Session {
     pub(in crate::sql) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         // The statement's table references, as DataFusion resolves them
-        // (identifier normalisation, quoted names with dots, CTEs left out);
-        // of a CREATE TABLE, those its query reads (its own name is new).
-        let references = match &statement {
-            DfStatement::Statement(inner) => match inner.as_ref() {
-                Statement::CreateTable(create) => match &create.query {
-                    Some(query) => state.resolve_table_references(&DfStatement::Statement(
-                        Box::new(Statement::Query(query.clone())),
-                    ))?,
-                    None => Vec::new(),
-                },
-                _ => state.resolve_table_references(&statement)?,
-            },
-            _ => state.resolve_table_references(&statement)?,
-        };
+        // (identifier normalisation, quoted names with dots, CTEs left out),
+        // but a CREATE TABLE's own name (it is new) and the table functions
+        // it calls (`FROM cells('t')`), which DataFusion lists among them.
+        let mut references = state.resolve_table_references(&statement)?;
+        if let DfStatement::Statement(inner) = &statement {
+            if let Statement::CreateTable(create) = inner.as_ref() {
+                let normalise = state.config_options().sql_parser.enable_ident_normalization;
+                let target = object_name_to_table_reference(create.name.clone(), normalise)?;
+                references.retain(|reference| *reference != target);
+            }
+        }
+        let called = table_functions_called(&statement);
+        references.retain(|reference| {
+            !matches!(reference, TableReference::Bare { table } if called.contains(table.as_ref()))
+        });
         let plan = match state.statement_to_plan(statement).await {
             Ok(plan) => plan,
             // A missing table is a planning error; other errors (a feature
@@ -291,6 +295,43 @@ impl Session {
         self.check_plan(&plan)?;
         with_defaults_marked(plan)
     }
+}
+
+/// The names `statement` calls as table functions (`FROM cells('t')`),
+/// lower-cased unless quoted.
+fn table_functions_called(statement: &DfStatement) -> HashSet<String> {
+    use datafusion::sql::sqlparser::ast::{TableFactor, Visit, Visitor};
+    use std::ops::ControlFlow;
+    struct Calls(HashSet<String>);
+    impl Visitor for Calls {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table {
+                name,
+                args: Some(_),
+                ..
+            } = factor
+            {
+                if let Some(ident) = name.0.last().and_then(|part| part.as_ident()) {
+                    let called = match ident.quote_style {
+                        Some(_) => ident.value.clone(),
+                        None => ident.value.to_lowercase(),
+                    };
+                    self.0.insert(called);
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut calls = Calls(HashSet::new());
+    match statement {
+        DfStatement::Statement(inner) => {
+            let _ = inner.visit(&mut calls);
+        }
+        DfStatement::Explain(explain) => return table_functions_called(&explain.statement),
+        _ => {}
+    }
+    calls.0
 }
 
 /// `plan` with the target of each INSERT in it (a `PREPARE`'s or an

@@ -26,16 +26,15 @@ impl Session {
         }
     }
 
-    /// The first of `references` that no catalog of the session holds, as
+    /// The first of `references` (table functions left out) that no
+    /// catalog of the session holds, as
     /// widesql's error naming the part that is missing (`project 'p' does
     /// not exist`, …); `None` when every table exists.
     pub(in crate::sql) fn missing_table(&self, references: &[TableReference]) -> Option<Error> {
         let state = self.ctx.state();
         let defaults = &state.config_options().catalog;
         references.iter().find_map(|reference| {
-            let table_function = matches!(reference, TableReference::Bare { table }
-                if state.table_functions().contains_key(table.as_ref()));
-            if table_function || self.ctx.table_exist(reference.clone()).unwrap_or(false) {
+            if self.ctx.table_exist(reference.clone()).unwrap_or(false) {
                 return None;
             }
             let name = reference

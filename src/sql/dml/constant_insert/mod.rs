@@ -31,7 +31,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::WriteSettings;
-use crate::sql::error::{to_df, SqlError};
+use crate::sql::error::{from_df, to_df, SqlError};
 use crate::sql::read::table::WideTable;
 
 mod cell;
@@ -158,13 +158,7 @@ impl<'a> ConstantInsert<'a> {
                     self.values_column(*n, &value_fields[*n], field.name(), params)?
                 }
                 Output::Constant(expr) => constant(expr, field.data_type(), params)
-                    .map_err(|e| {
-                        DataFusionError::Execution(format!(
-                            "column '{}': {}",
-                            field.name(),
-                            e.message()
-                        ))
-                    })?
+                    .map_err(|e| value_error(e, field.name()))?
                     .to_array_of_size(rows)?,
             };
             fields.push(Field::new(field.name(), column.data_type().clone(), true));
@@ -198,18 +192,27 @@ impl<'a> ConstantInsert<'a> {
             .enumerate()
             .map(|(row, cell)| {
                 cell.value(field.data_type(), params).map_err(|e| {
-                    let source = SqlError::DoesNotFit {
-                        column: name.to_string(),
-                        reason: e.message().to_string(),
-                    };
                     to_df(SqlError::AtRow {
                         row: row as u64 + 1,
-                        source: Box::new(source.into()),
+                        source: Box::new(from_df(value_error(e, name))),
                     })
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         ScalarValue::iter_to_array(scalars)
+    }
+}
+
+/// Why a value of column `column` could not be made: ours as it is (a
+/// parameter missing, say), DataFusion's (a cast that fails) as a value
+/// that does not fit.
+fn value_error(e: DataFusionError, column: &str) -> DataFusionError {
+    match e {
+        DataFusionError::External(_) => e,
+        other => to_df(SqlError::DoesNotFit {
+            column: column.to_string(),
+            reason: other.message().into_owned(),
+        }),
     }
 }
 
@@ -255,10 +258,10 @@ fn one_value(id: &str, value: ScalarValue) -> Result<ScalarValue> {
         _ => 1,
     };
     if len != 1 {
-        return exec_err!(
+        return Err(to_df(SqlError::Invalid(format!(
             "parameter {id} holds {len} values of type {}, not one",
             value.data_type()
-        );
+        ))));
     }
     Ok(value)
 }
@@ -269,10 +272,16 @@ fn value_of(expr: &Expr, params: Option<&ParamValues>) -> Result<ScalarValue> {
         Expr::Literal(value, _) => Ok(value.clone()),
         Expr::Placeholder(placeholder) => match params {
             Some(params) => {
-                let value = params.get_placeholders_with_values(&placeholder.id)?.value;
+                let value = params
+                    .get_placeholders_with_values(&placeholder.id)
+                    .map_err(|e| to_df(SqlError::Invalid(e.message().into_owned())))?
+                    .value;
                 one_value(&placeholder.id, value)
             }
-            None => exec_err!("no value given for parameter {}", placeholder.id),
+            None => Err(to_df(SqlError::Invalid(format!(
+                "no value given for parameter {}",
+                placeholder.id
+            )))),
         },
         Expr::Cast(cast) => value_of(&cast.expr, params)?.cast_to(cast.field.data_type()),
         Expr::TryCast(cast) => {
