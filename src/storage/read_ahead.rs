@@ -73,30 +73,33 @@ pub fn read_ahead(scan: BackendIter) -> BackendIter {
 /// entry read but left for this batch because the last one was full.
 fn next_batch(scan: &mut BackendIter, carried: &mut Option<Entry>) -> (Vec<Entry>, bool) {
     let mut batch = Vec::with_capacity(BATCH_ENTRIES);
+    let last = fill_batch(scan, carried, &mut batch);
+    share_keys(&mut batch);
+    (batch, last)
+}
+
+/// Moves entries of `scan` into `batch` until it is full; `true` when the
+/// scan ended or failed.
+fn fill_batch(scan: &mut BackendIter, carried: &mut Option<Entry>, batch: &mut Vec<Entry>) -> bool {
     let mut bytes = 0;
     while batch.len() < BATCH_ENTRIES {
         let entry = match carried.take().or_else(|| scan.next()) {
-            None => {
-                share_keys(&mut batch);
-                return (batch, true);
-            }
+            None => return true,
             Some(Err(e)) => {
                 batch.push(Err(e));
-                share_keys(&mut batch);
-                return (batch, true);
+                return true;
             }
             Some(Ok(entry)) => entry,
         };
         let size = entry.0.len() + entry.1.len();
         if !batch.is_empty() && bytes + size > BATCH_BYTES {
             *carried = Some(Ok(entry));
-            break;
+            return false;
         }
         bytes += size;
         batch.push(Ok(entry));
     }
-    share_keys(&mut batch);
-    (batch, false)
+    false
 }
 
 /// Moves the keys of `batch` into one allocation that each key shares, on

@@ -277,6 +277,16 @@ fn writable_view(session: &Session, table: &Table) -> crate::Result<WideTable> {
     Ok(view)
 }
 
+/// The writer of a DELETE's or UPDATE's rows into `view`, with the
+/// session's write settings.
+fn row_writer(session: &Session, view: &WideTable) -> RowWriter {
+    RowWriter::new(
+        view.store().clone(),
+        Arc::clone(view.shape()),
+        session.write_settings(),
+    )
+}
+
 /// Starts `SELECT columns FROM <rows of table> AS alias [, others]
 /// [WHERE selection]`, and says whether the statement may write while
 /// it reads: no other table and no other scan of `table` is in it. The
@@ -372,11 +382,7 @@ pub(crate) async fn delete(session: &Session, delete: Delete) -> crate::Result<u
         delete.selection.as_ref(),
     )
     .await?;
-    let writer = RowWriter::new(
-        view.store().clone(),
-        Arc::clone(view.shape()),
-        session.write_settings(),
-    );
+    let writer = row_writer(session, &view);
     let deleter = writer.clone();
     let build = move |batch: &RecordBatch, _| Ok(deleter.delete(batch));
     if streamed {
@@ -454,11 +460,7 @@ pub(crate) async fn update(session: &Session, update: Update) -> crate::Result<u
         update.selection.as_ref(),
     )
     .await?;
-    let writer = RowWriter::new(
-        view.store().clone(),
-        Arc::clone(view.shape()),
-        session.write_settings(),
-    );
+    let writer = row_writer(session, &view);
     let updater = writer.clone();
     let build = move |batch: &RecordBatch, _| updater.update(&columns, batch);
     if streamed {
