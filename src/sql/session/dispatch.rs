@@ -264,7 +264,7 @@ impl Session {
     /// INSERT's target marked with the columns it leaves to their DEFAULT);
     /// a missing table is widesql's error naming what is missing.
     pub(in crate::sql) async fn plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
-        let state = self.ctx.state();
+        let mut state = self.ctx.state();
         // The statement's table references, as DataFusion resolves them
         // (identifier normalisation, quoted names with dots, CTEs left out),
         // but a CREATE TABLE's own name (it is new) and the table functions
@@ -281,21 +281,38 @@ impl Session {
         references.retain(|reference| {
             !matches!(reference, TableReference::Bare { table } if called.contains(table.as_ref()))
         });
-        let plan = match state.statement_to_plan(statement).await {
-            Ok(plan) => plan,
-            // A missing table is a planning error; other errors (a feature
-            // DataFusion lacks, say) come first and stay DataFusion's.
-            Err(e) if matches!(e.find_root(), DataFusionError::Plan(_)) => {
-                return Err(self
-                    .missing_table(&references)
-                    .unwrap_or_else(|| from_df(e)))
+        // Planned again when it failed on a name while DDL ran (a table
+        // renamed away and back, dropped and made again) and every table
+        // exists now: against the catalog as it is, at most a few times.
+        let mut attempts = 0;
+        let plan = loop {
+            let generation = self.generation();
+            match state.statement_to_plan(statement.clone()).await {
+                Ok(plan) => break plan,
+                // A missing table is a planning error; other errors (a
+                // feature DataFusion lacks, say) come first and stay
+                // DataFusion's.
+                Err(e) if matches!(e.find_root(), DataFusionError::Plan(_)) => {
+                    if let Some(missing) = self.missing_table(&references) {
+                        return Err(missing);
+                    }
+                    attempts += 1;
+                    if self.generation() == generation || attempts == PLAN_ATTEMPTS {
+                        return Err(from_df(e));
+                    }
+                    state = self.ctx.state();
+                }
+                Err(e) => return Err(from_df(e)),
             }
-            Err(e) => return Err(from_df(e)),
         };
         self.check_plan(&plan)?;
         with_defaults_marked(plan)
     }
 }
+
+/// How many times a statement is planned while DDL keeps changing the
+/// tables it names (see [`Session::plan`]).
+const PLAN_ATTEMPTS: usize = 3;
 
 /// The names `statement` calls as table functions (`FROM cells('t')`),
 /// lower-cased unless quoted.
