@@ -46,12 +46,19 @@ pub async fn apply_input(
     let build = Arc::new(build);
     let mut writer = StatementWriter::new(store).map_err(to_df)?;
     let mut seen = 0;
-    while let Some(batch) = input.next().await {
+    let mut next = input.next().await;
+    while let Some(batch) = next {
         let batch = batch.map_err(|e| to_df(writer.stopped(from_df(e))))?;
         let first_row = seen;
         seen += batch.num_rows() as u64;
+        // The next batch is read before this one is applied: after the
+        // last, its rows and the statement's end are written in one step
+        // off the runtime instead of two (most writes are one batch, and
+        // each step is a thread hand-off; see `bench/RESULTS.md`).
+        next = input.next().await;
+        let last = next.is_none();
         let build = Arc::clone(&build);
-        writer = blocking(move || {
+        let step = blocking(move || {
             // A panic here must still say how many rows earlier batches
             // wrote, so it is caught while the writer, which counts them,
             // is at hand. (The writer is not used again after one.)
@@ -61,7 +68,8 @@ pub async fn apply_input(
                     .try_for_each(|(key, mutation)| writer.push(key, mutation))
             }));
             match added {
-                Ok(Ok(())) => Ok(writer),
+                Ok(Ok(())) if last => writer.finish().map(Step::Done),
+                Ok(Ok(())) => Ok(Step::Going(writer)),
                 Ok(Err(e)) => Err(writer.stopped(e)),
                 Err(panic) => Err(writer.stopped(crate::Error::Sql(SqlError::Invalid(
                     crate::error::stopped_by_panic(panic.as_ref()),
@@ -69,8 +77,19 @@ pub async fn apply_input(
             }
         })
         .await?;
+        match step {
+            Step::Going(going) => writer = going,
+            Step::Done(rows) => return Ok(rows as u64),
+        }
     }
     Ok(blocking(move || writer.finish()).await? as u64)
+}
+
+/// Where a streamed statement is after one batch: going on with its
+/// writer, or done, with the rows it wrote.
+enum Step {
+    Going(StatementWriter),
+    Done(usize),
 }
 
 /// The rows `build` makes of every batch of `input`.
@@ -112,6 +131,78 @@ mod tests {
     use datafusion::arrow::record_batch::RecordBatch;
     use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
     use std::sync::Arc;
+
+    /// An error the input yields after some of its batches stops the
+    /// statement there, even though the input is read a batch ahead: the
+    /// rows of full atomic batches stay written and are counted, the rows
+    /// still pending are not written.
+    #[tokio::test]
+    async fn an_input_error_stops_a_streamed_statement_after_its_full_batches() -> crate::Result<()>
+    {
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
+        let db = Db::open_with(
+            dir.path(),
+            DbOptions::default().with_statement_batch_rows(1),
+        )?;
+        let session = db.session();
+        session
+            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+            .await?;
+        let store = db.open_table("default", "public", "t")?.store()?;
+        let batch = |key: &str| {
+            let keys: ArrayRef = Arc::new(StringArray::from(vec![key]));
+            RecordBatch::try_from_iter([("_key", keys)]).map_err(Error::from)
+        };
+        let (a, b) = (batch("a")?, batch("b")?);
+        let schema = a.schema();
+        let items = vec![
+            Ok(a),
+            Ok(b),
+            Err(datafusion::error::DataFusionError::Execution(
+                "the input broke".into(),
+            )),
+        ];
+        let input = Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(items),
+        ));
+        let family = crate::sql::dml::write::marker_family(&store).ok_or(Error::Sql(
+            crate::sql::SqlError::Invalid("no family".into()),
+        ))?;
+        let build = move |batch: &RecordBatch, _first_row: u64| {
+            let key = batch.column(0).as_any().downcast_ref::<StringArray>();
+            let key = key
+                .map(|k| k.value(0).as_bytes().to_vec())
+                .unwrap_or_default();
+            Ok(vec![(
+                key,
+                RowMutation::new().set(family.as_str(), "n", [0u8; 8]),
+            )])
+        };
+        let e = apply_input(store, input, true, build)
+            .await
+            .err()
+            .map(crate::sql::error::from_df)
+            .ok_or(Error::Sql(crate::sql::SqlError::Invalid(
+                "the input's error was not reported".into(),
+            )))?;
+        match &e {
+            Error::PartlyApplied { written, source } => {
+                assert_eq!(*written, 1, "{e}");
+                assert!(source.to_string().contains("the input broke"), "{e}");
+            }
+            other => panic!("not PartlyApplied: {other}"),
+        }
+        let keys = session
+            .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
+            .await?
+            .collect()
+            .await?;
+        let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
+        assert_eq!(keys, "a");
+        Ok(())
+    }
 
     /// A panic while a streamed statement builds its rows still says how
     /// many rows its earlier atomic batches wrote, as any other error does.
