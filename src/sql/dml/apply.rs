@@ -128,114 +128,53 @@ mod tests {
     use super::apply_input;
     use crate::{Db, DbOptions, Error, RowMutation};
     use datafusion::arrow::array::{ArrayRef, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::error::DataFusionError;
     use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
     use std::sync::Arc;
 
-    /// An error the input yields after some of its batches stops the
-    /// statement there, even though the input is read a batch ahead: the
-    /// rows of full atomic batches stay written and are counted, the rows
-    /// still pending are not written.
-    #[tokio::test]
-    async fn an_input_error_stops_a_streamed_statement_after_its_full_batches() -> crate::Result<()>
-    {
+    /// Streams one batch per item of `items` (a row key, or an error the
+    /// input yields) through `apply_input` into `t (_key VARCHAR PRIMARY
+    /// KEY, n BIGINT)` of a database whose atomic batches hold
+    /// `batch_rows` rows; building the rows of input row `panic_at`
+    /// panics. Returns the statement's error and the keys stored after it.
+    async fn stream_into_table(
+        batch_rows: usize,
+        items: Vec<std::result::Result<&'static str, &'static str>>,
+        panic_at: Option<u64>,
+    ) -> crate::Result<(Error, String)> {
         let dir = tempfile::tempdir()
             .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
         let db = Db::open_with(
             dir.path(),
-            DbOptions::default().with_statement_batch_rows(1),
+            DbOptions::default().with_statement_batch_rows(batch_rows),
         )?;
         let session = db.session();
         session
             .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
             .await?;
         let store = db.open_table("default", "public", "t")?.store()?;
-        let batch = |key: &str| {
-            let keys: ArrayRef = Arc::new(StringArray::from(vec![key]));
-            RecordBatch::try_from_iter([("_key", keys)]).map_err(Error::from)
-        };
-        let (a, b) = (batch("a")?, batch("b")?);
-        let schema = a.schema();
-        let items = vec![
-            Ok(a),
-            Ok(b),
-            Err(datafusion::error::DataFusionError::Execution(
-                "the input broke".into(),
-            )),
-        ];
-        let input = Box::pin(RecordBatchStreamAdapter::new(
-            schema,
-            futures::stream::iter(items),
-        ));
-        let family = crate::sql::dml::write::marker_family(&store).ok_or(Error::Sql(
-            crate::sql::SqlError::Invalid("no family".into()),
-        ))?;
-        let build = move |batch: &RecordBatch, _first_row: u64| {
-            let key = batch.column(0).as_any().downcast_ref::<StringArray>();
-            let key = key
-                .map(|k| k.value(0).as_bytes().to_vec())
-                .unwrap_or_default();
-            Ok(vec![(
-                key,
-                RowMutation::new().set(family.as_str(), "n", [0u8; 8]),
-            )])
-        };
-        let e = apply_input(store, input, true, build)
-            .await
-            .err()
-            .map(crate::sql::error::from_df)
-            .ok_or(Error::Sql(crate::sql::SqlError::Invalid(
-                "the input's error was not reported".into(),
-            )))?;
-        match &e {
-            Error::PartlyApplied { written, source } => {
-                assert_eq!(*written, 1, "{e}");
-                assert!(source.to_string().contains("the input broke"), "{e}");
-            }
-            other => panic!("not PartlyApplied: {other}"),
-        }
-        let keys = session
-            .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
-            .await?
-            .collect()
-            .await?;
-        let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
-        assert_eq!(keys, "a");
-        Ok(())
-    }
-
-    /// A panic while a streamed statement builds its rows still says how
-    /// many rows its earlier atomic batches wrote, as any other error does.
-    #[tokio::test]
-    async fn a_panic_in_a_streamed_statement_says_what_was_written() -> crate::Result<()> {
-        let dir = tempfile::tempdir()
-            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
-        let db = Db::open_with(
-            dir.path(),
-            DbOptions::default().with_statement_batch_rows(2),
-        )?;
-        let session = db.session();
-        session
-            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
-            .await?;
-        let store = db.open_table("default", "public", "t")?.store()?;
-        let batches: Vec<RecordBatch> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|key| {
-                let keys: ArrayRef = Arc::new(StringArray::from(vec![*key]));
-                RecordBatch::try_from_iter([("_key", keys)]).map_err(Error::from)
+        let schema = Arc::new(Schema::new(vec![Field::new("_key", DataType::Utf8, true)]));
+        let batches = items
+            .into_iter()
+            .map(|item| match item {
+                Ok(key) => {
+                    let keys: ArrayRef = Arc::new(StringArray::from(vec![key]));
+                    Ok(RecordBatch::try_new(Arc::clone(&schema), vec![keys])?)
+                }
+                Err(message) => Err(DataFusionError::Execution(message.into())),
             })
-            .collect::<crate::Result<_>>()?;
-        let schema = batches[0].schema();
+            .collect::<Vec<_>>();
         let input = Box::pin(RecordBatchStreamAdapter::new(
             schema,
-            futures::stream::iter(batches.into_iter().map(Ok)),
+            futures::stream::iter(batches),
         ));
         let family = crate::sql::dml::write::marker_family(&store).ok_or(Error::Sql(
             crate::sql::SqlError::Invalid("no family".into()),
         ))?;
         let build = move |batch: &RecordBatch, first_row: u64| {
-            if first_row == 3 {
+            if Some(first_row) == panic_at {
                 panic!("row building failed");
             }
             let key = batch.column(0).as_any().downcast_ref::<StringArray>();
@@ -253,8 +192,43 @@ mod tests {
             .err()
             .map(crate::sql::error::from_df)
             .ok_or(Error::Sql(crate::sql::SqlError::Invalid(
-                "the panic was not reported".into(),
+                "the statement did not fail".into(),
             )))?;
+        let keys = session
+            .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
+            .await?
+            .collect()
+            .await?;
+        let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
+        Ok((e, keys))
+    }
+
+    /// An error the input yields after some of its batches stops the
+    /// statement there, even though the input is read a batch ahead: the
+    /// rows of full atomic batches stay written and are counted, the rows
+    /// still pending are not written.
+    #[tokio::test]
+    async fn an_input_error_stops_a_streamed_statement_after_its_full_batches() -> crate::Result<()>
+    {
+        let items = vec![Ok("a"), Ok("b"), Err("the input broke")];
+        let (e, keys) = stream_into_table(1, items, None).await?;
+        match &e {
+            Error::PartlyApplied { written, source } => {
+                assert_eq!(*written, 1, "{e}");
+                assert!(source.to_string().contains("the input broke"), "{e}");
+            }
+            other => panic!("not PartlyApplied: {other}"),
+        }
+        assert_eq!(keys, "a");
+        Ok(())
+    }
+
+    /// A panic while a streamed statement builds its rows still says how
+    /// many rows its earlier atomic batches wrote, as any other error does.
+    #[tokio::test]
+    async fn a_panic_in_a_streamed_statement_says_what_was_written() -> crate::Result<()> {
+        let items = vec![Ok("a"), Ok("b"), Ok("c"), Ok("d")];
+        let (e, keys) = stream_into_table(2, items, Some(3)).await?;
         match &e {
             Error::PartlyApplied { written, source } => {
                 assert_eq!(*written, 2, "{e}");
@@ -262,12 +236,6 @@ mod tests {
             }
             other => panic!("not PartlyApplied: {other}"),
         }
-        let keys = session
-            .sql("SELECT string_agg(_key, ',' ORDER BY _key) FROM t")
-            .await?
-            .collect()
-            .await?;
-        let keys = datafusion::arrow::util::display::array_value_to_string(keys[0].column(0), 0)?;
         assert_eq!(keys, "a,b");
         Ok(())
     }
