@@ -294,11 +294,26 @@ mod tests {
     use crate::{Db, Error};
 
     async fn one_value(session: &crate::Session, sql: &str) -> crate::Result<String> {
-        let batches = session.sql(sql).await?.collect().await?;
+        first_value(session.sql(sql).await?).await
+    }
+
+    /// The first value of `frame`'s rows, as a table prints it.
+    async fn first_value(frame: crate::Frame) -> crate::Result<String> {
+        let batches = frame.collect().await?;
         let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
             .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?
             .to_string();
         Ok(text.lines().nth(3).unwrap_or_default().to_string())
+    }
+
+    /// A session of a new database (in `dir`) with a table `t` of one row,
+    /// whose `c` is 1.
+    async fn one_row_table(dir: &tempfile::TempDir) -> crate::Result<crate::Session> {
+        let session = Db::open(dir.path())?.session();
+        session
+            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, c BIGINT); INSERT INTO t VALUES ('a', 1)")
+            .await?;
+        Ok(session)
     }
 
     /// A chain far deeper than any stack allows is refused with an error
@@ -308,11 +323,7 @@ mod tests {
     async fn a_chain_deeper_than_the_stack_allows_is_refused() -> crate::Result<()> {
         let dir = tempfile::tempdir()
             .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
-        let db = Db::open(dir.path())?;
-        let session = db.session();
-        session
-            .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, c BIGINT); INSERT INTO t VALUES ('a', 1)")
-            .await?;
+        let session = one_row_table(&dir).await?;
         let deepest = super::deepest_allowed();
         for (what, sql) in [
             (
@@ -383,6 +394,82 @@ mod tests {
                 .trim_matches(|c| c == '|' || c == ' '),
             within.to_string()
         );
+        Ok(())
+    }
+
+    /// A statement at the limit is accepted, and is planned, run and
+    /// dropped on the stack of the thread that runs it: for each kind of
+    /// chain, the longest one accepted (its text long enough to be parsed
+    /// on a stack of its own) runs to its answer.
+    #[tokio::test]
+    async fn the_deepest_statement_accepted_runs_on_the_callers_stack() -> crate::Result<()> {
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
+        let session = one_row_table(&dir).await?;
+        let deepest = super::deepest_allowed();
+        type Chain = fn(usize) -> (String, String);
+        let chains: [(&str, Chain); 5] = [
+            ("a sum", |n| {
+                (
+                    format!("SELECT {} FROM t", vec!["c"; n].join(" + ")),
+                    n.to_string(),
+                )
+            }),
+            ("an OR of equalities", |n| {
+                let mut terms = vec!["c = 2"; n];
+                terms.push("c = 1");
+                (
+                    format!("SELECT count(*) FROM t WHERE {}", terms.join(" OR ")),
+                    "1".into(),
+                )
+            }),
+            ("an IS NULL chain", |n| {
+                (
+                    format!("SELECT c{} FROM t", " IS NULL".repeat(n)),
+                    "false".into(),
+                )
+            }),
+            ("a chain of UNION ALL", |n| {
+                let sql = format!(
+                    "SELECT count(*) FROM (SELECT 1 AS a{})",
+                    " UNION ALL SELECT 1".repeat(n)
+                );
+                (sql, (n + 1).to_string())
+            }),
+            ("an array type", |n| {
+                (
+                    format!("SELECT CAST(NULL AS INT{}) IS NULL", "[]".repeat(n)),
+                    "true".into(),
+                )
+            }),
+        ];
+        for (what, chain) in chains {
+            let mut accepted = None;
+            for n in (1..=deepest + 2).rev() {
+                let (sql, answer) = chain(n);
+                match session.sql(&sql).await {
+                    Ok(frame) => {
+                        accepted = Some((n, sql, answer, frame));
+                        break;
+                    }
+                    Err(e) => assert!(e.to_string().contains("levels deep"), "{what} of {n}: {e}"),
+                }
+            }
+            let Some((n, sql, answer, frame)) = accepted else {
+                panic!("no {what} was accepted");
+            };
+            assert!(n + 16 >= deepest, "{what}: {n} accepted of {deepest}");
+            assert!(
+                sql.len() >= deepest * 2,
+                "{what} was not parsed on a stack of its own"
+            );
+            let value = first_value(frame).await?;
+            assert_eq!(
+                value.trim_matches(|c| c == '|' || c == ' '),
+                answer,
+                "{what}"
+            );
+        }
         Ok(())
     }
 
