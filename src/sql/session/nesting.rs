@@ -458,6 +458,8 @@ mod tests {
             let Some((n, sql, answer, frame)) = accepted else {
                 panic!("no {what} was accepted");
             };
+            // Refused above it, and accepted near the limit.
+            assert!(n < deepest + 2, "{what}: none was refused");
             assert!(n + 16 >= deepest, "{what}: {n} accepted of {deepest}");
             assert!(
                 sql.len() >= deepest * 2,
