@@ -1,4 +1,4 @@
-//! The catalog calls and `GetSqlInfo`.
+//! The catalog calls, `GetSqlInfo` and `GetXdbcTypeInfo`.
 //!
 //! Flight SQL's catalogs, schemas and tables are widesql's projects,
 //! datasets and tables, read from the calling session's DataFusion catalog,
@@ -8,10 +8,13 @@
 
 use std::sync::Arc;
 
-use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::metadata::{
+    SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder,
+};
 use arrow_flight::sql::{
     CommandGetCatalogs, CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetTableTypes,
-    CommandGetTables, SqlInfo, SqlSupportedTransaction,
+    CommandGetTables, Nullable, Searchable, SqlInfo, SqlSupportedTransaction, XdbcDataType,
+    XdbcDatetimeSubcode,
 };
 use datafusion::arrow::array::{Int32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -196,10 +199,141 @@ pub(crate) fn sql_info() -> Result<SqlInfoData, Status> {
         SqlSupportedTransaction::None as i32,
     );
     builder.append(SqlInfo::FlightSqlServerCancel, true);
-    builder.append(SqlInfo::FlightSqlServerBulkIngestion, false);
+    builder.append(SqlInfo::FlightSqlServerBulkIngestion, true);
     builder.append(SqlInfo::SqlDdlCatalog, true);
     builder.append(SqlInfo::SqlDdlSchema, true);
     builder.append(SqlInfo::SqlDdlTable, true);
     builder.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
+    builder.build().map_err(arrow_status)
+}
+
+/// The schema of the foreign-key calls' result (`GetImportedKeys`,
+/// `GetExportedKeys`, `GetCrossReference`), as Flight SQL defines it.
+pub(crate) fn foreign_keys_schema() -> SchemaRef {
+    let text = |name: &str, nullable| Field::new(name, DataType::Utf8, nullable);
+    Arc::new(Schema::new(vec![
+        text("pk_catalog_name", true),
+        text("pk_db_schema_name", true),
+        text("pk_table_name", false),
+        text("pk_column_name", false),
+        text("fk_catalog_name", true),
+        text("fk_db_schema_name", true),
+        text("fk_table_name", false),
+        text("fk_column_name", false),
+        Field::new("key_sequence", DataType::Int32, false),
+        text("fk_key_name", true),
+        text("pk_key_name", true),
+        Field::new("update_rule", DataType::UInt8, false),
+        Field::new("delete_rule", DataType::UInt8, false),
+    ]))
+}
+
+/// The foreign keys of a table: none, since widesql has no foreign keys
+/// (a row key is the only key). A JDBC or ODBC tool asks for them when it
+/// shows a table; an empty answer is the true one.
+pub(crate) fn foreign_keys() -> RecordBatch {
+    RecordBatch::new_empty(foreign_keys_schema())
+}
+
+/// A column type as `GetXdbcTypeInfo` lists it: by default a number of
+/// `radix` digits that `=` and `<` compare, nullable, with no literal
+/// quotes or parameters.
+fn column_type(name: &str, data_type: XdbcDataType, column_size: i32) -> XdbcTypeInfo {
+    XdbcTypeInfo {
+        type_name: name.into(),
+        data_type,
+        column_size: Some(column_size),
+        nullable: Nullable::NullabilityNullable,
+        searchable: Searchable::Basic,
+        unsigned_attribute: Some(false),
+        auto_increment: Some(false),
+        local_type_name: Some(name.into()),
+        sql_data_type: data_type,
+        num_prec_radix: Some(10),
+        ..XdbcTypeInfo::default()
+    }
+}
+
+/// The SQL types a column can be declared with, as JDBC's
+/// `DatabaseMetaData.getTypeInfo` and ODBC's `SQLGetTypeInfo` list them:
+/// the scalar types with an XDBC type. Nested types (MAP, lists,
+/// STRUCT) have none and are not listed.
+pub(crate) fn xdbc_type_info() -> Result<XdbcTypeInfoData, Status> {
+    use XdbcDataType::*;
+    let mut builder = XdbcTypeInfoDataBuilder::new();
+    let boolean = XdbcTypeInfo {
+        num_prec_radix: None,
+        ..column_type("BOOLEAN", XdbcBit, 1)
+    };
+    builder.append(boolean);
+    for (name, data_type, digits, unsigned_digits) in [
+        ("TINYINT", XdbcTinyint, 3, 3),
+        ("SMALLINT", XdbcSmallint, 5, 5),
+        ("INTEGER", XdbcInteger, 10, 10),
+        ("BIGINT", XdbcBigint, 19, 20),
+    ] {
+        builder.append(column_type(name, data_type, digits));
+        builder.append(XdbcTypeInfo {
+            unsigned_attribute: Some(true),
+            ..column_type(&format!("{name} UNSIGNED"), data_type, unsigned_digits)
+        });
+    }
+    // Binary digits of the significand.
+    for (name, data_type, bits) in [("REAL", XdbcReal, 24), ("DOUBLE", XdbcDouble, 53)] {
+        builder.append(XdbcTypeInfo {
+            num_prec_radix: Some(2),
+            ..column_type(name, data_type, bits)
+        });
+    }
+    builder.append(XdbcTypeInfo {
+        create_params: Some(vec!["precision".into(), "scale".into()]),
+        fixed_prec_scale: true,
+        minimum_scale: Some(0),
+        maximum_scale: Some(38),
+        ..column_type("DECIMAL", XdbcDecimal, 38)
+    });
+    builder.append(XdbcTypeInfo {
+        column_size: None,
+        literal_prefix: Some("'".into()),
+        literal_suffix: Some("'".into()),
+        case_sensitive: true,
+        searchable: Searchable::Full,
+        unsigned_attribute: None,
+        num_prec_radix: None,
+        ..column_type("VARCHAR", XdbcVarchar, 0)
+    });
+    builder.append(XdbcTypeInfo {
+        column_size: None,
+        unsigned_attribute: None,
+        num_prec_radix: None,
+        ..column_type("BYTEA", XdbcVarbinary, 0)
+    });
+    // Characters of the longest value's text: `2024-01-31`,
+    // `23:59:59.123456789`, `2024-01-31T23:59:59.123456789`. DATE's
+    // subcode is 1, which the protocol names both YEAR and DATE.
+    for (name, data_type, size, subcode) in [
+        ("DATE", XdbcDate, 10, XdbcDatetimeSubcode::XdbcSubcodeYear),
+        ("TIME", XdbcTime, 18, XdbcDatetimeSubcode::XdbcSubcodeTime),
+        (
+            "TIMESTAMP",
+            XdbcTimestamp,
+            29,
+            XdbcDatetimeSubcode::XdbcSubcodeTimestamp,
+        ),
+    ] {
+        builder.append(XdbcTypeInfo {
+            sql_data_type: XdbcDatetime,
+            datetime_subcode: Some(subcode),
+            unsigned_attribute: None,
+            num_prec_radix: None,
+            ..column_type(name, data_type, size)
+        });
+    }
+    builder.append(XdbcTypeInfo {
+        column_size: None,
+        unsigned_attribute: None,
+        num_prec_radix: None,
+        ..column_type("INTERVAL", XdbcInterval, 0)
+    });
     builder.build().map_err(arrow_status)
 }

@@ -14,12 +14,13 @@ use std::sync::{Arc, Mutex};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
-use arrow_flight::sql::metadata::SqlInfoData;
+use arrow_flight::sql::metadata::{SqlInfoData, XdbcTypeInfoData};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
-    CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetCrossReference,
+    CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
     CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementIngest,
     CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt,
     SqlInfo, TicketStatementQuery,
@@ -61,6 +62,7 @@ pub(crate) struct WideFlightSql {
     statements: Arc<Statements>,
     work: Arc<Work>,
     sql_info: SqlInfoData,
+    type_info: XdbcTypeInfoData,
     /// How long a query may run.
     query_time: std::time::Duration,
     /// The most bytes of parameters one call binds.
@@ -82,6 +84,7 @@ impl WideFlightSql {
             statements,
             work,
             sql_info: metadata::sql_info()?,
+            type_info: metadata::xdbc_type_info()?,
             query_time: limits.query_time,
             parameter_bytes: limits.message_bytes,
             statement_bytes: limits.statement_bytes,
@@ -793,6 +796,82 @@ impl FlightSqlService for WideFlightSql {
             .build()
             .map_err(|e| Status::internal(format!("building GetSqlInfo's result failed: {e}")))?;
         Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.caller(&request)?;
+        let schema = query.into_builder(&self.type_info).schema();
+        metadata_info(query, schema, request)
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.caller(&request)?;
+        let batch = query.into_builder(&self.type_info).build().map_err(|e| {
+            Status::internal(format!("building GetXdbcTypeInfo's result failed: {e}"))
+        })?;
+        Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_imported_keys(
+        &self,
+        query: CommandGetImportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.caller(&request)?;
+        metadata_info(query, metadata::foreign_keys_schema(), request)
+    }
+
+    async fn do_get_imported_keys(
+        &self,
+        _query: CommandGetImportedKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.caller(&request)?;
+        Ok(one_batch(metadata::foreign_keys()))
+    }
+
+    async fn get_flight_info_exported_keys(
+        &self,
+        query: CommandGetExportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.caller(&request)?;
+        metadata_info(query, metadata::foreign_keys_schema(), request)
+    }
+
+    async fn do_get_exported_keys(
+        &self,
+        _query: CommandGetExportedKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.caller(&request)?;
+        Ok(one_batch(metadata::foreign_keys()))
+    }
+
+    async fn get_flight_info_cross_reference(
+        &self,
+        query: CommandGetCrossReference,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.sessions.caller(&request)?;
+        metadata_info(query, metadata::foreign_keys_schema(), request)
+    }
+
+    async fn do_get_cross_reference(
+        &self,
+        _query: CommandGetCrossReference,
+        request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        self.sessions.caller(&request)?;
+        Ok(one_batch(metadata::foreign_keys()))
     }
 
     async fn do_action_fallback(

@@ -6,11 +6,14 @@ use std::sync::Arc;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{
-    CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetTables, CommandStatementIngest, SqlInfo,
-    TableDefinitionOptions, TableExistsOption, TableNotExistOption,
+    CommandGetCrossReference, CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys,
+    CommandGetPrimaryKeys, CommandGetTables, CommandGetXdbcTypeInfo, CommandStatementIngest,
+    SqlInfo, TableDefinitionOptions, TableExistsOption, TableNotExistOption, XdbcDataType,
 };
 use arrow_flight::{CancelFlightInfoRequest, CancelStatus, FlightClient, FlightInfo};
-use datafusion::arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::Int32Type;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::util::display::array_value_to_string;
 use futures::TryStreamExt;
@@ -351,6 +354,178 @@ async fn catalog_calls_list_projects_datasets_tables_and_keys() -> Result<(), Bo
     let union = value.as_union();
     let name = union.value(0);
     assert_eq!(array_value_to_string(&name, 0)?, "widesql");
+    // Bulk ingest is served (`CommandStatementIngest`), and said so.
+    let info = client
+        .get_sql_info(vec![SqlInfo::FlightSqlServerBulkIngestion])
+        .await?;
+    let batch = metadata_batch(&mut client, info).await?;
+    let ingest = batch.column(1).as_union().value(0);
+    assert_eq!(array_value_to_string(&ingest, 0)?, "true");
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// The one batch of a metadata call's answer, checked against the schema
+/// its `FlightInfo` announced.
+async fn metadata_batch(client: &mut Client, info: FlightInfo) -> Result<RecordBatch, BoxError> {
+    let announced = info.clone().try_decode_schema()?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let mut stream = client.do_get(ticket).await?;
+    let mut batches = Vec::new();
+    while let Some(batch) = stream.try_next().await? {
+        batches.push(batch);
+    }
+    let schema = stream.schema().ok_or("no schema was sent")?;
+    assert_eq!(schema.fields(), announced.fields());
+    Ok(concat_batches(schema, &batches)?)
+}
+
+/// The XDBC type of a column of Arrow type `data_type`, and whether it is
+/// unsigned; `None` for a type with no XDBC type.
+fn xdbc_type(data_type: &DataType) -> Option<(XdbcDataType, bool)> {
+    use DataType::*;
+    use XdbcDataType::*;
+    Some(match data_type {
+        Boolean => (XdbcBit, false),
+        Int8 => (XdbcTinyint, false),
+        UInt8 => (XdbcTinyint, true),
+        Int16 => (XdbcSmallint, false),
+        UInt16 => (XdbcSmallint, true),
+        Int32 => (XdbcInteger, false),
+        UInt32 => (XdbcInteger, true),
+        Int64 => (XdbcBigint, false),
+        UInt64 => (XdbcBigint, true),
+        Float32 => (XdbcReal, false),
+        Float64 => (XdbcDouble, false),
+        Decimal128(..) => (XdbcDecimal, false),
+        Utf8 | Utf8View | LargeUtf8 => (XdbcVarchar, false),
+        Binary | BinaryView | LargeBinary => (XdbcVarbinary, false),
+        Date32 => (XdbcDate, false),
+        Time64(_) => (XdbcTime, false),
+        Timestamp(..) => (XdbcTimestamp, false),
+        Interval(_) => (XdbcInterval, false),
+        _ => return None,
+    })
+}
+
+#[tokio::test]
+async fn type_info_lists_types_a_column_takes_as_what_they_are() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    let every = CommandGetXdbcTypeInfo { data_type: None };
+    let info = client.get_xdbc_type_info(every).await?;
+    let types = metadata_batch(&mut client, info).await?;
+    let column = |name: &str| {
+        types
+            .column_by_name(name)
+            .ok_or(format!("no column {name}"))
+    };
+    let names = column("type_name")?.as_string::<i32>();
+    let codes = column("data_type")?.as_primitive::<Int32Type>();
+    let params = column("create_params")?;
+    let unsigned = column("unsigned_attribute")?.as_boolean();
+    assert!(types.num_rows() >= 17, "{} types", types.num_rows());
+    // Each type listed declares a column, whose Arrow type is of the XDBC
+    // type listed.
+    for row in 0..types.num_rows() {
+        let name = names.value(row);
+        let declared = match params.is_null(row) {
+            true => name.to_string(),
+            false => format!("{name}(10, 2)"),
+        };
+        let table = format!("t{row}");
+        client
+            .execute_update(
+                format!("CREATE TABLE {table} (_key VARCHAR PRIMARY KEY, c {declared})"),
+                None,
+            )
+            .await
+            .map_err(|e| format!("{declared}: {e}"))?;
+        let frame = db.session().sql(&format!("SELECT c FROM {table}")).await?;
+        let data_type = frame.stream_schema().field(0).data_type().clone();
+        let (code, is_unsigned) =
+            xdbc_type(&data_type).ok_or(format!("{declared} is {data_type}"))?;
+        assert_eq!(codes.value(row), code as i32, "{declared} is {data_type}");
+        let listed_unsigned = unsigned.is_valid(row) && unsigned.value(row);
+        assert_eq!(listed_unsigned, is_unsigned, "{declared} is {data_type}");
+    }
+    // Asked for one XDBC type: its types only.
+    let bigint = CommandGetXdbcTypeInfo {
+        data_type: Some(XdbcDataType::XdbcBigint as i32),
+    };
+    let info = client.get_xdbc_type_info(bigint).await?;
+    let types = metadata_batch(&mut client, info).await?;
+    let names: Vec<&str> = types
+        .column(0)
+        .as_string::<i32>()
+        .iter()
+        .flatten()
+        .collect();
+    assert_eq!(names, ["BIGINT", "BIGINT UNSIGNED"]);
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_foreign_key_calls_answer_that_no_table_has_foreign_keys() -> Result<(), BoxError> {
+    let (_dir, _db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update(
+            "CREATE TABLE orders (_key VARCHAR PRIMARY KEY, customer VARCHAR)".into(),
+            None,
+        )
+        .await?;
+    let infos = [
+        client
+            .get_imported_keys(CommandGetImportedKeys {
+                catalog: None,
+                db_schema: None,
+                table: "orders".into(),
+            })
+            .await?,
+        client
+            .get_exported_keys(CommandGetExportedKeys {
+                catalog: None,
+                db_schema: None,
+                table: "orders".into(),
+            })
+            .await?,
+        client
+            .get_cross_reference(CommandGetCrossReference {
+                pk_catalog: None,
+                pk_db_schema: None,
+                pk_table: "orders".into(),
+                fk_catalog: None,
+                fk_db_schema: None,
+                fk_table: "orders".into(),
+            })
+            .await?,
+    ];
+    for info in infos {
+        let keys = metadata_batch(&mut client, info).await?;
+        assert_eq!(keys.num_rows(), 0);
+        let schema = keys.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "pk_catalog_name",
+                "pk_db_schema_name",
+                "pk_table_name",
+                "pk_column_name",
+                "fk_catalog_name",
+                "fk_db_schema_name",
+                "fk_table_name",
+                "fk_column_name",
+                "key_sequence",
+                "fk_key_name",
+                "pk_key_name",
+                "update_rule",
+                "delete_rule"
+            ]
+        );
+    }
     server.shutdown().await?;
     Ok(())
 }
