@@ -1423,21 +1423,139 @@ fn w11_long_expressions(config: &Config) -> Res<()> {
         "W11 planning and running `SELECT c + c + … + c FROM t` (one row)",
         &["terms", "BIGINT (checked)", "DOUBLE"],
     );
-    // Each run is named apart, so that none is the plan cache's.
-    let mut run = 0;
-    for terms in [100, 200, 400, 800] {
-        let mut cells = vec![terms.to_string()];
-        for column in ["i", "d"] {
-            let chain = vec![column; terms].join(" + ");
-            let secs = median_secs(config.reps.min(3), || {
-                run += 1;
-                let sql = format!("SELECT {chain} AS run{run} FROM t");
-                rt.block_on(async { session.sql(&sql).await?.collect().await })?;
+    // Each run is named apart, so that none is the plan cache's. Planned
+    // on a thread with the stack of the CLI's and the server's threads
+    // (64 MiB): 800 levels are more than the main thread's 8 MiB allow.
+    let timed = |terms: usize, column: &str, run: &mut usize| -> Res<f64> {
+        let chain = vec![column; terms].join(" + ");
+        median_secs(config.reps.min(3), || {
+            *run += 1;
+            let sql = format!("SELECT {chain} AS run{run} FROM t");
+            rt.block_on(async { session.sql(&sql).await?.collect().await })?;
+            Ok(())
+        })
+    };
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn_scoped(scope, || -> Res<()> {
+                let mut run = 0;
+                for terms in [100, 200, 400, 800] {
+                    let mut cells = vec![terms.to_string()];
+                    for column in ["i", "d"] {
+                        let secs = timed(terms, column, &mut run)?;
+                        cells.push(format!("{:.1} ms", secs * 1e3));
+                    }
+                    table.row(cells);
+                }
                 Ok(())
             })?;
-            cells.push(format!("{:.1} ms", secs * 1e3));
-        }
-        table.row(cells);
+        thread.join().map_err(|_| "W11's thread panicked")?
+    })?;
+    table.print();
+    deepest_statements(config, &db)
+}
+
+/// A chain of one kind `n` levels deep over the table of W11, and the
+/// value its one row answers.
+type Chain = fn(usize) -> (String, String);
+
+/// The chains a statement can nest deepest with, one level each (a chain
+/// of casts takes the most stack a level of those measured).
+const CHAINS: [(&str, Chain); 6] = [
+    ("a sum", |n| {
+        let sql = format!("SELECT {} FROM t", vec!["i"; n].join(" + "));
+        (sql, n.to_string())
+    }),
+    ("an OR of equalities", |n| {
+        let mut terms = vec!["i = 2"; n];
+        terms.push("i = 1");
+        let sql = format!("SELECT count(*) FROM t WHERE {}", terms.join(" OR "));
+        (sql, "1".into())
+    }),
+    ("an IS NULL chain", |n| {
+        let sql = format!("SELECT i{} FROM t", " IS NULL".repeat(n));
+        (sql, "false".into())
+    }),
+    ("a chain of UNION ALL", |n| {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 AS a{})",
+            " UNION ALL SELECT 1".repeat(n)
+        );
+        (sql, (n + 1).to_string())
+    }),
+    ("an array type", |n| {
+        let sql = format!("SELECT CAST(NULL AS INT{}) IS NULL", "[]".repeat(n));
+        (sql, "true".into())
+    }),
+    ("a chain of casts", |n| {
+        let sql = format!("SELECT i{} FROM t", "::BIGINT".repeat(n));
+        (sql, "1".into())
+    }),
+];
+
+/// W11's second part: the deepest statement of each kind of chain that a
+/// session accepts on a runtime worker (whose stack, 2 MiB, is the one a
+/// server's statements run on), planned and run to its answer there. A
+/// limit set too high for this build aborts the benchmark here.
+fn deepest_statements(config: &Config, db: &widesql::Db) -> Res<()> {
+    let mut table = MdTable::new(
+        "W11 the deepest statement accepted on a runtime worker (2 MiB stack), run there",
+        &[
+            "chain",
+            "levels accepted",
+            "refused from",
+            "planned again (cached) and run",
+        ],
+    );
+    for (what, chain) in CHAINS {
+        let session = db.session();
+        let found = config.runtime.block_on(config.runtime.spawn(async move {
+            let accepted = |n: usize| {
+                let session = &session;
+                async move {
+                    match session.sql(&chain(n).0).await {
+                        Ok(_) => Ok(true),
+                        Err(e) if e.to_string().contains("levels deep") => Ok(false),
+                        Err(e) => Err(format!("{what} of {n}: {e}")),
+                    }
+                }
+            };
+            // Accepted at `low`, refused at `high`.
+            let (mut low, mut high) = (1, 20_000);
+            if !accepted(low).await? || accepted(high).await? {
+                return Err(format!("{what}: no limit between {low} and {high} levels"));
+            }
+            while high - low > 1 {
+                let mid = (low + high) / 2;
+                match accepted(mid).await? {
+                    true => low = mid,
+                    false => high = mid,
+                }
+            }
+            let (sql, answer) = chain(low);
+            let started = Instant::now();
+            let batches = async { session.sql(&sql).await?.collect().await }
+                .await
+                .map_err(|e| format!("{what} of {low}: {e}"))?;
+            let secs = started.elapsed().as_secs_f64();
+            let value = datafusion::arrow::util::display::array_value_to_string(
+                batches.first().ok_or("no batch")?.column(0),
+                0,
+            )
+            .map_err(|e| e.to_string())?;
+            if value != answer {
+                return Err(format!("{what} of {low} answered {value}, not {answer}"));
+            }
+            Ok((low, high, secs))
+        }))?;
+        let (low, high, secs) = found?;
+        table.row(vec![
+            what.into(),
+            low.to_string(),
+            high.to_string(),
+            format!("{:.1} ms", secs * 1e3),
+        ]);
     }
     table.print();
     Ok(())
