@@ -1426,15 +1426,6 @@ fn w11_long_expressions(config: &Config) -> Res<()> {
     // Each run is named apart, so that none is the plan cache's. Planned
     // on a thread with the stack of the CLI's and the server's threads
     // (64 MiB): 800 levels are more than the main thread's 8 MiB allow.
-    let timed = |terms: usize, column: &str, run: &mut usize| -> Res<f64> {
-        let chain = vec![column; terms].join(" + ");
-        median_secs(config.reps.min(3), || {
-            *run += 1;
-            let sql = format!("SELECT {chain} AS run{run} FROM t");
-            rt.block_on(async { session.sql(&sql).await?.collect().await })?;
-            Ok(())
-        })
-    };
     std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .stack_size(64 << 20)
@@ -1443,7 +1434,13 @@ fn w11_long_expressions(config: &Config) -> Res<()> {
                 for terms in [100, 200, 400, 800] {
                     let mut cells = vec![terms.to_string()];
                     for column in ["i", "d"] {
-                        let secs = timed(terms, column, &mut run)?;
+                        let chain = vec![column; terms].join(" + ");
+                        let secs = median_secs(config.reps.min(3), || {
+                            run += 1;
+                            let sql = format!("SELECT {chain} AS run{run} FROM t");
+                            rt.block_on(async { session.sql(&sql).await?.collect().await })?;
+                            Ok(())
+                        })?;
                         cells.push(format!("{:.1} ms", secs * 1e3));
                     }
                     table.row(cells);

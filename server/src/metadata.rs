@@ -235,22 +235,29 @@ pub(crate) fn foreign_keys() -> RecordBatch {
     RecordBatch::new_empty(foreign_keys_schema())
 }
 
-/// A column type as `GetXdbcTypeInfo` lists it: by default a number of
-/// `radix` digits that `=` and `<` compare, nullable, with no literal
-/// quotes or parameters.
-fn column_type(name: &str, data_type: XdbcDataType, column_size: i32) -> XdbcTypeInfo {
+/// A type as `GetXdbcTypeInfo` lists it: nullable, compared by `=` and
+/// `<`, with no literal quotes or parameters, and not a number (no radix,
+/// no sign).
+fn column_type(name: &str, data_type: XdbcDataType, column_size: Option<i32>) -> XdbcTypeInfo {
     XdbcTypeInfo {
         type_name: name.into(),
         data_type,
-        column_size: Some(column_size),
+        column_size,
         nullable: Nullable::NullabilityNullable,
         searchable: Searchable::Basic,
-        unsigned_attribute: Some(false),
         auto_increment: Some(false),
         local_type_name: Some(name.into()),
         sql_data_type: data_type,
-        num_prec_radix: Some(10),
         ..XdbcTypeInfo::default()
+    }
+}
+
+/// A signed number of `digits` digits in `radix`.
+fn number(name: &str, data_type: XdbcDataType, digits: i32, radix: i32) -> XdbcTypeInfo {
+    XdbcTypeInfo {
+        unsigned_attribute: Some(false),
+        num_prec_radix: Some(radix),
+        ..column_type(name, data_type, Some(digits))
     }
 }
 
@@ -261,53 +268,40 @@ fn column_type(name: &str, data_type: XdbcDataType, column_size: i32) -> XdbcTyp
 pub(crate) fn xdbc_type_info() -> Result<XdbcTypeInfoData, Status> {
     use XdbcDataType::*;
     let mut builder = XdbcTypeInfoDataBuilder::new();
-    let boolean = XdbcTypeInfo {
-        num_prec_radix: None,
-        ..column_type("BOOLEAN", XdbcBit, 1)
-    };
-    builder.append(boolean);
+    builder.append(XdbcTypeInfo {
+        unsigned_attribute: Some(false),
+        ..column_type("BOOLEAN", XdbcBit, Some(1))
+    });
     for (name, data_type, digits, unsigned_digits) in [
         ("TINYINT", XdbcTinyint, 3, 3),
         ("SMALLINT", XdbcSmallint, 5, 5),
         ("INTEGER", XdbcInteger, 10, 10),
         ("BIGINT", XdbcBigint, 19, 20),
     ] {
-        builder.append(column_type(name, data_type, digits));
+        builder.append(number(name, data_type, digits, 10));
         builder.append(XdbcTypeInfo {
             unsigned_attribute: Some(true),
-            ..column_type(&format!("{name} UNSIGNED"), data_type, unsigned_digits)
+            ..number(&format!("{name} UNSIGNED"), data_type, unsigned_digits, 10)
         });
     }
     // Binary digits of the significand.
-    for (name, data_type, bits) in [("REAL", XdbcReal, 24), ("DOUBLE", XdbcDouble, 53)] {
-        builder.append(XdbcTypeInfo {
-            num_prec_radix: Some(2),
-            ..column_type(name, data_type, bits)
-        });
-    }
+    builder.append(number("REAL", XdbcReal, 24, 2));
+    builder.append(number("DOUBLE", XdbcDouble, 53, 2));
     builder.append(XdbcTypeInfo {
         create_params: Some(vec!["precision".into(), "scale".into()]),
         fixed_prec_scale: true,
         minimum_scale: Some(0),
         maximum_scale: Some(38),
-        ..column_type("DECIMAL", XdbcDecimal, 38)
+        ..number("DECIMAL", XdbcDecimal, 38, 10)
     });
     builder.append(XdbcTypeInfo {
-        column_size: None,
         literal_prefix: Some("'".into()),
         literal_suffix: Some("'".into()),
         case_sensitive: true,
         searchable: Searchable::Full,
-        unsigned_attribute: None,
-        num_prec_radix: None,
-        ..column_type("VARCHAR", XdbcVarchar, 0)
+        ..column_type("VARCHAR", XdbcVarchar, None)
     });
-    builder.append(XdbcTypeInfo {
-        column_size: None,
-        unsigned_attribute: None,
-        num_prec_radix: None,
-        ..column_type("BYTEA", XdbcVarbinary, 0)
-    });
+    builder.append(column_type("BYTEA", XdbcVarbinary, None));
     // Characters of the longest value's text: `2024-01-31`,
     // `23:59:59.123456789`, `2024-01-31T23:59:59.123456789`. DATE's
     // subcode is 1, which the protocol names both YEAR and DATE.
@@ -324,16 +318,9 @@ pub(crate) fn xdbc_type_info() -> Result<XdbcTypeInfoData, Status> {
         builder.append(XdbcTypeInfo {
             sql_data_type: XdbcDatetime,
             datetime_subcode: Some(subcode),
-            unsigned_attribute: None,
-            num_prec_radix: None,
-            ..column_type(name, data_type, size)
+            ..column_type(name, data_type, Some(size))
         });
     }
-    builder.append(XdbcTypeInfo {
-        column_size: None,
-        unsigned_attribute: None,
-        num_prec_radix: None,
-        ..column_type("INTERVAL", XdbcInterval, 0)
-    });
+    builder.append(column_type("INTERVAL", XdbcInterval, None));
     builder.build().map_err(arrow_status)
 }

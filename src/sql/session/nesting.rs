@@ -35,11 +35,10 @@ use crate::sql::SqlError;
 
 /// Stack one level of expression nesting may take from parsing to
 /// running, with room to spare. Measured through DataFusion's planner and
-/// optimiser in a release build, as the stack a chain of each kind
-/// overflowed on threads of 4 and 8 MiB: ~2.5 KiB a level of a sum, 6.3
+/// optimiser in a release build: ~2.5 KiB a level of a sum, and 6.3
 /// (`AT TIME ZONE`) to 8.3 KiB (`::` casts, `LIKE`, `IN (…)`) a level of
-/// a chain of postfix operators; in a debug build, ~7 KiB a level of a
-/// sum.
+/// a chain of postfix operators (from the chains that overflowed threads
+/// of 4 and 8 MiB); in a debug build, ~7 KiB a level of a sum.
 const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
     16 << 10
 } else {
