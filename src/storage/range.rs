@@ -51,7 +51,9 @@ impl RangeIter {
     /// takes them.
     pub fn read_ahead(&mut self) {
         let scan = std::mem::replace(&mut self.inner, Box::new(std::iter::empty()));
-        self.inner = read_ahead::read_ahead(scan);
+        self.inner = read_ahead::read_ahead(scan, self.prefix_len);
+        // The thread takes the prefix off as it copies the keys.
+        self.prefix_len = 0;
     }
 }
 
