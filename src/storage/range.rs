@@ -51,9 +51,15 @@ impl RangeIter {
     /// takes them.
     pub fn read_ahead(&mut self) {
         let scan = std::mem::replace(&mut self.inner, Box::new(std::iter::empty()));
-        self.inner = read_ahead::read_ahead(scan, self.prefix_len);
-        // The thread takes the prefix off as it copies the keys.
-        self.prefix_len = 0;
+        match read_ahead::read_ahead(scan, self.prefix_len) {
+            // The thread takes the prefix off as it copies the keys.
+            Ok(ahead) => {
+                self.inner = ahead;
+                self.prefix_len = 0;
+            }
+            // No thread: the scan is read here, as before.
+            Err(scan) => self.inner = scan,
+        }
     }
 }
 
