@@ -28,6 +28,9 @@ pub(crate) struct Work {
     /// Each user's slots, by name.
     users: Mutex<HashMap<String, Arc<Semaphore>>>,
     max_per_user: usize,
+    /// Turns true when the server stops: calls still reading their
+    /// client's rows end (see [`crate::put::paced`]).
+    inputs_ended: tokio::sync::watch::Sender<bool>,
 }
 
 /// A running statement's slot: one of the server's, and one of its user's.
@@ -47,7 +50,19 @@ impl Work {
             max_running,
             users: Mutex::default(),
             max_per_user,
+            inputs_ended: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Ends the input of every call still reading its client's rows, now
+    /// and from now on.
+    pub(crate) fn end_inputs(&self) {
+        self.inputs_ended.send_replace(true);
+    }
+
+    /// Watches for [`Work::end_inputs`].
+    pub(crate) fn inputs_ended(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inputs_ended.subscribe()
     }
 
     /// A slot for one more running statement of `user` (`None`: a

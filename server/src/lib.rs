@@ -16,6 +16,7 @@
 //! - `calls`: how a statement runs (its task, slot, activity entry and log line);
 //! - `put`: the bodies of `DoPut` calls (parameters, bulk ingest);
 //! - `sessions`: handshakes, bearer tokens and the session of each;
+//! - `signed_in`: the token checked before a call's message is read;
 //! - `statements`: statements kept between calls (a query between its
 //!   `GetFlightInfo` and `DoGet`, prepared statements, running queries to
 //!   cancel);
@@ -29,6 +30,7 @@ mod put;
 mod server;
 mod service;
 mod sessions;
+mod signed_in;
 mod statements;
 mod status;
 

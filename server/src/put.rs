@@ -7,12 +7,16 @@ use arrow_flight::decode::{
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use arrow_flight::sql::CommandStatementIngest;
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::ArrayRef;
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use futures::{StreamExt, TryStreamExt};
+use std::time::Duration;
+
+use arrow_flight::FlightData;
+use futures::{Stream, StreamExt, TryStreamExt};
+use tokio::sync::watch;
 use tonic::Status;
 use widesql::import::ImportOptions;
 
@@ -20,8 +24,9 @@ use widesql::import::ImportOptions;
 /// first message with an IPC header is their schema.
 pub(crate) async fn ingest_stream(
     body: PeekableFlightDataStream,
+    input: Input,
 ) -> Result<SendableRecordBatchStream, Status> {
-    let data = body
+    let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .map_err(FlightError::from);
     let mut decoder = FlightDataDecoder::new(data);
@@ -54,6 +59,51 @@ pub(crate) async fn ingest_stream(
         })
     });
     Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+}
+
+/// How long a `DoPut` body may pause, and the signal that ends every
+/// body when the server stops.
+pub(crate) struct Input {
+    pub(crate) idle: Duration,
+    pub(crate) ended: watch::Receiver<bool>,
+}
+
+/// The messages of a `DoPut` body while the client keeps sending them: it
+/// fails once `input.idle` passes without one, or once the server stops,
+/// so that a client that stalls holds neither a statement slot nor the
+/// server's shutdown for ever.
+fn paced(
+    body: PeekableFlightDataStream,
+    input: Input,
+) -> impl Stream<Item = Result<FlightData, Status>> + Send {
+    let Input { idle, ended } = input;
+    futures::stream::unfold(Some((body, ended)), move |state| async move {
+        let (mut body, mut ended) = state?;
+        let stopped = async {
+            if ended.wait_for(|ended| *ended).await.is_err() {
+                // The server is gone without saying so: nothing to wait for.
+                std::future::pending::<()>().await;
+            }
+        };
+        let next = tokio::select! {
+            next = tokio::time::timeout(idle, body.next()) => next.unwrap_or_else(|_| {
+                Some(Err(Status::deadline_exceeded(format!(
+                    "the client sent nothing for {} s: the call stopped before its last \
+                     message",
+                    idle.as_secs_f64()
+                ))))
+            }),
+            () = stopped => Some(Err(Status::unavailable(
+                "the server is shutting down: the call stopped before its last message",
+            ))),
+        };
+        match next {
+            Some(Ok(data)) => Some((Ok(data), Some((body, ended)))),
+            // The first error ends the body.
+            Some(Err(e)) => Some((Err(e), None)),
+            None => None,
+        }
+    })
 }
 
 /// How to ingest, from the client's table definition options (ADBC's
@@ -100,6 +150,13 @@ pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
     .join(".")
 }
 
+/// Rows of parameters a client put, and the bytes their values hold.
+#[derive(Default)]
+pub(crate) struct Bound {
+    pub(crate) rows: Vec<Vec<ScalarValue>>,
+    pub(crate) bytes: usize,
+}
+
 /// The rows of parameters a client put, each as `$1`, `$2`, …, at most
 /// `max_bytes` of them as they came (the messages' IPC bodies; decoded
 /// arrays share their message's buffer, so their sizes would count it once
@@ -108,9 +165,10 @@ pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
 pub(crate) async fn parameter_rows(
     body: PeekableFlightDataStream,
     max_bytes: usize,
-) -> Result<Vec<Vec<ScalarValue>>, Status> {
+    input: Input,
+) -> Result<Bound, Status> {
     let mut bytes = 0usize;
-    let data = body
+    let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| {
             bytes = bytes.saturating_add(data.data_header.len() + data.data_body.len());
@@ -122,22 +180,33 @@ pub(crate) async fn parameter_rows(
         .map_err(FlightError::from);
     let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);
     // Values can take far more than they came in (a batch of no columns,
-    // or of NULLs, comes in a few bytes whatever its length, and a
-    // compressed one in fewer than it holds), so each is charged too.
-    let value_bytes = std::mem::size_of::<ScalarValue>();
+    // or of NULLs, comes in a few bytes whatever its length; a compressed
+    // one in fewer than it holds; and a dictionary or view column names
+    // one long string from every row, which each row's value copies), so
+    // each value is charged what it holds as it is made: the most ever
+    // held past the limit is one value.
     let mut held = 0usize;
     let mut rows = Vec::new();
     while let Some(batch) = batches.try_next().await? {
-        let values = batch.num_rows().saturating_mul(batch.num_columns().max(1));
-        held = held.saturating_add(values.saturating_mul(value_bytes));
+        for row in 0..batch.num_rows() {
+            held = held.saturating_add(std::mem::size_of::<Vec<ScalarValue>>());
+            let mut values = Vec::with_capacity(batch.num_columns());
+            for column in batch.columns() {
+                let value = parameter(column, row)?;
+                held = held.saturating_add(value.size());
+                if held > max_bytes {
+                    return Err(too_many_bytes(max_bytes));
+                }
+                values.push(value);
+            }
+            rows.push(values);
+        }
+        // Rows of no columns are charged their row alone.
         if held > max_bytes {
             return Err(too_many_bytes(max_bytes));
         }
-        for row in 0..batch.num_rows() {
-            rows.push(row_values(&batch, row)?);
-        }
     }
-    Ok(rows)
+    Ok(Bound { rows, bytes: held })
 }
 
 fn too_many_bytes(max_bytes: usize) -> Status {
@@ -147,12 +216,11 @@ fn too_many_bytes(max_bytes: usize) -> Status {
     ))
 }
 
-/// The values of one row of a parameter batch, as `$1`, `$2`, ….
-fn row_values(batch: &RecordBatch, row: usize) -> Result<Vec<ScalarValue>, Status> {
-    batch
-        .columns()
-        .iter()
-        .map(|column| ScalarValue::try_from_array(column, row))
-        .collect::<Result<_, _>>()
+/// The value of a parameter in row `row` of its column, holding only its
+/// own memory: a list, map or struct value taken from an array would share
+/// the buffers of the whole message otherwise (and be charged for them).
+fn parameter(column: &ArrayRef, row: usize) -> Result<ScalarValue, Status> {
+    ScalarValue::try_from_array(column, row)
+        .map(ScalarValue::compacted)
         .map_err(|e| Status::invalid_argument(format!("a parameter cannot be read: {e}")))
 }

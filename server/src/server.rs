@@ -80,6 +80,16 @@ pub struct Limits {
     /// the message size could hold a worker for long; rows in bulk go as
     /// parameters or by ingest instead.
     pub statement_bytes: usize,
+    /// The bytes of parameters prepared statements may hold bound between
+    /// calls, counted as their values hold them; one user (one session in
+    /// a database without users) holds at most a quarter of them.
+    pub bound_parameter_bytes: usize,
+    /// How long a call that streams rows in (a bulk ingest, rows of
+    /// parameters) waits for the client's next message before it fails:
+    /// a client that stalls holds a statement slot no longer than this. A
+    /// message counts once it has all arrived (one of 64 MiB needs about
+    /// 220 KB/s to come within the default).
+    pub input_idle: Duration,
 }
 
 impl Default for Limits {
@@ -98,6 +108,8 @@ impl Default for Limits {
             query_time: Duration::from_secs(3600),
             session_memory: 1 << 30,
             statement_bytes: 1 << 20,
+            bound_parameter_bytes: 1 << 30,
+            input_idle: Duration::from_secs(300),
         }
     }
 }
@@ -209,6 +221,7 @@ impl Server {
             limits.ticket_ttl,
             limits.statements,
             limits.statements_per_session,
+            limits.bound_parameter_bytes,
         ));
         let work = Arc::new(Work::new(
             limits.running_statements,
@@ -221,9 +234,11 @@ impl Server {
             Arc::clone(&work),
         )
         .map_err(ServeError::Service)?;
+        let sessions = service.sessions();
         let service = FlightServiceServer::new(service)
             .max_decoding_message_size(limits.message_bytes)
             .max_encoding_message_size(limits.message_bytes);
+        let service = crate::signed_in::SignedIn::new(service, sessions);
         let mut builder = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
@@ -258,10 +273,11 @@ impl Server {
     }
 
     /// Stops taking calls and lets running ones finish for up to the
-    /// grace period; then stops the queries still streaming, waits for
-    /// every statement that writes to end (a write is never stopped
-    /// half-way), and flushes the database: every write a client was told
-    /// succeeded is on disk when this returns.
+    /// grace period; then stops the queries still streaming and the
+    /// ingests still reading their client's rows, waits for every
+    /// statement that writes to end (a write is never stopped half-way),
+    /// and flushes the database: every write a client was told succeeded
+    /// is on disk when this returns.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -276,6 +292,10 @@ impl Server {
             }
         };
         self.statements.cancel_running();
+        // An ingest still reading its client's rows stops (as a client
+        // that went away would stop it), so that no client holds the
+        // shutdown.
+        self.work.end_inputs();
         self.work.finish().await;
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || db.flush())

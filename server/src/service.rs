@@ -43,7 +43,7 @@ use widesql::Db;
 
 use crate::calls::{statement_kind, Call, Slot, Work};
 use crate::metadata;
-use crate::put::{ingest_options, ingest_stream, ingest_table, parameter_rows};
+use crate::put::{ingest_options, ingest_stream, ingest_table, parameter_rows, Input};
 use crate::sessions::{basic_credentials, Sessions};
 use crate::statements::{About, Cancelled, Running, Statements};
 use crate::status::{status, status_of_df};
@@ -58,7 +58,7 @@ const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
 /// The Flight SQL service of one database.
 pub(crate) struct WideFlightSql {
     db: Db,
-    sessions: Sessions,
+    sessions: Arc<Sessions>,
     statements: Arc<Statements>,
     work: Arc<Work>,
     sql_info: SqlInfoData,
@@ -69,6 +69,8 @@ pub(crate) struct WideFlightSql {
     parameter_bytes: usize,
     /// The longest statement text taken.
     statement_bytes: usize,
+    /// How long a `DoPut` body may pause.
+    input_idle: std::time::Duration,
 }
 
 impl WideFlightSql {
@@ -79,7 +81,7 @@ impl WideFlightSql {
         work: Arc<Work>,
     ) -> Result<WideFlightSql, Status> {
         Ok(WideFlightSql {
-            sessions: Sessions::new(db.clone(), limits),
+            sessions: Arc::new(Sessions::new(db.clone(), limits)),
             db,
             statements,
             work,
@@ -88,7 +90,21 @@ impl WideFlightSql {
             query_time: limits.query_time,
             parameter_bytes: limits.message_bytes,
             statement_bytes: limits.statement_bytes,
+            input_idle: limits.input_idle,
         })
+    }
+
+    /// The sessions of the clients that shook hands.
+    pub(crate) fn sessions(&self) -> Arc<Sessions> {
+        Arc::clone(&self.sessions)
+    }
+
+    /// How the body of a `DoPut` call is read (see [`crate::put::paced`]).
+    fn input(&self) -> Input {
+        Input {
+            idle: self.input_idle,
+            ended: self.work.inputs_ended(),
+        }
     }
 
     /// Starts a call about a statement (`cancel`: how to stop it; `None`
@@ -138,13 +154,13 @@ impl WideFlightSql {
     fn stream_rows(
         &self,
         rows: SendableRecordBatchStream,
-        mut running: Running,
-        slot: Slot,
+        mut running: Option<Running>,
+        slot: Option<Slot>,
         call: Call,
     ) -> DoGetStream {
         let schema = rows.schema();
-        let abort = running.abort.clone();
-        let rows = match running.registration.take() {
+        let abort = running.as_ref().map(|running| running.abort.clone());
+        let rows = match running.as_mut().and_then(|r| r.registration.take()) {
             Some(registration) => stream::Abortable::new(rows, registration).boxed(),
             None => rows.boxed(),
         };
@@ -166,7 +182,7 @@ impl WideFlightSql {
         let end = stream::once(async move {
             drop(running);
             drop(slot);
-            let stopped = if abort.is_aborted() {
+            let stopped = if abort.is_some_and(|abort| abort.is_aborted()) {
                 Some(Status::cancelled("the query was cancelled"))
             } else if tokio::time::Instant::now() >= deadline {
                 Some(Status::deadline_exceeded(format!(
@@ -269,6 +285,33 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
     Ok(bytes)
 }
 
+/// The status of an `executemany` whose row of parameters `ran` (from 0)
+/// failed with `failed` after the rows before it ran, each a statement of
+/// its own: what they changed stays, so the answer says so, and is never
+/// one that invites running the whole call again.
+fn partly_ran(failed: Status, ran: usize, total: usize, changed: i64) -> Status {
+    // The codes that say the request itself is wrong are kept; the others
+    // (a conflict, a limit, a deadline, the server) could invite a retry.
+    let code = match failed.code() {
+        code @ (tonic::Code::InvalidArgument
+        | tonic::Code::NotFound
+        | tonic::Code::AlreadyExists
+        | tonic::Code::PermissionDenied
+        | tonic::Code::OutOfRange
+        | tonic::Code::Unimplemented) => code,
+        _ => tonic::Code::FailedPrecondition,
+    };
+    Status::new(
+        code,
+        format!(
+            "{ran} of the {total} rows of parameters ran, changing {changed} rows, which stay; \
+             row {} failed: {}",
+            ran + 1,
+            failed.message()
+        ),
+    )
+}
+
 /// The rows an INSERT, UPDATE or DELETE reports (its one `count`
 /// column); 0 for a statement that reports none (DDL).
 fn rows_changed(batches: &[RecordBatch]) -> i64 {
@@ -363,28 +406,36 @@ impl FlightSqlService for WideFlightSql {
         // Taken before the query is planned and checked: a REVOKE while it
         // plans is seen when its rows are fetched.
         let before = self.privileges_of(&about);
-        // Planned here; a statement that changes something runs here.
+        // Planned here; a statement that changes something runs here, to
+        // its end, whether or not its rows are fetched.
         let call = self.call("GetFlightInfo", about.clone(), &request, None);
         let planning = session.clone();
         let text = sql.clone();
-        let frame = self
+        let ran = self
             .work
             .run(about.user.as_deref(), async move {
-                planning.sql(&text).await.map_err(status)
+                let frame = planning.sql(&text).await.map_err(status)?;
+                match frame.writes() {
+                    true => Ok((frame.finish().await.map_err(status)?, true)),
+                    false => Ok((frame, false)),
+                }
             })
             .await;
-        let frame = call.done(frame, None)?;
+        let (frame, wrote_now) = call.done(ran, None)?;
+        let wrote = wrote_now || !session.is_query(&sql).map_err(status)?;
         // Grants that changed while it ran: a query was checked against
-        // the old ones and is refused; a statement that changed them (a
-        // GRANT of one's own) has run and answers.
+        // the old ones and is refused; a statement that changed something
+        // (a GRANT of one's own, say) has run and answers.
         let privileges = self.privileges_of(&about);
-        if privileges != before && session.is_query(&sql).map_err(status)? {
+        if privileges != before && !wrote {
             return Err(Status::aborted(
                 "the user's grants changed while this query was planned: run it again",
             ));
         }
         let schema = wire_schema(frame.stream_schema());
-        let handle = self.statements.add_pending(frame, owner, about, privileges);
+        let handle = self
+            .statements
+            .add_pending(frame, owner, about, privileges, wrote);
         let ticket = TicketStatementQuery {
             statement_handle: handle,
         };
@@ -401,22 +452,28 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let (user, owner) = self.sessions.user_and_caller(&request)?;
-        let slot = self.work.slot(user.as_deref())?;
+        // The outcome of a statement that wrote is sent without a slot: a
+        // limit must not refuse what has been made.
+        let slot = match self
+            .statements
+            .pending_wrote(&ticket.statement_handle, &owner)
+        {
+            true => None,
+            false => Some(self.work.slot(user.as_deref())?),
+        };
         let (pending, running) = self
             .statements
             .take_pending(&ticket.statement_handle, &owner)?;
-        if self.privileges_of(&pending.about) != pending.privileges {
+        if !pending.wrote && self.privileges_of(&pending.about) != pending.privileges {
             return Err(Status::aborted(
                 "the user's grants changed after this query was planned: run it again",
             ));
         }
-        let abort = running.abort.clone();
-        let call = self.call(
-            "DoGet",
-            pending.about.clone(),
-            &request,
-            Some(Box::new(move || abort.abort())),
-        );
+        let cancel = running.as_ref().map(|running| {
+            let abort = running.abort.clone();
+            Box::new(move || abort.abort()) as Box<dyn Fn() + Send + Sync>
+        });
+        let call = self.call("DoGet", pending.about.clone(), &request, cancel);
         let rows = match pending.frame.execute_stream().await {
             Ok(rows) => rows,
             Err(e) => return call.done(Err(status(e)), None),
@@ -484,7 +541,7 @@ impl FlightSqlService for WideFlightSql {
         };
         let user = about.user.clone();
         let call = self.call("DoPutIngest", about, &request, None);
-        let input = match ingest_stream(request.into_inner()).await {
+        let input = match ingest_stream(request.into_inner(), self.input()).await {
             Ok(input) => input,
             Err(e) => return call.done(Err(e), None),
         };
@@ -569,8 +626,9 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<DoPutPreparedStatementResult, Status> {
         let owner = self.sessions.caller(&request)?;
         let handle = query.prepared_statement_handle;
-        let rows = parameter_rows(request.into_inner(), self.parameter_bytes).await?;
-        self.statements.bind(&handle, rows, &owner)?;
+        let bound =
+            parameter_rows(request.into_inner(), self.parameter_bytes, self.input()).await?;
+        self.statements.bind(&handle, bound, &owner)?;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle),
         })
@@ -600,33 +658,56 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<Response<DoGetStream>, Status> {
         let owner = self.sessions.caller(&request)?;
         let handle = query.prepared_statement_handle;
-        let mut statement = self.statements.prepared(&handle, false, &owner)?;
+        let statement = self.statements.prepared(&handle, false, &owner)?;
         if statement.rows.len() > 1 {
             return Err(Status::invalid_argument(format!(
                 "a prepared query runs with one row of parameters; {} are bound",
                 statement.rows.len()
             )));
         }
-        let params = statement.rows.pop().unwrap_or_default();
-        let slot = self.work.slot(statement.about.user.as_deref())?;
+        let params = statement.rows.first().cloned().unwrap_or_default();
+        let prepared = statement.prepared;
+        let user = statement.about.user.clone();
+        if prepared.writes() {
+            // A prepared INSERT fetched as a query (ADBC's `execute` with
+            // parameters) runs to its end in a slot, whatever happens to
+            // this call, and is not cancelled; its outcome is then sent in
+            // no slot, so that a limit never refuses what has been made.
+            let call = self.call("DoGetPrepared", statement.about, &request, None);
+            let ran = self
+                .work
+                .run(user.as_deref(), async move {
+                    let frame = prepared.execute(params).await.map_err(status)?;
+                    frame.finish().await.map_err(status)
+                })
+                .await;
+            let rows = match ran {
+                Ok(frame) => frame.execute_stream().await.map_err(status),
+                Err(e) => Err(e),
+            };
+            return match rows {
+                Ok(rows) => Ok(Response::new(self.stream_rows(rows, None, None, call))),
+                Err(e) => call.done(Err(e), None),
+            };
+        }
+        let slot = self.work.slot(user.as_deref())?;
         let running = self.statements.start(handle, owner);
         let abort = running.abort.clone();
         let cancel: Box<dyn Fn() + Send + Sync> = Box::new(move || abort.abort());
-        let call = self.call(
-            "DoGetPrepared",
-            statement.about.clone(),
-            &request,
-            Some(cancel),
-        );
-        let rows = match statement.prepared.execute(params).await {
+        let call = self.call("DoGetPrepared", statement.about, &request, Some(cancel));
+        let rows = match prepared.execute(params).await {
             Ok(frame) => frame.execute_stream().await,
             Err(e) => Err(e),
         };
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(e) => return call.done(Err(status(e)), None),
-        };
-        Ok(Response::new(self.stream_rows(rows, running, slot, call)))
+        match rows {
+            Ok(rows) => Ok(Response::new(self.stream_rows(
+                rows,
+                Some(running),
+                Some(slot),
+                call,
+            ))),
+            Err(e) => call.done(Err(status(e)), None),
+        }
     }
 
     async fn do_put_prepared_statement_update(
@@ -647,9 +728,11 @@ impl FlightSqlService for WideFlightSql {
         // Each row of parameters runs the statement once (ADBC's
         // executemany), each row a statement of its own: the rows the
         // request carries, else the rows bound to it since it last ran.
-        let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes).await?;
+        let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes, self.input())
+            .await?
+            .rows;
         if rows.is_empty() {
-            rows = statement.rows;
+            rows = Arc::unwrap_or_clone(statement.rows);
         }
         if !statement.prepared.writes() {
             return Err(Status::invalid_argument(
@@ -669,10 +752,13 @@ impl FlightSqlService for WideFlightSql {
         let changed = self
             .work
             .run(statement.about.user.as_deref(), async move {
-                let mut changed = 0i64;
-                for params in rows {
-                    let result = prepared.query(params).await.map_err(status)?;
-                    changed = changed.saturating_add(rows_changed(&result));
+                let (mut changed, total) = (0i64, rows.len());
+                for (ran, params) in rows.into_iter().enumerate() {
+                    match prepared.query(params).await {
+                        Ok(result) => changed = changed.saturating_add(rows_changed(&result)),
+                        Err(e) if ran == 0 => return Err(status(e)),
+                        Err(e) => return Err(partly_ran(status(e), ran, total, changed)),
+                    }
                 }
                 Ok(changed)
             })

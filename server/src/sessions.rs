@@ -70,6 +70,9 @@ pub(crate) struct Sessions {
 /// Password checks that may run at once.
 const PASSWORD_CHECKS: usize = 4;
 
+/// One session in this many is kept for admins.
+const ADMIN_SHARE: usize = 16;
+
 /// Failed sign-ins as one user an address may make before it waits: the
 /// first wait is one second, and each further failure doubles it, up to a
 /// minute. (Kept by address and user, so that a client's success as one
@@ -268,11 +271,26 @@ impl Sessions {
         let credentials = user.as_deref().and_then(|u| self.db.credentials_version(u));
         let mut by_token = self.by_token();
         let idle = self.idle;
-        by_token.retain(|_, open| open.last_used.elapsed() < idle);
-        if by_token.len() >= self.max {
+        // Sessions whose token no call would take any more (idle too long,
+        // or of a user dropped or whose password changed) make room.
+        by_token.retain(|_, open| open.last_used.elapsed() < idle && self.still_signed_in(open));
+        // The last sessions are an admin's: other users filling the server
+        // never lock out the admin who would stop them (a database without
+        // users has no admin, and every session is anyone's).
+        let admin = user.as_deref().is_none_or(|user| self.db.is_admin(user));
+        let max = match admin {
+            true => self.max,
+            false => self.max - self.max / ADMIN_SHARE,
+        };
+        if by_token.len() >= max {
             return Err(Status::resource_exhausted(format!(
-                "the server has {} sessions open, its limit",
-                self.max
+                "the server has {} sessions open, its limit{}",
+                by_token.len(),
+                if admin {
+                    ""
+                } else {
+                    " for users other than admins"
+                }
             )));
         }
         if let Some(user) = &user {
@@ -294,6 +312,16 @@ impl Sessions {
         };
         by_token.insert(token.clone(), open);
         Ok(token)
+    }
+
+    /// Whether an open session's user is as it signed in: not dropped,
+    /// its password unchanged (a session without a user is, while the
+    /// database has no users).
+    fn still_signed_in(&self, open: &Open) -> bool {
+        match open.session.options().user.as_deref() {
+            Some(user) => self.db.credentials_version(user) == open.credentials,
+            None => !self.db.has_users(),
+        }
     }
 
     fn failures(&self) -> MutexGuard<'_, HashMap<Signer, Failures>> {

@@ -25,6 +25,8 @@ use prost::bytes::Bytes;
 use tonic::Status;
 use widesql::{Frame, Prepared};
 
+use crate::put::Bound;
+
 /// Who made a statement: the token of its session; `None` for calls
 /// without one (a database without users).
 pub(crate) type Owner = Option<Arc<str>>;
@@ -39,6 +41,10 @@ pub(crate) struct Pending {
     /// What the user could do when the query was planned and checked
     /// ([`widesql::Db::privileges_version`]).
     pub(crate) privileges: Option<u64>,
+    /// Whether it changed something when it ran in `GetFlightInfo`: its
+    /// rows are then only its outcome, fetched whatever the user's grants
+    /// are now, in no statement slot, and never cancelled.
+    pub(crate) wrote: bool,
 }
 
 /// Who runs a statement and what it is (its first word, never its text).
@@ -52,7 +58,10 @@ pub(crate) struct About {
 #[derive(Clone)]
 pub(crate) struct PreparedStatement {
     pub(crate) prepared: Prepared,
-    pub(crate) rows: Vec<Vec<ScalarValue>>,
+    /// Shared, so that handing them to a call copies no value.
+    pub(crate) rows: Arc<Vec<Vec<ScalarValue>>>,
+    /// What `rows` hold, in bytes (see [`crate::put::Bound`]).
+    bound_bytes: usize,
     used: Instant,
     owner: Owner,
     pub(crate) about: About,
@@ -71,7 +80,11 @@ pub(crate) enum Cancelled {
 /// The statements of a server, by handle.
 pub(crate) struct Statements {
     pending: Mutex<HashMap<Bytes, Pending>>,
-    running: Mutex<HashMap<Bytes, (Owner, AbortHandle)>>,
+    /// The queries streaming, by handle: a prepared statement's handle
+    /// may run more than once at a time.
+    running: Mutex<HashMap<Bytes, Vec<Run>>>,
+    /// The number of the next run.
+    runs: std::sync::atomic::AtomicU64,
     prepared: Mutex<HashMap<Bytes, PreparedStatement>>,
     /// How long a planned query waits for its `DoGet`, and a prepared
     /// statement unused waits for its next call.
@@ -80,6 +93,9 @@ pub(crate) struct Statements {
     max: usize,
     /// How many of each kind one session may keep at once.
     per_session: usize,
+    /// The bytes of parameters all prepared statements may hold bound at
+    /// once; one session holds at most a quarter of them.
+    bound_bytes: usize,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -96,14 +112,21 @@ fn too_many(what: &str, max: usize) -> Status {
 }
 
 impl Statements {
-    pub(crate) fn new(ttl: Duration, max: usize, per_session: usize) -> Statements {
+    pub(crate) fn new(
+        ttl: Duration,
+        max: usize,
+        per_session: usize,
+        bound_bytes: usize,
+    ) -> Statements {
         Statements {
             pending: Mutex::default(),
             running: Mutex::default(),
+            runs: std::sync::atomic::AtomicU64::new(0),
             prepared: Mutex::default(),
             ttl,
             max,
             per_session,
+            bound_bytes,
         }
     }
 
@@ -153,6 +176,7 @@ impl Statements {
         owner: Owner,
         about: About,
         privileges: Option<u64>,
+        wrote: bool,
     ) -> Bytes {
         let mut pending = locked(&self.pending);
         let handle = handle();
@@ -163,19 +187,29 @@ impl Statements {
             owner,
             about,
             privileges,
+            wrote,
         };
         pending.insert(handle.clone(), query);
         handle
     }
 
+    /// Whether the statement waiting under `handle` for `owner` wrote
+    /// when it ran (see [`Pending::wrote`]).
+    pub(crate) fn pending_wrote(&self, handle: &Bytes, owner: &Owner) -> bool {
+        locked(&self.pending)
+            .get(handle)
+            .is_some_and(|p| p.owner == *owner && p.wrote)
+    }
+
     /// The planned query of `handle`, taken out (a ticket is fetched
     /// once) and marked running in the same step, so that a cancel never
-    /// falls between the two.
+    /// falls between the two; a statement that wrote is not marked (see
+    /// [`Pending::wrote`]).
     pub(crate) fn take_pending(
         self: &Arc<Self>,
         handle: &Bytes,
         owner: &Owner,
-    ) -> Result<(Pending, Running), Status> {
+    ) -> Result<(Pending, Option<Running>), Status> {
         let mut pending = locked(&self.pending);
         let unknown = || {
             Status::not_found(
@@ -190,25 +224,41 @@ impl Statements {
             .remove(handle)
             .filter(|p| p.made.elapsed() < self.ttl)
             .ok_or_else(unknown)?;
-        Ok((taken, self.start(handle.clone(), owner.clone())))
+        let running = (!taken.wrote).then(|| self.start(handle.clone(), owner.clone()));
+        Ok((taken, running))
     }
 
     /// Marks the query of `handle` as running: `CancelFlightInfo` aborts
     /// it until the returned guard is dropped.
     pub(crate) fn start(self: &Arc<Self>, handle: Bytes, owner: Owner) -> Running {
         let (abort, registration) = AbortHandle::new_pair();
-        locked(&self.running).insert(handle.clone(), (owner, abort.clone()));
+        let serial = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        locked(&self.running)
+            .entry(handle.clone())
+            .or_default()
+            .push(Run {
+                serial,
+                owner,
+                abort: abort.clone(),
+            });
         Running {
             statements: Arc::clone(self),
             handle,
+            serial,
             abort,
             registration: Some(registration),
         }
     }
 
-    /// Forgets a query that finished streaming.
-    pub(crate) fn finish(&self, handle: &Bytes) {
-        locked(&self.running).remove(handle);
+    /// Forgets run `serial` of `handle`, which finished streaming.
+    fn finish(&self, handle: &Bytes, serial: u64) {
+        let mut running = locked(&self.running);
+        if let Some(runs) = running.get_mut(handle) {
+            runs.retain(|run| run.serial != serial);
+            if runs.is_empty() {
+                running.remove(handle);
+            }
+        }
     }
 
     /// Cancels the query of `handle`, when `owner` made it. A statement
@@ -224,22 +274,31 @@ impl Statements {
         }
         drop(pending);
         let mut running = locked(&self.running);
-        if running.get(handle).is_none_or(|(o, _)| o != owner) {
+        let Some(runs) = running.get_mut(handle) else {
             return Cancelled::Unknown;
-        }
-        match running.remove(handle) {
-            Some((_, abort)) => {
-                abort.abort();
-                Cancelled::WhileRunning
+        };
+        let before = runs.len();
+        runs.retain(|run| {
+            let cancelled = run.owner == *owner;
+            if cancelled {
+                run.abort.abort();
             }
-            None => Cancelled::Unknown,
+            !cancelled
+        });
+        let cancelled = runs.len() < before;
+        if runs.is_empty() {
+            running.remove(handle);
+        }
+        match cancelled {
+            true => Cancelled::WhileRunning,
+            false => Cancelled::Unknown,
         }
     }
 
     /// Stops every query being streamed (at shutdown).
     pub(crate) fn cancel_running(&self) {
-        for (_, (_, abort)) in locked(&self.running).drain() {
-            abort.abort();
+        for run in locked(&self.running).drain().flat_map(|(_, runs)| runs) {
+            run.abort.abort();
         }
     }
 
@@ -262,7 +321,8 @@ impl Statements {
         let handle = handle();
         let statement = PreparedStatement {
             prepared,
-            rows: Vec::new(),
+            rows: Arc::default(),
+            bound_bytes: 0,
             used: Instant::now(),
             owner,
             about,
@@ -272,8 +332,8 @@ impl Statements {
     }
 
     /// The prepared statement of `handle`, with the rows of parameters
-    /// bound to it; `take` takes them, so that an update runs with a
-    /// binding once.
+    /// bound to it; `take` takes them from a statement that writes, so
+    /// that an update runs with a binding once (a query keeps its own).
     pub(crate) fn prepared(
         &self,
         handle: &Bytes,
@@ -283,26 +343,59 @@ impl Statements {
         let mut all = locked(&self.prepared);
         let statement = owned(&mut all, handle, owner)?;
         statement.used = Instant::now();
-        let rows = match take {
-            true => std::mem::take(&mut statement.rows),
-            false => statement.rows.clone(),
+        let (rows, bound_bytes) = match take && statement.prepared.writes() {
+            true => (
+                std::mem::take(&mut statement.rows),
+                std::mem::take(&mut statement.bound_bytes),
+            ),
+            false => (Arc::clone(&statement.rows), statement.bound_bytes),
         };
         Ok(PreparedStatement {
+            prepared: statement.prepared.clone(),
             rows,
-            ..statement.clone()
+            bound_bytes,
+            used: statement.used,
+            owner: statement.owner.clone(),
+            about: statement.about.clone(),
         })
     }
 
     /// Binds rows of parameters to the prepared statement of `handle`.
-    pub(crate) fn bind(
-        &self,
-        handle: &Bytes,
-        rows: Vec<Vec<ScalarValue>>,
-        owner: &Owner,
-    ) -> Result<(), Status> {
+    pub(crate) fn bind(&self, handle: &Bytes, bound: Bound, owner: &Owner) -> Result<(), Status> {
         let mut all = locked(&self.prepared);
+        let ttl = self.ttl;
+        all.retain(|_, s| s.used.elapsed() < ttl);
+        let this = Holder::of(owned(&mut all, handle, owner)?);
+        // What the other statements hold: the rows bound to this one now
+        // are replaced.
+        let (mut held, mut own) = (0usize, 0usize);
+        for statement in all
+            .iter()
+            .filter(|(other, _)| *other != handle)
+            .map(|(_, s)| s)
+        {
+            held = held.saturating_add(statement.bound_bytes);
+            if Holder::of(statement) == this {
+                own = own.saturating_add(statement.bound_bytes);
+            }
+        }
+        let share = self.bound_bytes / 4;
+        if own.saturating_add(bound.bytes) > share {
+            return Err(Status::resource_exhausted(format!(
+                "the prepared statements of {this} would hold more than {share} bytes of bound \
+                 parameters, its share: close some, or bind fewer rows"
+            )));
+        }
+        if held.saturating_add(bound.bytes) > self.bound_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "the server's prepared statements would hold more than {} bytes of bound \
+                 parameters, its limit: bind fewer rows, or later",
+                self.bound_bytes
+            )));
+        }
         let statement = owned(&mut all, handle, owner)?;
-        statement.rows = rows;
+        statement.rows = Arc::new(bound.rows);
+        statement.bound_bytes = bound.bytes;
         statement.used = Instant::now();
         Ok(())
     }
@@ -316,11 +409,45 @@ impl Statements {
     }
 }
 
+/// Whose share of the bound parameters a prepared statement's are: its
+/// user's, or its session's in a database without users.
+#[derive(PartialEq)]
+enum Holder {
+    User(String),
+    Session(Owner),
+}
+
+impl Holder {
+    fn of(statement: &PreparedStatement) -> Holder {
+        match &statement.about.user {
+            Some(user) => Holder::User(user.clone()),
+            None => Holder::Session(statement.owner.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Holder::User(user) => write!(f, "user {user}"),
+            Holder::Session(_) => write!(f, "this session"),
+        }
+    }
+}
+
+/// One run of a query being streamed.
+struct Run {
+    serial: u64,
+    owner: Owner,
+    abort: AbortHandle,
+}
+
 /// A query marked running; dropping it (the stream ended, or the client
 /// went away) forgets it.
 pub(crate) struct Running {
     statements: Arc<Statements>,
     handle: Bytes,
+    serial: u64,
     pub(crate) abort: AbortHandle,
     /// Taken by the stream that the abort handle stops.
     pub(crate) registration: Option<AbortRegistration>,
@@ -328,7 +455,7 @@ pub(crate) struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.statements.finish(&self.handle);
+        self.statements.finish(&self.handle, self.serial);
     }
 }
 

@@ -26,7 +26,10 @@ pub(crate) fn status(error: Error) -> Status {
         ErrorKind::PermissionDenied => Status::permission_denied(message),
         ErrorKind::Unauthenticated => Status::unauthenticated(message),
         // Nothing was applied; the client may run it again.
-        ErrorKind::Conflict => Status::aborted(message),
+        ErrorKind::Conflict if error.is_retryable() => Status::aborted(message),
+        // Part of it was (the message says how much): running it again
+        // would write that part twice.
+        ErrorKind::Conflict => Status::failed_precondition(message),
         ErrorKind::Storage | ErrorKind::Corruption => Status::internal(message),
         _ => Status::unknown(message),
     }
@@ -41,7 +44,7 @@ pub(crate) fn status_of_df(error: DataFusionError) -> Status {
 mod tests {
     use super::*;
     use tonic::Code;
-    use widesql::SqlError;
+    use widesql::{SqlError, TableError};
 
     #[test]
     fn each_kind_of_error_has_its_code() {
@@ -68,6 +71,32 @@ mod tests {
             (
                 Error::from(DataFusionError::ResourcesExhausted("memory".into())),
                 Code::ResourceExhausted,
+            ),
+            // A write that lost a race and applied nothing may run again;
+            // one that applied part of itself must not.
+            (
+                Error::Table(TableError::Changed {
+                    table: "p.d.t".into(),
+                    written: 0,
+                }),
+                Code::Aborted,
+            ),
+            (
+                Error::Table(TableError::Changed {
+                    table: "p.d.t".into(),
+                    written: 10_000,
+                }),
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::PartlyApplied {
+                    written: 10_000,
+                    source: Box::new(Error::Table(TableError::Changed {
+                        table: "p.d.t".into(),
+                        written: 0,
+                    })),
+                },
+                Code::FailedPrecondition,
             ),
         ];
         for (error, code) in cases {

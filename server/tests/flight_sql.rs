@@ -16,7 +16,7 @@ use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::Int32Type;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::util::display::array_value_to_string;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::Code;
 use widesql::Db;
@@ -43,6 +43,15 @@ async fn serve_with(
 ) -> Result<(tempfile::TempDir, Db, Server), BoxError> {
     serve(ServeOptions {
         limits,
+        ..ServeOptions::default()
+    })
+    .await
+}
+
+/// A server whose shutdown waits 300 ms for running calls.
+async fn serve_with_short_grace() -> Result<(tempfile::TempDir, Db, Server), BoxError> {
+    serve(ServeOptions {
+        shutdown_grace: std::time::Duration::from_millis(300),
         ..ServeOptions::default()
     })
     .await
@@ -210,7 +219,7 @@ async fn prepared_statements_bind_parameters_for_queries_and_updates() -> Result
     let mut client = connect(&server).await?;
     client
         .execute_update(
-            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)".into(),
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT NOT NULL)".into(),
             None,
         )
         .await?;
@@ -234,6 +243,34 @@ async fn prepared_statements_bind_parameters_for_queries_and_updates() -> Result
     )?;
     insert.set_parameters(binding)?;
     assert_eq!(insert.execute_update().await?, 2);
+    // Each row runs on its own: one that fails after others ran says what
+    // they changed, which stays.
+    let binding = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("$1", DataType::Utf8, false),
+            Field::new("$2", DataType::Int64, true),
+        ])),
+        vec![
+            Arc::new(StringArray::from(vec!["c", "d", "e"])),
+            Arc::new(Int64Array::from(vec![Some(3), None, Some(5)])),
+        ],
+    )?;
+    insert.set_parameters(binding)?;
+    let error = refused(
+        insert.execute_update().await,
+        Code::InvalidArgument,
+        "a NULL in a NOT NULL column",
+    )?;
+    assert!(
+        error.contains(
+            "1 of the 3 rows of parameters ran, changing 1 rows, which stay; row 2 failed"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        query(&mut client, "SELECT _key FROM t ORDER BY _key").await?,
+        "a\nb\nc"
+    );
     insert.close().await?;
     // Without parameters bound, it does not run.
     let mut unbound = client
@@ -704,6 +741,46 @@ async fn users_sign_in_and_every_call_is_checked_against_their_grants() -> Resul
     Ok(())
 }
 
+#[tokio::test]
+async fn a_call_without_a_valid_token_is_refused_before_its_message_is_read() -> Result<(), BoxError>
+{
+    let limits = widesql_server::Limits {
+        message_bytes: 64 << 10,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run("CREATE USER alice PASSWORD 'alice pw'")
+        .await?;
+    // A message four times the limit: read first, its size would be what
+    // the server answers.
+    let big = format!("SELECT '{}'", "x".repeat(256 << 10));
+    let mut client = connect(&server).await?;
+    refused(
+        client.execute(big.clone(), None).await,
+        Code::Unauthenticated,
+        "a call without a token",
+    )?;
+    let mut forged = connect(&server).await?;
+    forged.set_token("not a token".into());
+    refused(
+        forged.execute(big.clone(), None).await,
+        Code::Unauthenticated,
+        "a call with a made-up token",
+    )?;
+    // Signed in, the same message is read, and refused for its size.
+    client.handshake("alice", "alice pw").await?;
+    let error = client
+        .execute(big, None)
+        .await
+        .err()
+        .ok_or("a message past the limit was taken")?;
+    assert_ne!(code(&error), Some(Code::Unauthenticated), "{error}");
+    assert_eq!(query(&mut client, "SELECT 1").await?, "1");
+    server.shutdown().await?;
+    Ok(())
+}
+
 /// A bulk ingest of `batches` into `table` with ADBC's `mode`.
 async fn ingest(
     client: &mut Client,
@@ -1079,6 +1156,61 @@ async fn sessions_are_bounded_and_expire_when_idle() -> Result<(), BoxError> {
 }
 
 #[tokio::test]
+async fn the_last_sessions_are_kept_for_admins_and_dropped_users_make_room() -> Result<(), BoxError>
+{
+    let limits = widesql_server::Limits {
+        sessions: 16,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run(
+            "CREATE USER alice PASSWORD 'alice pw'; CREATE USER bob PASSWORD 'bob pw'; \
+             CREATE USER root PASSWORD 'root pw' ADMIN",
+        )
+        .await?;
+    let sign_in = |user: &'static str| {
+        let server_addr = server.local_addr();
+        async move {
+            let channel = Endpoint::from_shared(format!("http://{server_addr}"))?
+                .connect()
+                .await?;
+            let mut client = FlightSqlServiceClient::new(channel);
+            client.handshake(user, &format!("{user} pw")).await?;
+            Ok::<_, BoxError>(client)
+        }
+    };
+    // Users other than admins fill 15 of the 16 sessions.
+    let mut open = Vec::new();
+    for user in ["bob"; 5].into_iter().chain(["alice"; 10]) {
+        open.push(sign_in(user).await?);
+    }
+    let refused = sign_in("alice")
+        .await
+        .err()
+        .ok_or("a user took the admins' session")?;
+    assert!(
+        refused
+            .to_string()
+            .contains("its limit for users other than admins"),
+        "{refused}"
+    );
+    // The last one is an admin's.
+    let mut root = sign_in("root").await?;
+    assert_eq!(query(&mut root, "SELECT 1").await?, "1");
+    sign_in("root")
+        .await
+        .err()
+        .ok_or("more sessions opened than the server's limit")?;
+    // A dropped user's sessions make room at once.
+    db.session().run("DROP USER bob").await?;
+    let mut alice = sign_in("alice").await?;
+    assert_eq!(query(&mut alice, "SELECT 2").await?, "2");
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn statements_kept_between_calls_are_bounded() -> Result<(), BoxError> {
     let limits = widesql_server::Limits {
         statements: 1,
@@ -1221,11 +1353,7 @@ async fn clients_cannot_use_the_hosts_files_or_resources() -> Result<(), BoxErro
 
 #[tokio::test]
 async fn shutdown_ends_a_stream_left_open_after_its_grace() -> Result<(), BoxError> {
-    let (_dir, db, server) = serve(ServeOptions {
-        shutdown_grace: std::time::Duration::from_millis(300),
-        ..ServeOptions::default()
-    })
-    .await?;
+    let (_dir, db, server) = serve_with_short_grace().await?;
     big_table(&db, 50_000).await?;
     let mut client = connect(&server).await?;
     let info = client.execute("SELECT * FROM big".into(), None).await?;
@@ -1236,6 +1364,167 @@ async fn shutdown_ends_a_stream_left_open_after_its_grace() -> Result<(), BoxErr
     tokio::time::timeout(std::time::Duration::from_secs(20), server.shutdown())
         .await
         .map_err(|_| "shutdown waited past its grace")??;
+    Ok(())
+}
+
+/// Cancels `info` from another connection of `client`'s session (a query
+/// belongs to the session that planned it); what the server answered.
+async fn cancel_from_another_connection(
+    server: &Server,
+    client: &Client,
+    info: FlightInfo,
+) -> Result<CancelStatus, BoxError> {
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
+        .connect()
+        .await?;
+    let mut flight = FlightClient::new(channel);
+    let token = client.token().ok_or("no token")?.clone();
+    flight.add_header("authorization", &format!("Bearer {token}"))?;
+    let result = flight
+        .cancel_flight_info(CancelFlightInfoRequest::new(info))
+        .await?;
+    Ok(result.status())
+}
+
+/// Starts, on a client of its own, a bulk ingest creating `table` that
+/// sends one batch and then nothing, with its call left waiting; returns
+/// the call's task, which ends with the call's answer.
+async fn stalled_ingest(
+    server: &Server,
+    table: &str,
+) -> Result<tokio::task::JoinHandle<Result<i64, arrow_flight::error::FlightError>>, BoxError> {
+    let mut client = connect(server).await?;
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("_key", DataType::Utf8, false)])),
+        vec![Arc::new(StringArray::from(vec!["a", "b"]))],
+    )?;
+    let command = CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: TableNotExistOption::Create.into(),
+            if_exists: TableExistsOption::Fail.into(),
+        }),
+        table: table.into(),
+        schema: None,
+        catalog: None,
+        temporary: false,
+        transaction_id: None,
+        options: Default::default(),
+    };
+    let rows = futures::stream::iter([Ok(batch)]).chain(futures::stream::pending());
+    Ok(tokio::spawn(async move {
+        client.execute_ingest(command, rows).await
+    }))
+}
+
+#[tokio::test]
+async fn an_ingest_whose_client_stalls_fails_and_frees_its_slot() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        input_idle: std::time::Duration::from_millis(300),
+        running_statements: 1,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, _db, server) = serve_with(limits).await?;
+    let answer = stalled_ingest(&server, "stalled").await?;
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(60), answer)
+        .await
+        .map_err(|_| "a stalled ingest was still waiting after a minute")??;
+    let error = answer.err().ok_or("a stalled ingest succeeded")?;
+    assert!(
+        error
+            .to_string()
+            .contains("the client sent nothing for 0.3 s"),
+        "{error}"
+    );
+    // The table it would have created does not exist, and the only slot
+    // is free again.
+    let mut client = connect(&server).await?;
+    assert_eq!(
+        query(
+            &mut client,
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'stalled'"
+        )
+        .await?,
+        "0"
+    );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn shutdown_ends_an_ingest_whose_client_stalls() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve_with_short_grace().await?;
+    let answer = stalled_ingest(&server, "stalled").await?;
+    // The ingest is under way once it shows in the activity (its rows
+    // are then being read, in a statement slot, a moment later).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !text_lines(&db.session().run("SHOW ACTIVITY").await?[0].batches)?
+        .iter()
+        .any(|line| line.contains("INGEST"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ingest never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Waiting for the client's next message (a minute by default) would
+    // hold the shutdown: it stops the ingest instead.
+    tokio::time::timeout(std::time::Duration::from_secs(20), server.shutdown())
+        .await
+        .map_err(|_| "a stalled ingest held the shutdown")??;
+    answer.abort();
+    let outputs = db
+        .session()
+        .run("SELECT count(*) FROM information_schema.tables WHERE table_name = 'stalled'")
+        .await?;
+    assert_eq!(text_lines(&outputs[0].batches)?.join(""), "0");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_prepared_query_streaming_twice_is_cancelled_after_one_run_ends() -> Result<(), BoxError>
+{
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    big_table(&db, 20_000).await?;
+    let mut client = connect(&server).await?;
+    client.handshake("reader", "").await?;
+    client
+        .execute_update("SET datafusion.execution.batch_size = 50".into(), None)
+        .await?;
+    let mut prepared = client.prepare("SELECT k, v FROM big".into(), None).await?;
+    let info = prepared.execute().await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    // Two runs of the one handle; the first ends (its client drops it).
+    let mut first = client.do_get(ticket.clone()).await?;
+    let mut second = client.do_get(ticket).await?;
+    first.try_next().await?.ok_or("no rows")?;
+    second.try_next().await?.ok_or("no rows")?;
+    drop(first);
+    // Once the server has seen the first run end, only the second shows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let selects = || async {
+        let outputs = db.session().run("SHOW ACTIVITY").await?;
+        let lines = text_lines(&outputs[0].batches)?;
+        Ok::<_, BoxError>(lines.iter().filter(|l| l.contains("SELECT")).count())
+    };
+    while selects().await? != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The run still streaming is the one the cancel stops.
+    assert_eq!(
+        cancel_from_another_connection(&server, &client, info).await?,
+        CancelStatus::Cancelled
+    );
+    let error = end_of(second)
+        .await
+        .ok_or("every row of the second run came after the cancel")?;
+    assert_eq!(code(&error), Some(Code::Cancelled), "{error}");
+    server.shutdown().await?;
     Ok(())
 }
 
@@ -1255,18 +1544,10 @@ async fn a_query_cancelled_while_its_rows_stream_stops() -> Result<(), BoxError>
     let mut stream = client.do_get(ticket).await?;
     let first = stream.try_next().await?.ok_or("no rows")?;
     assert!(first.num_rows() > 0);
-    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
-        .connect()
-        .await?;
-    // Another connection of the same session (a query belongs to the
-    // session that planned it).
-    let mut flight = FlightClient::new(channel);
-    let token = client.token().ok_or("no token")?.clone();
-    flight.add_header("authorization", &format!("Bearer {token}"))?;
-    let result = flight
-        .cancel_flight_info(CancelFlightInfoRequest::new(info))
-        .await?;
-    assert_eq!(result.status(), CancelStatus::Cancelled);
+    assert_eq!(
+        cancel_from_another_connection(&server, &client, info).await?,
+        CancelStatus::Cancelled
+    );
     let mut read = first.num_rows();
     let ended = loop {
         match stream.try_next().await {
@@ -1317,6 +1598,48 @@ async fn a_write_runs_to_its_end_when_its_client_gives_up() -> Result<(), BoxErr
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_write_sent_as_a_query_is_made_when_it_is_asked_for() -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    client
+        .execute_update(
+            "CREATE TABLE t (k BIGINT PRIMARY KEY, v VARCHAR)".into(),
+            None,
+        )
+        .await?;
+    let count = || async {
+        let outputs = db.session().run("SELECT count(*) FROM t").await?;
+        Ok::<_, BoxError>(text_lines(&outputs[0].batches)?.join(""))
+    };
+    // Sent as a query (GetFlightInfo): made by the time its FlightInfo
+    // comes back, whether or not its ticket is ever fetched.
+    let insert = "INSERT INTO t SELECT value, 'q' FROM generate_series(1, 30000) AS s(value)";
+    let info = client.execute(insert.into(), None).await?;
+    assert_eq!(count().await?, "30000");
+    // Its ticket gives the count, and does not write again.
+    assert_eq!(rows(&mut client, info).await?, "30000");
+    assert_eq!(count().await?, "30000");
+    // A prepared one fetched with DoGet (what ADBC's `execute` does with
+    // parameters): made by the time DoGet answers, its rows unread.
+    let mut prepared = client
+        .prepare(
+            "INSERT INTO t SELECT value + $1, 'p' FROM generate_series(1, 5) AS s(value)".into(),
+            None,
+        )
+        .await?;
+    let schema = Arc::new(Schema::new(vec![Field::new("$1", DataType::Int64, false)]));
+    let binding = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![100_000]))])?;
+    prepared.set_parameters(binding)?;
+    let info = prepared.execute().await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let unread = client.do_get(ticket).await?;
+    assert_eq!(count().await?, "30005");
+    drop(unread);
     server.shutdown().await?;
     Ok(())
 }
@@ -1766,6 +2089,173 @@ async fn parameters_past_the_servers_bytes_are_refused() -> Result<(), BoxError>
         query(&mut client, "SELECT count(*) FROM t WHERE _key >= 'b'").await?,
         "0"
     );
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn parameters_are_charged_what_their_values_hold_not_what_they_came_in(
+) -> Result<(), BoxError> {
+    use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
+    use arrow_flight::sql::{
+        ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+        CommandPreparedStatementQuery, ProstMessageExt,
+    };
+    use datafusion::arrow::array::DictionaryArray;
+    use prost::Message;
+
+    let limits = widesql_server::Limits {
+        message_bytes: 4 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, body VARCHAR)")
+        .await?;
+    let mut client = connect(&server).await?;
+    client.handshake("anyone", "").await?;
+    let create = ActionCreatePreparedStatementRequest {
+        query: "INSERT INTO t VALUES ($1, $2)".into(),
+        transaction_id: None,
+    };
+    let action = arrow_flight::Action {
+        r#type: "CreatePreparedStatement".into(),
+        body: create.as_any().encode_to_vec().into(),
+    };
+    let answer = client
+        .do_action(action)
+        .await?
+        .message()
+        .await?
+        .ok_or("no answer to CreatePreparedStatement")?;
+    let created: ActionCreatePreparedStatementResult = Any::decode(&*answer.body)?
+        .unpack()?
+        .ok_or("not a prepared statement")?;
+    // 100 rows whose body is one string of 1 MiB, sent once as the
+    // dictionary of the column (about 1 MiB on the wire): each row's value
+    // is a copy of it, 100 MiB in all, past the limit of 4 MiB.
+    let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+    let long = "y".repeat(1 << 20);
+    let bodies = DictionaryArray::<Int32Type>::new(
+        vec![0; 100].into(),
+        Arc::new(StringArray::from(vec![long.as_str()])),
+    );
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("$1", DataType::Utf8, false),
+        Field::new("$2", bodies.data_type().clone(), false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from(keys)), Arc::new(bodies)],
+    )?;
+    let command = CommandPreparedStatementQuery {
+        prepared_statement_handle: created.prepared_statement_handle,
+    };
+    let messages: Vec<arrow_flight::FlightData> = FlightDataEncoderBuilder::new()
+        .with_dictionary_handling(DictionaryHandling::Resend)
+        .with_max_flight_data_size(8 << 20)
+        .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(
+            command.as_any().encode_to_vec(),
+        )))
+        .build(futures::stream::iter([Ok(batch)]))
+        .try_collect()
+        .await?;
+    let wire: usize = messages
+        .iter()
+        .map(|m| m.data_header.len() + m.data_body.len())
+        .sum();
+    assert!(wire < 2 << 20, "{wire} bytes on the wire");
+    let put = match client.do_put(futures::stream::iter(messages)).await {
+        Ok(results) => results
+            .try_collect::<Vec<_>>()
+            .await
+            .err()
+            .map(|status| (Some(status.code()), status.to_string())),
+        Err(e) => Some((code(&e), e.to_string())),
+    };
+    let (code, message) =
+        put.ok_or("100 MiB of parameter values were bound past a limit of 4 MiB")?;
+    assert_eq!(code, Some(Code::ResourceExhausted), "{message}");
+    assert!(
+        message.contains("hold more than 4194304 bytes"),
+        "{message}"
+    );
+    // A list in each row is charged what its own elements hold, not the
+    // array all the rows' lists came in: 2,000 rows of three numbers fit.
+    let mut select = client.prepare("SELECT $1".into(), None).await?;
+    let lists = datafusion::arrow::array::ListArray::from_iter_primitive::<
+        datafusion::arrow::datatypes::Int64Type,
+        _,
+        _,
+    >((0..2000).map(|i| Some(vec![Some(i), Some(i + 1), Some(i + 2)])));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "$1",
+        lists.data_type().clone(),
+        true,
+    )]));
+    select.set_parameters(RecordBatch::try_new(schema, vec![Arc::new(lists)])?)?;
+    select.execute().await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn parameters_held_bound_are_bounded_per_session_and_for_the_server() -> Result<(), BoxError>
+{
+    let limits = widesql_server::Limits {
+        bound_parameter_bytes: 4 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, _db, server) = serve_with(limits).await?;
+    // About 650 KB of values: 600 strings of 1,000 bytes.
+    let rows = || -> Result<RecordBatch, BoxError> {
+        let values = vec!["z".repeat(1000); 600];
+        let schema = Arc::new(Schema::new(vec![Field::new("$1", DataType::Utf8, false)]));
+        Ok(RecordBatch::try_new(
+            schema,
+            vec![Arc::new(StringArray::from(values))],
+        )?)
+    };
+    let bind = |client: &mut Client| {
+        let mut client = client.clone();
+        async move {
+            let mut select = client.prepare("SELECT $1".into(), None).await?;
+            select.set_parameters(rows()?)?;
+            select.execute().await?;
+            Ok::<_, BoxError>(select)
+        }
+    };
+    // A session's share is a quarter of 4 MiB: one binding fits, a second
+    // does not, and binding the first again replaces what it held.
+    let mut first = connect(&server).await?;
+    first.handshake("anyone", "").await?;
+    let mut kept = vec![bind(&mut first).await?];
+    let error = bind(&mut first)
+        .await
+        .err()
+        .ok_or("a session bound past its share")?;
+    assert!(error.to_string().contains("its share"), "{error}");
+    kept[0].set_parameters(rows()?)?;
+    kept[0].execute().await?;
+    // The server's limit: six sessions' bindings fill it, a seventh's is
+    // refused.
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        let mut client = connect(&server).await?;
+        client.handshake("anyone", "").await?;
+        kept.push(bind(&mut client).await?);
+        clients.push(client);
+    }
+    let mut last = connect(&server).await?;
+    last.handshake("anyone", "").await?;
+    let error = bind(&mut last)
+        .await
+        .err()
+        .ok_or("sessions bound past the server's limit")?;
+    assert!(error.to_string().contains("its limit"), "{error}");
+    // Closing a statement frees what it held.
+    kept.pop().ok_or("no statement")?.close().await?;
+    bind(&mut last).await?;
     server.shutdown().await?;
     Ok(())
 }

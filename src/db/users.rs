@@ -79,6 +79,15 @@ impl Db {
         Some(hasher.finish())
     }
 
+    /// Whether `user` exists and is an admin. A server keeps room for
+    /// admins' sessions that other users cannot take.
+    pub fn is_admin(&self, user: &str) -> bool {
+        self.catalog()
+            .read()
+            .user(user)
+            .is_some_and(|entry| entry.admin)
+    }
+
     /// Whether the database has any user. A server lets clients in
     /// without credentials only while it has none.
     pub fn has_users(&self) -> bool {

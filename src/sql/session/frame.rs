@@ -12,14 +12,17 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::pretty::print_batches;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, DFSchemaRef};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::context::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::physical_plan::{collect, execute_stream, ExecutionPlan};
 
@@ -89,6 +92,39 @@ impl Frame {
     /// when its rows are asked for has not.
     pub fn has_run(&self) -> bool {
         matches!(self.body, Body::Rows { .. })
+    }
+
+    /// Whether running it may write: a statement DataFusion planned whose
+    /// plan holds a write of rows or files (`INSERT … SELECT`, `COPY`, an
+    /// `EXPLAIN [ANALYZE]` of one), which happens when it runs rather than
+    /// when it was planned. A caller that hands the rows to someone else (a
+    /// server) runs such a statement to its end first, with
+    /// [`Frame::finish`], so that the write does not depend on the rows
+    /// being read (an `EXPLAIN` without `ANALYZE` only gives its plan).
+    pub fn writes(&self) -> bool {
+        let Body::DataFrame(frame) = &self.body else {
+            return false;
+        };
+        frame
+            .logical_plan()
+            .exists(|plan| Ok(matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_))))
+            .unwrap_or(true)
+    }
+
+    /// Runs the statement to its end now, if it has not run, and keeps its
+    /// rows to be read later.
+    pub async fn finish(self) -> Result<Frame> {
+        let state = match &self.body {
+            Body::Rows { .. } => return Ok(self),
+            Body::Planned { state, .. } => Arc::clone(state),
+            Body::DataFrame(frame) => Arc::new(frame.clone().into_parts().0),
+        };
+        let planned = self.stream_schema();
+        let batches = self.collect().await?;
+        // The batches' own schema where there are any: the logical one
+        // can differ from it in nullability.
+        let schema = batches.first().map_or(planned, RecordBatch::schema);
+        Frame::rows(concat_batches(&schema, &batches)?, state)
     }
 
     /// The result's schema, with the qualifiers of its columns.
