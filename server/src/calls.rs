@@ -29,7 +29,7 @@ pub(crate) struct Work {
     users: Mutex<HashMap<String, Arc<Semaphore>>>,
     max_per_user: usize,
     /// Turns true when the server stops: calls still reading their
-    /// client's rows end (see [`crate::put::paced`]).
+    /// client's rows end (see [`crate::put::Input`]).
     inputs_ended: tokio::sync::watch::Sender<bool>,
 }
 

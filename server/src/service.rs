@@ -99,7 +99,7 @@ impl WideFlightSql {
         Arc::clone(&self.sessions)
     }
 
-    /// How the body of a `DoPut` call is read (see [`crate::put::paced`]).
+    /// How the body of a `DoPut` call is read (see [`crate::put::Input`]).
     fn input(&self) -> Input {
         Input {
             idle: self.input_idle,
@@ -285,6 +285,29 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
     Ok(bytes)
 }
 
+/// Whether a statement of this kind (its first word, see
+/// [`statement_kind`]) changes something, and so has run by the time
+/// `GetFlightInfo` answers. Any other kind is taken for a query and keeps
+/// a query's checks when its rows are fetched (a write of another kind
+/// that DataFusion runs, `WITH … INSERT`, is known by its plan instead).
+fn changes_something(kind: &str) -> bool {
+    matches!(
+        kind,
+        "INSERT"
+            | "UPDATE"
+            | "DELETE"
+            | "CREATE"
+            | "DROP"
+            | "ALTER"
+            | "GRANT"
+            | "REVOKE"
+            | "TRUNCATE"
+            | "COPY"
+            | "SET"
+            | "RESET"
+    )
+}
+
 /// The status of an `executemany` whose row of parameters `ran` (from 0)
 /// failed with `failed` after the rows before it ran, each a statement of
 /// its own: what they changed stays, so the answer says so, and is never
@@ -422,12 +445,13 @@ impl FlightSqlService for WideFlightSql {
             })
             .await;
         let (frame, wrote_now) = call.done(ran, None)?;
-        let wrote = wrote_now || !session.is_query(&sql).map_err(status)?;
+        let wrote = wrote_now || changes_something(&about.kind);
         // Grants that changed while it ran: a query was checked against
         // the old ones and is refused; a statement that changed something
-        // (a GRANT of one's own, say) has run and answers.
+        // (a GRANT of one's own, say) has run and answers. (Parsed again
+        // only then: a parse costs a point read's time over again.)
         let privileges = self.privileges_of(&about);
-        if privileges != before && !wrote {
+        if privileges != before && !wrote && session.is_query(&sql).map_err(status)? {
             return Err(Status::aborted(
                 "the user's grants changed while this query was planned: run it again",
             ));
@@ -716,9 +740,8 @@ impl FlightSqlService for WideFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
         let owner = self.sessions.caller(&request)?;
-        let statement = self
-            .statements
-            .prepared(&query.prepared_statement_handle, true, &owner)?;
+        let handle = query.prepared_statement_handle;
+        let mut statement = self.statements.prepared(&handle, false, &owner)?;
         let call = self.call(
             "DoPutPreparedUpdate",
             statement.about.clone(),
@@ -727,12 +750,15 @@ impl FlightSqlService for WideFlightSql {
         );
         // Each row of parameters runs the statement once (ADBC's
         // executemany), each row a statement of its own: the rows the
-        // request carries, else the rows bound to it since it last ran.
+        // request carries, else the rows bound to it since it last ran,
+        // taken once the request has been read (a binding runs once).
         let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes, self.input())
             .await?
             .rows;
         if rows.is_empty() {
-            rows = Arc::unwrap_or_clone(statement.rows);
+            drop(std::mem::take(&mut statement.rows));
+            let bound = self.statements.prepared(&handle, true, &owner)?.rows;
+            rows = Arc::unwrap_or_clone(bound);
         }
         if !statement.prepared.writes() {
             return Err(Status::invalid_argument(
