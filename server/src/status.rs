@@ -1,6 +1,7 @@
 //! widesql's errors as gRPC statuses: the code says what kind of failure it
 //! was, the message is widesql's own.
 
+use arrow_flight::error::FlightError;
 use datafusion::error::DataFusionError;
 use tonic::Status;
 use widesql::{Error, ErrorKind};
@@ -8,9 +9,18 @@ use widesql::{Error, ErrorKind};
 /// The status of a failed call.
 pub(crate) fn status(error: Error) -> Status {
     let message = error.to_string();
-    if let Error::DataFusion(e) = &error {
-        if matches!(e.find_root(), DataFusionError::ResourcesExhausted(_)) {
-            return Status::resource_exhausted(message);
+    if let Error::DataFusion(e) = cause(&error) {
+        match e.find_root() {
+            DataFusionError::ResourcesExhausted(_) => return Status::resource_exhausted(message),
+            // What stopped the client's own stream of rows (an ingest that
+            // stalled, or that the shutdown ended) keeps the code chosen
+            // for it.
+            DataFusionError::External(inner) => {
+                if let Some(FlightError::Tonic(stopped)) = inner.downcast_ref::<FlightError>() {
+                    return Status::new(stopped.code(), message);
+                }
+            }
+            _ => {}
         }
     }
     match error.kind() {
@@ -32,6 +42,15 @@ pub(crate) fn status(error: Error) -> Status {
         ErrorKind::Conflict => Status::failed_precondition(message),
         ErrorKind::Storage | ErrorKind::Corruption => Status::internal(message),
         _ => Status::unknown(message),
+    }
+}
+
+/// What stopped a statement: the error itself, or for one that applied
+/// part of itself or an import, what stopped it.
+fn cause(error: &Error) -> &Error {
+    match error {
+        Error::PartlyApplied { source, .. } | Error::Import { source, .. } => cause(source),
+        error => error,
     }
 }
 

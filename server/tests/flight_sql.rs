@@ -1429,6 +1429,7 @@ async fn an_ingest_whose_client_stalls_fails_and_frees_its_slot() -> Result<(), 
         .await
         .map_err(|_| "a stalled ingest was still waiting after a minute")??;
     let error = answer.err().ok_or("a stalled ingest succeeded")?;
+    assert_eq!(code(&error), Some(Code::DeadlineExceeded), "{error}");
     assert!(
         error
             .to_string()
