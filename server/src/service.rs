@@ -756,6 +756,8 @@ impl FlightSqlService for WideFlightSql {
             .await?
             .rows;
         if rows.is_empty() {
+            // This call's own reference to them goes first, so that taking
+            // them copies nothing.
             drop(std::mem::take(&mut statement.rows));
             let bound = self.statements.prepared(&handle, true, &owner)?.rows;
             rows = Arc::unwrap_or_clone(bound);

@@ -51,8 +51,13 @@ where
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         if request.uri().path() != HANDSHAKE {
+            // The token is all the check reads: only its header is copied.
+            let mut token = http::HeaderMap::new();
+            if let Some(value) = request.headers().get(http::header::AUTHORIZATION) {
+                token.insert(http::header::AUTHORIZATION, value.clone());
+            }
             let headers = tonic::Request::from_parts(
-                MetadataMap::from_headers(request.headers().clone()),
+                MetadataMap::from_headers(token),
                 tonic::Extensions::default(),
                 (),
             );

@@ -94,7 +94,7 @@ pub(crate) struct Statements {
     /// How many of each kind one session may keep at once.
     per_session: usize,
     /// The bytes of parameters all prepared statements may hold bound at
-    /// once; one session holds at most a quarter of them.
+    /// once; one holder ([`Holder`]) holds at most a quarter of them.
     bound_bytes: usize,
 }
 
@@ -365,7 +365,11 @@ impl Statements {
         let mut all = locked(&self.prepared);
         let ttl = self.ttl;
         all.retain(|_, s| s.used.elapsed() < ttl);
-        let this = Holder::of(owned(&mut all, handle, owner)?);
+        let this = all
+            .get(handle)
+            .filter(|s| s.owner == *owner)
+            .map(Holder::of)
+            .ok_or_else(unknown_prepared)?;
         // What the other statements hold: the rows bound to this one now
         // are replaced.
         let (mut held, mut own) = (0usize, 0usize);
@@ -412,21 +416,21 @@ impl Statements {
 /// Whose share of the bound parameters a prepared statement's are: its
 /// user's, or its session's in a database without users.
 #[derive(PartialEq)]
-enum Holder {
-    User(String),
-    Session(Owner),
+enum Holder<'s> {
+    User(&'s str),
+    Session(&'s Owner),
 }
 
-impl Holder {
-    fn of(statement: &PreparedStatement) -> Holder {
+impl<'s> Holder<'s> {
+    fn of(statement: &'s PreparedStatement) -> Holder<'s> {
         match &statement.about.user {
-            Some(user) => Holder::User(user.clone()),
-            None => Holder::Session(statement.owner.clone()),
+            Some(user) => Holder::User(user),
+            None => Holder::Session(&statement.owner),
         }
     }
 }
 
-impl std::fmt::Display for Holder {
+impl std::fmt::Display for Holder<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Holder::User(user) => write!(f, "user {user}"),
@@ -467,10 +471,11 @@ fn owned<'a>(
 ) -> Result<&'a mut PreparedStatement, Status> {
     all.get_mut(handle)
         .filter(|s| s.owner == *owner)
-        .ok_or_else(|| {
-            Status::not_found(
-                "no prepared statement of this session has this handle (it was closed, or never \
-                 made)",
-            )
-        })
+        .ok_or_else(unknown_prepared)
+}
+
+fn unknown_prepared() -> Status {
+    Status::not_found(
+        "no prepared statement of this session has this handle (it was closed, or never made)",
+    )
 }
