@@ -117,7 +117,16 @@ impl Work {
         user: Option<&str>,
         statement: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
     ) -> Result<T, Status> {
-        let slot = self.slot(user)?;
+        self.run_in(self.slot(user)?, statement).await
+    }
+
+    /// [`Work::run`] in a slot taken before, for a call that must know it
+    /// has one before it takes what the statement consumes.
+    pub(crate) async fn run_in<T: Send + 'static>(
+        &self,
+        slot: Slot,
+        statement: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
+    ) -> Result<T, Status> {
         let permit = Arc::clone(&self.permits)
             .acquire_owned()
             .await

@@ -755,6 +755,9 @@ impl FlightSqlService for WideFlightSql {
         let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes, self.input())
             .await?
             .rows;
+        // The slot first: a call refused for want of one leaves the rows
+        // bound, for the client to run again.
+        let slot = self.work.slot(statement.about.user.as_deref())?;
         if rows.is_empty() {
             // This call's own reference to them goes first, so that taking
             // them copies nothing.
@@ -779,7 +782,7 @@ impl FlightSqlService for WideFlightSql {
         let prepared = statement.prepared;
         let changed = self
             .work
-            .run(statement.about.user.as_deref(), async move {
+            .run_in(slot, async move {
                 let (mut changed, total) = (0i64, rows.len());
                 for (ran, params) in rows.into_iter().enumerate() {
                     match prepared.query(params).await {

@@ -2098,10 +2098,7 @@ async fn parameters_past_the_servers_bytes_are_refused() -> Result<(), BoxError>
 async fn parameters_are_charged_what_their_values_hold_not_what_they_came_in(
 ) -> Result<(), BoxError> {
     use arrow_flight::encode::{DictionaryHandling, FlightDataEncoderBuilder};
-    use arrow_flight::sql::{
-        ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
-        CommandPreparedStatementQuery, ProstMessageExt,
-    };
+    use arrow_flight::sql::{CommandPreparedStatementQuery, ProstMessageExt};
     use datafusion::arrow::array::DictionaryArray;
     use prost::Message;
 
@@ -2115,23 +2112,7 @@ async fn parameters_are_charged_what_their_values_hold_not_what_they_came_in(
         .await?;
     let mut client = connect(&server).await?;
     client.handshake("anyone", "").await?;
-    let create = ActionCreatePreparedStatementRequest {
-        query: "INSERT INTO t VALUES ($1, $2)".into(),
-        transaction_id: None,
-    };
-    let action = arrow_flight::Action {
-        r#type: "CreatePreparedStatement".into(),
-        body: create.as_any().encode_to_vec().into(),
-    };
-    let answer = client
-        .do_action(action)
-        .await?
-        .message()
-        .await?
-        .ok_or("no answer to CreatePreparedStatement")?;
-    let created: ActionCreatePreparedStatementResult = Any::decode(&*answer.body)?
-        .unpack()?
-        .ok_or("not a prepared statement")?;
+    let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
     // 100 rows whose body is one string of 1 MiB, sent once as the
     // dictionary of the column (about 1 MiB on the wire): each row's value
     // is a copy of it, 100 MiB in all, past the limit of 4 MiB.
@@ -2150,7 +2131,7 @@ async fn parameters_are_charged_what_their_values_hold_not_what_they_came_in(
         vec![Arc::new(StringArray::from(keys)), Arc::new(bodies)],
     )?;
     let command = CommandPreparedStatementQuery {
-        prepared_statement_handle: created.prepared_statement_handle,
+        prepared_statement_handle: handle,
     };
     let messages: Vec<arrow_flight::FlightData> = FlightDataEncoderBuilder::new()
         .with_dictionary_handling(DictionaryHandling::Resend)
@@ -2196,6 +2177,147 @@ async fn parameters_are_charged_what_their_values_hold_not_what_they_came_in(
     )]));
     select.set_parameters(RecordBatch::try_new(schema, vec![Arc::new(lists)])?)?;
     select.execute().await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// The handle of `sql` prepared by a CreatePreparedStatement action of
+/// its own, for a test that calls what arrow-flight's client does not.
+async fn prepare_raw(client: &mut Client, sql: &str) -> Result<prost::bytes::Bytes, BoxError> {
+    use arrow_flight::sql::{
+        ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+        ProstMessageExt,
+    };
+    use prost::Message;
+
+    let create = ActionCreatePreparedStatementRequest {
+        query: sql.into(),
+        transaction_id: None,
+    };
+    let action = arrow_flight::Action {
+        r#type: "CreatePreparedStatement".into(),
+        body: create.as_any().encode_to_vec().into(),
+    };
+    let answer = client
+        .do_action(action)
+        .await?
+        .message()
+        .await?
+        .ok_or("no answer to CreatePreparedStatement")?;
+    let created: ActionCreatePreparedStatementResult = Any::decode(&*answer.body)?
+        .unpack()?
+        .ok_or("not a prepared statement")?;
+    Ok(created.prepared_statement_handle)
+}
+
+/// Rows bound to a prepared update (a DoPut of its query command, as ADBC
+/// binds them) stay bound when a call to run it is refused a statement
+/// slot, and the next call runs them.
+#[tokio::test]
+async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), BoxError> {
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    use arrow_flight::sql::{
+        CommandPreparedStatementQuery, CommandPreparedStatementUpdate, DoPutUpdateResult,
+        ProstMessageExt,
+    };
+    use prost::Message;
+
+    let limits = widesql_server::Limits {
+        running_statements: 1,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
+        .await?;
+    let mut client = connect(&server).await?;
+    client.handshake("anyone", "").await?;
+    let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
+    let rows = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("$1", DataType::Utf8, false),
+            Field::new("$2", DataType::Int64, false),
+        ])),
+        vec![
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(Int64Array::from(vec![1, 2])),
+        ],
+    )?;
+    let bind = CommandPreparedStatementQuery {
+        prepared_statement_handle: handle.clone(),
+    };
+    let messages: Vec<arrow_flight::FlightData> = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(
+            bind.as_any().encode_to_vec(),
+        )))
+        .build(futures::stream::iter([Ok(rows)]))
+        .try_collect()
+        .await?;
+    client
+        .do_put(futures::stream::iter(messages))
+        .await?
+        .try_collect::<Vec<_>>()
+        .await?;
+    // Runs the statement with what is bound: the rows it changed, or the
+    // status.
+    let run = |client: &Client| {
+        let mut client = client.clone();
+        let update = CommandPreparedStatementUpdate {
+            prepared_statement_handle: handle.clone(),
+        };
+        async move {
+            let message = arrow_flight::FlightData {
+                flight_descriptor: Some(arrow_flight::FlightDescriptor::new_cmd(
+                    update.as_any().encode_to_vec(),
+                )),
+                ..Default::default()
+            };
+            let answers = match client.do_put(futures::stream::iter([message])).await {
+                Ok(answers) => answers.try_collect::<Vec<_>>().await,
+                Err(e) => return Err((code(&e), e.to_string())),
+            };
+            let answers = answers.map_err(|s| (Some(s.code()), s.to_string()))?;
+            let answer = answers.first().ok_or((None, "no answer".to_string()))?;
+            DoPutUpdateResult::decode(&*answer.app_metadata)
+                .map(|result| result.record_count)
+                .map_err(|e| (None, e.to_string()))
+        }
+    };
+
+    // A stalled ingest holds the only slot once a query is refused one.
+    let ingest = stalled_ingest(&server, "stalled").await?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut probe = connect(&server).await?;
+    probe.handshake("anyone", "").await?;
+    while query(&mut probe, "SELECT 1").await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ingest took no slot"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (refused, message) = run(&client)
+        .await
+        .err()
+        .ok_or("the update ran in no slot")?;
+    assert_eq!(refused, Some(Code::ResourceExhausted), "{message}");
+
+    // Once the ingest's client is gone, its slot frees and the same call
+    // runs the two rows still bound.
+    ingest.abort();
+    let changed = loop {
+        match run(&client).await {
+            Err((Some(Code::ResourceExhausted), _)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => break other,
+        }
+    };
+    assert_eq!(changed, Ok(2));
+    assert_eq!(
+        query(&mut client, "SELECT _key, n FROM t ORDER BY _key").await?,
+        "a 1\nb 2"
+    );
     server.shutdown().await?;
     Ok(())
 }

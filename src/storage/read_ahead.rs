@@ -8,6 +8,8 @@
 //! exist at a time (one being read, [`QUEUED_BATCHES`] queued, one being
 //! filled), each of [`BATCH_ENTRIES`] entries and [`BATCH_BYTES`] bytes at
 //! most, or of one larger entry: about 1 MiB per scan of small values.
+//! Each batch's keys, and its values up to [`SHARED_VALUE_BYTES`], are
+//! copied into one buffer each on the thread (see [`share_memory`]).
 //! The reader's drop ends the thread and waits for it, so nothing of the
 //! store stays in use after the scan; a panic on the thread reaches the
 //! reader as an error in place of the entries it did not read.
@@ -26,6 +28,10 @@ const BATCH_ENTRIES: usize = 256;
 const BATCH_BYTES: usize = 256 * 1024;
 /// Batches the thread may read before the reader takes them.
 const QUEUED_BATCHES: usize = 2;
+/// Values up to this size are copied into their batch's buffer; a larger
+/// one keeps its own memory (copying it gains nothing: it is read in
+/// order anyway).
+pub const SHARED_VALUE_BYTES: usize = 4096;
 
 type Entry = Result<(Bytes, Bytes), BackendError>;
 
@@ -81,7 +87,7 @@ fn next_batch(
 ) -> (Vec<Entry>, bool) {
     let mut batch = Vec::with_capacity(BATCH_ENTRIES);
     let last = fill_batch(scan, carried, &mut batch);
-    share_keys(&mut batch, prefix_len);
+    share_memory(&mut batch, prefix_len);
     (batch, last)
 }
 
@@ -109,24 +115,41 @@ fn fill_batch(scan: &mut BackendIter, carried: &mut Option<Entry>, batch: &mut V
     false
 }
 
-/// Moves the keys of `batch` into one allocation that each key shares, on
-/// the thread that read them. The store allocates each key it returns
-/// (it rebuilds them from prefix-compressed leaves); freed by the reader
-/// on another core, they cost it a cache miss and a cross-thread free per
-/// entry, 15–20% of its time in a full scan (perf, benchmark W5). Keys
-/// only: a value a reader keeps holds its own memory, never a batch's.
-/// Each key loses its first `prefix_len` bytes on the way.
-fn share_keys(batch: &mut [Entry], prefix_len: usize) {
+/// Moves the keys of `batch` into one allocation that each key shares,
+/// and its values of up to [`SHARED_VALUE_BYTES`] into another, on the
+/// thread that read them. Each key loses its first `prefix_len` bytes on
+/// the way.
+///
+/// The store allocates each key it returns (it rebuilds them from
+/// prefix-compressed leaves); freed by the reader on another core, they
+/// cost it a cache miss and a cross-thread free per entry, 15–20% of its
+/// time in a full scan (perf, benchmark W5). Each value sits in memory of
+/// its own, which the thread has just written (its shared count) and the
+/// reader then meets cold, one miss per entry at scattered addresses; in
+/// one buffer read in order the reader's core fetches them ahead (an
+/// embedded full scan of 100,000 pages: 64–70 ms before, 56–59 ms after,
+/// benchmark W5). Values a reader keeps are copied out of the buffer
+/// (`decode` in `table::chunks`), so that no kept value holds a batch.
+fn share_memory(batch: &mut [Entry], prefix_len: usize) {
     let mut keys = Vec::new();
-    for (key, _) in batch.iter().flatten() {
+    let mut values = Vec::new();
+    for (key, value) in batch.iter().flatten() {
         keys.extend_from_slice(&key[prefix_len.min(key.len())..]);
+        if value.len() <= SHARED_VALUE_BYTES {
+            values.extend_from_slice(value);
+        }
     }
-    let keys = Bytes::from(keys);
-    let mut start = 0;
-    for (key, _) in batch.iter_mut().flatten() {
+    let (keys, values) = (Bytes::from(keys), Bytes::from(values));
+    let (mut key_at, mut value_at) = (0, 0);
+    for (key, value) in batch.iter_mut().flatten() {
         let len = key.len() - prefix_len.min(key.len());
-        *key = keys.slice(start, len);
-        start += len;
+        *key = keys.slice(key_at, len);
+        key_at += len;
+        if value.len() <= SHARED_VALUE_BYTES {
+            let len = value.len();
+            *value = values.slice(value_at, len);
+            value_at += len;
+        }
     }
 }
 
@@ -222,29 +245,40 @@ mod tests {
     }
 
     #[test]
-    fn the_keys_of_a_batch_share_one_allocation_and_lose_only_their_prefix() {
-        // Keys longer than a value stored inline, each in its own memory,
-        // behind a prefix of four bytes that the batch takes off.
+    fn a_batch_shares_one_buffer_for_its_keys_and_one_for_its_small_values() {
+        // Keys and values longer than a value stored inline, each in its
+        // own memory, keys behind a prefix of four bytes that the batch
+        // takes off; every sixteenth value too long to share.
         let long = |i: usize| Bytes::from(format!("{i:040}"));
         let stored = |i: usize| Bytes::from(format!("pfx:{i:040}"));
-        let scan = (0..BATCH_ENTRIES + 3).map(move |i| Ok((stored(i), long(i))));
+        let value = |i: usize| match i % 16 {
+            0 => Bytes::from(vec![i as u8; SHARED_VALUE_BYTES + 1]),
+            _ => Bytes::from(format!("value {i:040}")),
+        };
+        let scan = (0..BATCH_ENTRIES + 3).map(move |i| Ok((stored(i), value(i))));
         let mut carried = None;
         let mut scan: BackendIter = Box::new(scan);
         let (batch, last) = next_batch(&mut scan, &mut carried, 4);
         assert!(!last);
         let read: Vec<(Bytes, Bytes)> = batch.into_iter().map(Result::unwrap).collect();
         assert_eq!(read.len(), BATCH_ENTRIES);
+        let follows = |a: &Bytes, b: &Bytes| a.as_ptr().wrapping_add(a.len()) == b.as_ptr();
         for (i, pair) in read.windows(2).enumerate() {
-            let (this, next) = (&pair[0].0, &pair[1].0);
-            assert_eq!(this.as_ref(), long(i).as_ref());
+            let (this, next) = (&pair[0], &pair[1]);
+            assert_eq!(this.0.as_ref(), long(i).as_ref());
+            assert_eq!(this.1.as_ref(), value(i).as_ref());
             // The next key starts where this one ends, in one buffer.
-            assert_eq!(this.as_ptr().wrapping_add(this.len()), next.as_ptr());
+            assert!(follows(&this.0, &next.0), "key {i}");
         }
-        // Values are left as the store returned them.
-        assert_ne!(
-            read[0].1.as_ptr().wrapping_add(read[0].1.len()),
-            read[1].1.as_ptr()
-        );
+        // A shared value starts where the shared one before it ends; the
+        // long ones are left in memory of their own.
+        let (shared, own): (Vec<&Bytes>, Vec<&Bytes>) = read
+            .iter()
+            .map(|(_, v)| v)
+            .partition(|v| v.len() <= SHARED_VALUE_BYTES);
+        assert_eq!(own.len(), BATCH_ENTRIES / 16);
+        assert!(shared.windows(2).all(|pair| follows(pair[0], pair[1])));
+        assert!(own.iter().all(|v| !shared.iter().any(|s| follows(v, s))));
     }
 
     #[test]

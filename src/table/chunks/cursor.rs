@@ -16,13 +16,16 @@ use crate::table::kept::{Judged, KeptCells};
 
 /// Decodes the chunk stored under `key` into its cells, appended to `out`
 /// in key order; with `keep`, only the cells it keeps. Values share the
-/// chunk's memory. `true` when `keep` pruned cells that may make the row
-/// exist while keeping others (see [`KeptCells::presence`]).
+/// chunk's memory, or are copies with `copy_values` (a chunk read ahead
+/// shares a buffer with the chunks around it, which a kept value must not
+/// hold). `true` when `keep` pruned cells that may make the row exist
+/// while keeping others (see [`KeptCells::presence`]).
 pub(super) fn decode(
     layout: &Layout,
     key: &[u8],
     chunk: &Bytes,
     keep: Option<&KeptCells>,
+    copy_values: bool,
     out: &mut Vec<StoredCell>,
     buffers: &mut DecodeBuffers,
 ) -> Result<bool> {
@@ -80,10 +83,12 @@ pub(super) fn decode(
     let keys = Bytes::from(&keys[..]);
     let mut start = 0;
     for (end, value) in cells.drain(..) {
-        out.push((
-            keys.slice(start, end - start),
-            chunk.slice(value.start, value.len()),
-        ));
+        let value = if copy_values {
+            Bytes::from(&chunk[value])
+        } else {
+            chunk.slice(value.start, value.len())
+        };
+        out.push((keys.slice(start, end - start), value));
         start = end;
     }
     Ok(presence && pruned && prune)
@@ -252,7 +257,9 @@ impl CellCursor {
             };
             let cells = &mut self.decoded;
             let (keep, buffers) = (self.keep.as_ref(), &mut self.buffers);
-            if decode(&self.layout, &key, &chunk, keep, cells, buffers)? {
+            // Once reading ahead, chunks share their batch's buffer.
+            let copy = self.read_ahead_after.is_some() && self.read_ahead_in.is_none();
+            if decode(&self.layout, &key, &chunk, keep, copy, cells, buffers)? {
                 self.pruned.push_back(key);
             }
             if self.reverse {

@@ -82,15 +82,7 @@ pub fn write_changes(
         decoded.push(Vec::new());
     }
     for chunk in &chunks {
-        let mut cells = Vec::new();
-        decode(
-            layout,
-            &chunk.key,
-            &chunk.bytes,
-            None,
-            &mut cells,
-            &mut buffers,
-        )?;
+        let cells = all_cells(layout, chunk, &mut buffers)?;
         keys.push(chunk.key.to_vec());
         decoded.push(cells);
     }
@@ -224,6 +216,25 @@ pub(super) fn as_borrowed(cells: &[StoredCell]) -> impl Iterator<Item = Borrowed
 }
 
 /// A neighbouring chunk to merge, with its cells.
+/// Every cell of a chunk read on its own (its values share its memory).
+fn all_cells(
+    layout: &Layout,
+    chunk: &StoredChunk,
+    buffers: &mut DecodeBuffers,
+) -> Result<Vec<StoredCell>> {
+    let mut cells = Vec::new();
+    decode(
+        layout,
+        &chunk.key,
+        &chunk.bytes,
+        None,
+        false,
+        &mut cells,
+        buffers,
+    )?;
+    Ok(cells)
+}
+
 pub(super) type Neighbour = Option<(StoredChunk, Vec<StoredCell>)>;
 
 /// The row's chunks before and after the ones a write rewrites that all
@@ -253,8 +264,7 @@ pub(super) fn neighbours_to_merge(
         let Some(chunk) = entries::whole_chunk_next_to(tree, lo, hi, reverse)? else {
             return Ok(None);
         };
-        let mut cells = Vec::new();
-        decode(layout, &chunk.key, &chunk.bytes, None, &mut cells, buffers)?;
+        let cells = all_cells(layout, &chunk, buffers)?;
         Ok(Some((chunk, cells)))
     };
     let previous = if start.as_slice() == row_part {

@@ -178,11 +178,10 @@ fn pieces_keep_full_chunks_and_merge_small_ones() {
 /// Adding a cell after a large value splits it off into a chunk of
 /// its own without rewriting the value's parts; the row reads back
 /// whole.
-#[test]
-fn a_large_value_is_not_rewritten_when_a_cell_is_added_after_it() {
+/// Storage in memory and the layout of a table with one family, `f`.
+fn table_in_memory() -> (crate::storage::Storage, Arc<Layout>) {
     use crate::ids::TableId;
-    use crate::keys::CellKey;
-    use crate::storage::{Durability, MemoryBackend, Storage};
+    use crate::storage::{MemoryBackend, Storage};
     use crate::table::layout::Placement;
     use crate::table::spec::{FamilySpec, TableSpec};
 
@@ -202,7 +201,59 @@ fn a_large_value_is_not_rewritten_when_a_cell_is_added_after_it() {
         false,
     )
     .expect("layout");
-    let layout = Arc::new(layout);
+    (storage, Arc::new(layout))
+}
+
+/// Chunks read ahead share one buffer per batch; a value the cursor hands
+/// out is a copy, so that keeping it never keeps the batch.
+#[test]
+fn values_read_ahead_are_copied_out_of_their_batch() {
+    use crate::keys::CellKey;
+    use crate::storage::Durability;
+
+    let (storage, layout) = table_in_memory();
+    let tree = &layout.groups[0].tree;
+    let family = layout.family("f").expect("family f").id;
+    let mut batch = WriteBatch::with_durability(Durability::Eventual);
+    let mut chunk_len = None;
+    for row in 0..2_000 {
+        let row = format!("row{row:05}");
+        let key = CellKey::encode(&[], row.as_bytes(), family, b"q", 1).expect("key");
+        let row_len = layout.row_len(&key).expect("row");
+        let value = vec![b'v'; 101];
+        let chunk = encode_chunk(row_len, [(key.as_slice(), value.as_slice())]);
+        // Every chunk is as long, an odd length: no two values in
+        // allocations of their own (aligned) lie one chunk apart.
+        assert_eq!(*chunk_len.get_or_insert(chunk.len()), chunk.len());
+        batch.put(tree, key[..row_len].to_vec(), chunk);
+    }
+    let chunk_len = chunk_len.expect("chunks");
+    assert_eq!(chunk_len % 2, 1, "chunks of {chunk_len} bytes");
+    storage.apply(batch).expect("apply");
+
+    let mut cursor = CellCursor::open(&layout, tree, Vec::new(), None, false).expect("cursor");
+    cursor.read_ahead_after(0);
+    let mut values = Vec::new();
+    while let Some((_, value)) = cursor.head.take() {
+        values.push(value);
+        cursor.advance().expect("advance");
+    }
+    assert_eq!(values.len(), 2_000);
+    let apart = |pair: &[crate::storage::Bytes]| {
+        (pair[1].as_ptr() as usize).wrapping_sub(pair[0].as_ptr() as usize)
+    };
+    assert!(
+        values[1..].windows(2).all(|pair| apart(pair) != chunk_len),
+        "values read ahead share their batch's buffer"
+    );
+}
+
+#[test]
+fn a_large_value_is_not_rewritten_when_a_cell_is_added_after_it() {
+    use crate::keys::CellKey;
+    use crate::storage::Durability;
+
+    let (storage, layout) = table_in_memory();
     let tree = &layout.groups[0].tree;
     let family = layout.family("f").expect("family f").id;
     let key = |q: &str| CellKey::encode(&[], b"r", family, q.as_bytes(), 1).expect("key");
