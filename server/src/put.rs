@@ -12,6 +12,8 @@ use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::FlightData;
@@ -155,6 +157,79 @@ pub(crate) fn ingest_table(command: &CommandStatementIngest) -> String {
 pub(crate) struct Bound {
     pub(crate) rows: Vec<Vec<ScalarValue>>,
     pub(crate) bytes: usize,
+    /// Their part of what calls reading parameters hold, given back when
+    /// they are bound (prepared statements count them from then on) or
+    /// have run.
+    pub(crate) reading: Charge,
+}
+
+/// The bytes of parameter values that calls hold between reading them and
+/// binding or running them. Each call is bounded on its own; this bounds
+/// them together, so that many calls putting rows at once cannot take the
+/// server's memory.
+#[derive(Clone)]
+pub(crate) struct Reading {
+    held: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl Reading {
+    /// At most `limit` bytes held at once by all calls.
+    pub(crate) fn new(limit: usize) -> Reading {
+        Reading {
+            held: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+
+    /// What all calls hold now.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// An empty part, for one call.
+    fn charge(&self) -> Charge {
+        Charge {
+            reading: Some(self.clone()),
+            bytes: 0,
+        }
+    }
+}
+
+/// One call's part of [`Reading`], given back when it is dropped.
+#[derive(Default)]
+pub(crate) struct Charge {
+    reading: Option<Reading>,
+    bytes: usize,
+}
+
+impl Charge {
+    /// Adds `bytes`, refused when all calls would hold more than the limit.
+    fn add(&mut self, bytes: usize) -> Result<(), Status> {
+        let Some(reading) = &self.reading else {
+            return Ok(());
+        };
+        let before = reading.held.fetch_add(bytes, Ordering::Relaxed);
+        if before.saturating_add(bytes) > reading.limit {
+            reading.held.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(Status::resource_exhausted(format!(
+                "the calls putting parameters now would hold more than {} bytes of them, the \
+                 server's limit: put fewer rows at once, or later",
+                reading.limit
+            )));
+        }
+        self.bytes += bytes;
+        Ok(())
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if let Some(reading) = &self.reading {
+            reading.held.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The rows of parameters a client put, each as `$1`, `$2`, …, at most
@@ -165,6 +240,7 @@ pub(crate) struct Bound {
 pub(crate) async fn parameter_rows(
     body: PeekableFlightDataStream,
     max_bytes: usize,
+    reading: &Reading,
     input: Input,
 ) -> Result<Bound, Status> {
     let mut bytes = 0usize;
@@ -185,20 +261,24 @@ pub(crate) async fn parameter_rows(
     // one long string from every row, which each row's value copies), so
     // each value is charged what it holds as it is made: the most ever
     // held past the limit is one value.
+    // Every row is also charged to what all calls hold, as it is made.
     let mut held = 0usize;
     let mut rows = Vec::new();
+    let mut charge = reading.charge();
     while let Some(batch) = batches.try_next().await? {
         for row in 0..batch.num_rows() {
-            held = held.saturating_add(std::mem::size_of::<Vec<ScalarValue>>());
+            let mut row_bytes = std::mem::size_of::<Vec<ScalarValue>>();
             let mut values = Vec::with_capacity(batch.num_columns());
             for column in batch.columns() {
                 let value = parameter(column, row)?;
-                held = held.saturating_add(value.size());
-                if held > max_bytes {
+                row_bytes = row_bytes.saturating_add(value.size());
+                if held.saturating_add(row_bytes) > max_bytes {
                     return Err(too_many_bytes(max_bytes));
                 }
                 values.push(value);
             }
+            held += row_bytes;
+            charge.add(row_bytes)?;
             rows.push(values);
         }
         // Rows of no columns are charged their row alone.
@@ -206,7 +286,11 @@ pub(crate) async fn parameter_rows(
             return Err(too_many_bytes(max_bytes));
         }
     }
-    Ok(Bound { rows, bytes: held })
+    Ok(Bound {
+        rows,
+        bytes: held,
+        reading: charge,
+    })
 }
 
 fn too_many_bytes(max_bytes: usize) -> Status {
@@ -223,4 +307,32 @@ fn parameter(column: &ArrayRef, row: usize) -> Result<ScalarValue, Status> {
     ScalarValue::try_from_array(column, row)
         .map(ScalarValue::compacted)
         .map_err(|e| Status::invalid_argument(format!("a parameter cannot be read: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_putting_parameters_hold_at_most_the_limit_between_them() {
+        let reading = Reading::new(100);
+        let (mut first, mut second) = (reading.charge(), reading.charge());
+        first.add(60).expect("60 of 100 bytes");
+        let refused = second.add(50).expect_err("110 of 100 bytes");
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            refused.message().contains("more than 100 bytes"),
+            "{refused}"
+        );
+        // A refused part is not kept; a dropped one is given back.
+        assert_eq!(reading.held(), 60);
+        second.add(40).expect("100 of 100 bytes");
+        drop(first);
+        assert_eq!(reading.held(), 40);
+        second.add(50).expect("90 of 100 bytes");
+        drop(second);
+        assert_eq!(reading.held(), 0);
+        // Parameters read outside a server's calls are not counted.
+        Charge::default().add(usize::MAX).expect("no limit");
+    }
 }

@@ -82,7 +82,10 @@ pub struct Limits {
     pub statement_bytes: usize,
     /// The bytes of parameters prepared statements may hold bound between
     /// calls, counted as their values hold them; one user (one session in
-    /// a database without users) holds at most a quarter of them.
+    /// a database without users) holds at most a quarter of them. Calls
+    /// putting parameters (to bind them, or to run an update with them)
+    /// hold at most as many between them until the rows are bound or
+    /// have run.
     pub bound_parameter_bytes: usize,
     /// How long a call that streams rows in (a bulk ingest, rows of
     /// parameters) waits for the client's next message before it fails:

@@ -43,7 +43,9 @@ use widesql::Db;
 
 use crate::calls::{statement_kind, Call, Slot, Work};
 use crate::metadata;
-use crate::put::{ingest_options, ingest_stream, ingest_table, parameter_rows, Input};
+use crate::put::{
+    ingest_options, ingest_stream, ingest_table, parameter_rows, Bound, Input, Reading,
+};
 use crate::sessions::{basic_credentials, Sessions};
 use crate::statements::{About, Cancelled, Running, Statements};
 use crate::status::{status, status_of_df};
@@ -67,6 +69,8 @@ pub(crate) struct WideFlightSql {
     query_time: std::time::Duration,
     /// The most bytes of parameters one call binds.
     parameter_bytes: usize,
+    /// What all calls putting parameters hold between them.
+    reading: Reading,
     /// The longest statement text taken.
     statement_bytes: usize,
     /// How long a `DoPut` body may pause.
@@ -89,6 +93,7 @@ impl WideFlightSql {
             type_info: metadata::xdbc_type_info()?,
             query_time: limits.query_time,
             parameter_bytes: limits.message_bytes,
+            reading: Reading::new(limits.bound_parameter_bytes),
             statement_bytes: limits.statement_bytes,
             input_idle: limits.input_idle,
         })
@@ -650,8 +655,8 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<DoPutPreparedStatementResult, Status> {
         let owner = self.sessions.caller(&request)?;
         let handle = query.prepared_statement_handle;
-        let bound =
-            parameter_rows(request.into_inner(), self.parameter_bytes, self.input()).await?;
+        let (body, input) = (request.into_inner(), self.input());
+        let bound = parameter_rows(body, self.parameter_bytes, &self.reading, input).await?;
         self.statements.bind(&handle, bound, &owner)?;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle),
@@ -752,9 +757,10 @@ impl FlightSqlService for WideFlightSql {
         // executemany), each row a statement of its own: the rows the
         // request carries, else the rows bound to it since it last ran,
         // taken once the request has been read (a binding runs once).
-        let mut rows = parameter_rows(request.into_inner(), self.parameter_bytes, self.input())
-            .await?
-            .rows;
+        let (body, input) = (request.into_inner(), self.input());
+        let Bound {
+            mut rows, reading, ..
+        } = parameter_rows(body, self.parameter_bytes, &self.reading, input).await?;
         // The slot first: a call refused for want of one leaves the rows
         // bound, for the client to run again.
         let slot = self.work.slot(statement.about.user.as_deref())?;
@@ -783,6 +789,8 @@ impl FlightSqlService for WideFlightSql {
         let changed = self
             .work
             .run_in(slot, async move {
+                // The rows the request carried count until they have run.
+                let _reading = reading;
                 let (mut changed, total) = (0i64, rows.len());
                 for (ran, params) in rows.into_iter().enumerate() {
                     match prepared.query(params).await {

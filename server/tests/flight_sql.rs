@@ -48,6 +48,20 @@ async fn serve_with(
     .await
 }
 
+/// A server with `limits` over a new database holding an empty table
+/// `t (_key VARCHAR PRIMARY KEY, body VARCHAR)`, and a client signed in.
+async fn serve_with_table_t(
+    limits: widesql_server::Limits,
+) -> Result<(tempfile::TempDir, Db, Server, Client), BoxError> {
+    let (dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, body VARCHAR)")
+        .await?;
+    let mut client = connect(&server).await?;
+    client.handshake("anyone", "").await?;
+    Ok((dir, db, server, client))
+}
+
 /// A server whose shutdown waits 300 ms for running calls.
 async fn serve_with_short_grace() -> Result<(tempfile::TempDir, Db, Server), BoxError> {
     serve(ServeOptions {
@@ -1156,8 +1170,8 @@ async fn sessions_are_bounded_and_expire_when_idle() -> Result<(), BoxError> {
 }
 
 #[tokio::test]
-async fn the_last_sessions_are_kept_for_admins_and_dropped_users_make_room() -> Result<(), BoxError>
-{
+async fn the_last_sessions_are_kept_for_admins_and_users_dropped_or_signed_out_make_room(
+) -> Result<(), BoxError> {
     let limits = widesql_server::Limits {
         sessions: 16,
         ..widesql_server::Limits::default()
@@ -1169,16 +1183,24 @@ async fn the_last_sessions_are_kept_for_admins_and_dropped_users_make_room() -> 
              CREATE USER root PASSWORD 'root pw' ADMIN",
         )
         .await?;
-    let sign_in = |user: &'static str| {
+    let sign_in_with = |user: &'static str, password: &'static str| {
         let server_addr = server.local_addr();
         async move {
             let channel = Endpoint::from_shared(format!("http://{server_addr}"))?
                 .connect()
                 .await?;
             let mut client = FlightSqlServiceClient::new(channel);
-            client.handshake(user, &format!("{user} pw")).await?;
+            client.handshake(user, password).await?;
             Ok::<_, BoxError>(client)
         }
+    };
+    let sign_in = |user: &'static str| {
+        let password = match user {
+            "alice" => "alice pw",
+            "bob" => "bob pw",
+            _ => "root pw",
+        };
+        sign_in_with(user, password)
     };
     // Users other than admins fill 15 of the 16 sessions.
     let mut open = Vec::new();
@@ -1202,10 +1224,24 @@ async fn the_last_sessions_are_kept_for_admins_and_dropped_users_make_room() -> 
         .await
         .err()
         .ok_or("more sessions opened than the server's limit")?;
-    // A dropped user's sessions make room at once.
-    db.session().run("DROP USER bob").await?;
+    // The sessions of a user whose password changed make room at once.
+    db.session()
+        .run("ALTER USER bob PASSWORD 'bob new pw'")
+        .await?;
     let mut alice = sign_in("alice").await?;
     assert_eq!(query(&mut alice, "SELECT 2").await?, "2");
+    // With 11 of alice's and root's, three of bob's fill the users' share
+    // again; then a dropped user's sessions make room at once.
+    for _ in 0..3 {
+        open.push(sign_in_with("bob", "bob new pw").await?);
+    }
+    sign_in("alice")
+        .await
+        .err()
+        .ok_or("a user took the admins' session")?;
+    db.session().run("DROP USER bob").await?;
+    let mut alice = sign_in("alice").await?;
+    assert_eq!(query(&mut alice, "SELECT 3").await?, "3");
     server.shutdown().await?;
     Ok(())
 }
@@ -2048,12 +2084,7 @@ async fn parameters_past_the_servers_bytes_are_refused() -> Result<(), BoxError>
         message_bytes: 4 << 20,
         ..widesql_server::Limits::default()
     };
-    let (_dir, db, server) = serve_with(limits).await?;
-    db.session()
-        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, body VARCHAR)")
-        .await?;
-    let mut client = connect(&server).await?;
-    client.handshake("anyone", "").await?;
+    let (_dir, _db, server, mut client) = serve_with_table_t(limits).await?;
     let mut insert = client
         .prepare("INSERT INTO t VALUES ($1, $2)".into(), None)
         .await?;
@@ -2106,12 +2137,7 @@ async fn parameters_are_charged_what_their_values_hold_not_what_they_came_in(
         message_bytes: 4 << 20,
         ..widesql_server::Limits::default()
     };
-    let (_dir, db, server) = serve_with(limits).await?;
-    db.session()
-        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, body VARCHAR)")
-        .await?;
-    let mut client = connect(&server).await?;
-    client.handshake("anyone", "").await?;
+    let (_dir, _db, server, mut client) = serve_with_table_t(limits).await?;
     let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
     // 100 rows whose body is one string of 1 MiB, sent once as the
     // dictionary of the column (about 1 MiB on the wire): each row's value
@@ -2318,6 +2344,117 @@ async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), B
         query(&mut client, "SELECT _key, n FROM t ORDER BY _key").await?,
         "a 1\nb 2"
     );
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// Parameters that calls are still reading count against the server's
+/// limit on parameters together: a client that puts rows from many calls
+/// at once, pausing before their end, holds no more than the limit.
+#[tokio::test]
+async fn parameters_being_put_are_bounded_for_the_server() -> Result<(), BoxError> {
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    use arrow_flight::sql::{CommandPreparedStatementUpdate, ProstMessageExt};
+    use prost::Message;
+
+    let limits = widesql_server::Limits {
+        bound_parameter_bytes: 4 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server, mut client) = serve_with_table_t(limits).await?;
+    let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
+    // `n` rows of a key and 1,000 bytes, for the prepared INSERT.
+    let rows = |from: usize, n: usize| -> Result<RecordBatch, BoxError> {
+        let keys: Vec<String> = (from..from + n).map(|i| format!("k{i}")).collect();
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("$1", DataType::Utf8, false),
+                Field::new("$2", DataType::Utf8, false),
+            ])),
+            vec![
+                Arc::new(StringArray::from(keys)),
+                Arc::new(StringArray::from(vec!["b".repeat(1000); n])),
+            ],
+        )?)
+    };
+    let messages = |batch: RecordBatch| {
+        let update = CommandPreparedStatementUpdate {
+            prepared_statement_handle: handle.clone(),
+        };
+        FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(
+                update.as_any().encode_to_vec(),
+            )))
+            .build(futures::stream::iter([Ok(batch)]))
+            .try_collect::<Vec<arrow_flight::FlightData>>()
+    };
+    // About 3.2 MB of values put (each row holds about 1,150 bytes), and
+    // the call's end never sent.
+    let held = messages(rows(0, 2_800)?).await?;
+    let mut stalled_client = client.clone();
+    let stalled = tokio::spawn(async move {
+        let body = futures::stream::iter(held).chain(futures::stream::pending());
+        stalled_client.do_put(body).await.map(|_| ())
+    });
+    // Another 1.2 MB in a second call pass the 4 MiB the two may hold:
+    // once the first call's rows are read, the second is refused; if the
+    // two read at once, either may be.
+    let put = |batch: Vec<arrow_flight::FlightData>| {
+        let mut client = client.clone();
+        async move {
+            match client.do_put(futures::stream::iter(batch)).await {
+                Ok(answers) => answers
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .map(|_| ())
+                    .map_err(|status| status.message().to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut from = 10_000;
+    let mut stalled = Some(stalled);
+    let refused = loop {
+        let second = put(messages(rows(from, 1_000)?).await?).await;
+        if let Some(first) = stalled.take_if(|first| first.is_finished()) {
+            let answer = first.await?;
+            break answer.err().ok_or("the first call ended")?.to_string();
+        }
+        match second {
+            Err(message) => break message,
+            Ok(()) => {
+                assert!(std::time::Instant::now() < deadline, "no call was refused");
+                from += 1_000;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(
+        refused.contains("the calls putting parameters now would hold more than 4194304 bytes"),
+        "{refused}"
+    );
+    // Once the first call has ended, the same rows are taken and run.
+    if let Some(first) = stalled {
+        first.abort();
+    }
+    let ran = loop {
+        match put(messages(rows(from, 1_000)?).await?).await {
+            Err(message)
+                if message.contains("calls putting parameters")
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => break other,
+        }
+    };
+    assert_eq!(ran, Ok(()));
+    let outputs = db
+        .session()
+        .run(&format!("SELECT count(*) FROM t WHERE _key = 'k{from}'"))
+        .await?;
+    assert_eq!(text_lines(&outputs[0].batches)?, ["1"]);
     server.shutdown().await?;
     Ok(())
 }
