@@ -222,6 +222,16 @@ impl Charge {
         self.bytes += bytes;
         Ok(())
     }
+
+    /// Adds `bytes` whatever the limit: rows taken from a binding, which
+    /// the limit on bound parameters admitted, go on counting while they
+    /// run (others are refused meanwhile if that passes the limit).
+    pub(crate) fn carry(&mut self, bytes: usize) {
+        if let Some(reading) = &self.reading {
+            reading.held.fetch_add(bytes, Ordering::Relaxed);
+            self.bytes += bytes;
+        }
+    }
 }
 
 impl Drop for Charge {
@@ -331,6 +341,13 @@ mod tests {
         assert_eq!(reading.held(), 40);
         second.add(50).expect("90 of 100 bytes");
         drop(second);
+        assert_eq!(reading.held(), 0);
+        // Rows carried over from a binding count whatever the limit.
+        let mut carried = reading.charge();
+        carried.carry(150);
+        assert_eq!(reading.held(), 150);
+        reading.charge().add(1).expect_err("151 of 100 bytes");
+        drop(carried);
         assert_eq!(reading.held(), 0);
         // Parameters read outside a server's calls are not counted.
         Charge::default().add(usize::MAX).expect("no limit");

@@ -85,7 +85,8 @@ pub struct Limits {
     /// a database without users) holds at most a quarter of them. Calls
     /// putting parameters (to bind them, or to run an update with them)
     /// hold at most as many between them until the rows are bound or
-    /// have run.
+    /// have run; rows a prepared update takes from its binding count with
+    /// them while it runs.
     pub bound_parameter_bytes: usize,
     /// How long a call that streams rows in (a bulk ingest, rows of
     /// parameters) waits for the client's next message before it fails:

@@ -759,7 +759,9 @@ impl FlightSqlService for WideFlightSql {
         // taken once the request has been read (a binding runs once).
         let (body, input) = (request.into_inner(), self.input());
         let Bound {
-            mut rows, reading, ..
+            mut rows,
+            mut reading,
+            ..
         } = parameter_rows(body, self.parameter_bytes, &self.reading, input).await?;
         // The slot first: a call refused for want of one leaves the rows
         // bound, for the client to run again.
@@ -768,8 +770,10 @@ impl FlightSqlService for WideFlightSql {
             // This call's own reference to them goes first, so that taking
             // them copies nothing.
             drop(std::mem::take(&mut statement.rows));
-            let bound = self.statements.prepared(&handle, true, &owner)?.rows;
-            rows = Arc::unwrap_or_clone(bound);
+            let taken = self.statements.prepared(&handle, true, &owner)?;
+            // No longer bound, they count with the rows being put.
+            reading.carry(taken.bound_bytes);
+            rows = Arc::unwrap_or_clone(taken.rows);
         }
         if !statement.prepared.writes() {
             return Err(Status::invalid_argument(
@@ -789,7 +793,7 @@ impl FlightSqlService for WideFlightSql {
         let changed = self
             .work
             .run_in(slot, async move {
-                // The rows the request carried count until they have run.
+                // The rows, put or taken, count until they have run.
                 let _reading = reading;
                 let (mut changed, total) = (0i64, rows.len());
                 for (ran, params) in rows.into_iter().enumerate() {

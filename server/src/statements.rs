@@ -61,7 +61,7 @@ pub(crate) struct PreparedStatement {
     /// Shared, so that handing them to a call copies no value.
     pub(crate) rows: Arc<Vec<Vec<ScalarValue>>>,
     /// What `rows` hold, in bytes (see [`crate::put::Bound`]).
-    bound_bytes: usize,
+    pub(crate) bound_bytes: usize,
     used: Instant,
     owner: Owner,
     pub(crate) about: About,

@@ -2236,18 +2236,80 @@ async fn prepare_raw(client: &mut Client, sql: &str) -> Result<prost::bytes::Byt
     Ok(created.prepared_statement_handle)
 }
 
+/// The messages of a `DoPut` of `rows` under `command`.
+async fn put_messages(
+    command: Vec<u8>,
+    rows: RecordBatch,
+) -> Result<Vec<arrow_flight::FlightData>, BoxError> {
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    Ok(FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(command)))
+        .build(futures::stream::iter([Ok(rows)]))
+        .try_collect()
+        .await?)
+}
+
+/// Binds `rows` to the prepared statement `handle` with a DoPut of its
+/// query command, as ADBC binds parameters.
+async fn bind_raw(
+    client: &mut Client,
+    handle: &prost::bytes::Bytes,
+    rows: RecordBatch,
+) -> Result<(), BoxError> {
+    use arrow_flight::sql::{CommandPreparedStatementQuery, ProstMessageExt};
+    use prost::Message;
+    let bind = CommandPreparedStatementQuery {
+        prepared_statement_handle: handle.clone(),
+    };
+    let messages = put_messages(bind.as_any().encode_to_vec(), rows).await?;
+    client
+        .do_put(futures::stream::iter(messages))
+        .await?
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+/// Runs the prepared update `handle` with `rows` (`None`: with the rows
+/// bound to it): the rows it changed, or the status.
+async fn update_raw(
+    client: &Client,
+    handle: &prost::bytes::Bytes,
+    rows: Option<RecordBatch>,
+) -> Result<i64, (Option<Code>, String)> {
+    use arrow_flight::sql::{CommandPreparedStatementUpdate, DoPutUpdateResult, ProstMessageExt};
+    use prost::Message;
+    let command = CommandPreparedStatementUpdate {
+        prepared_statement_handle: handle.clone(),
+    }
+    .as_any()
+    .encode_to_vec();
+    let messages = match rows {
+        Some(rows) => put_messages(command, rows)
+            .await
+            .map_err(|e| (None, e.to_string()))?,
+        None => vec![arrow_flight::FlightData {
+            flight_descriptor: Some(arrow_flight::FlightDescriptor::new_cmd(command)),
+            ..Default::default()
+        }],
+    };
+    let mut client = client.clone();
+    let answers = match client.do_put(futures::stream::iter(messages)).await {
+        Ok(answers) => answers.try_collect::<Vec<_>>().await,
+        Err(e) => return Err((code(&e), e.to_string())),
+    };
+    let answers = answers.map_err(|s| (Some(s.code()), s.message().to_string()))?;
+    let answer = answers.first().ok_or((None, "no answer".to_string()))?;
+    DoPutUpdateResult::decode(&*answer.app_metadata)
+        .map(|result| result.record_count)
+        .map_err(|e| (None, e.to_string()))
+}
+
 /// Rows bound to a prepared update (a DoPut of its query command, as ADBC
 /// binds them) stay bound when a call to run it is refused a statement
 /// slot, and the next call runs them.
 #[tokio::test]
 async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), BoxError> {
-    use arrow_flight::encode::FlightDataEncoderBuilder;
-    use arrow_flight::sql::{
-        CommandPreparedStatementQuery, CommandPreparedStatementUpdate, DoPutUpdateResult,
-        ProstMessageExt,
-    };
-    use prost::Message;
-
     let limits = widesql_server::Limits {
         running_statements: 1,
         ..widesql_server::Limits::default()
@@ -2269,46 +2331,7 @@ async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), B
             Arc::new(Int64Array::from(vec![1, 2])),
         ],
     )?;
-    let bind = CommandPreparedStatementQuery {
-        prepared_statement_handle: handle.clone(),
-    };
-    let messages: Vec<arrow_flight::FlightData> = FlightDataEncoderBuilder::new()
-        .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(
-            bind.as_any().encode_to_vec(),
-        )))
-        .build(futures::stream::iter([Ok(rows)]))
-        .try_collect()
-        .await?;
-    client
-        .do_put(futures::stream::iter(messages))
-        .await?
-        .try_collect::<Vec<_>>()
-        .await?;
-    // Runs the statement with what is bound: the rows it changed, or the
-    // status.
-    let run = |client: &Client| {
-        let mut client = client.clone();
-        let update = CommandPreparedStatementUpdate {
-            prepared_statement_handle: handle.clone(),
-        };
-        async move {
-            let message = arrow_flight::FlightData {
-                flight_descriptor: Some(arrow_flight::FlightDescriptor::new_cmd(
-                    update.as_any().encode_to_vec(),
-                )),
-                ..Default::default()
-            };
-            let answers = match client.do_put(futures::stream::iter([message])).await {
-                Ok(answers) => answers.try_collect::<Vec<_>>().await,
-                Err(e) => return Err((code(&e), e.to_string())),
-            };
-            let answers = answers.map_err(|s| (Some(s.code()), s.to_string()))?;
-            let answer = answers.first().ok_or((None, "no answer".to_string()))?;
-            DoPutUpdateResult::decode(&*answer.app_metadata)
-                .map(|result| result.record_count)
-                .map_err(|e| (None, e.to_string()))
-        }
-    };
+    bind_raw(&mut client, &handle, rows).await?;
 
     // A stalled ingest holds the only slot once a query is refused one.
     let ingest = stalled_ingest(&server, "stalled").await?;
@@ -2322,7 +2345,7 @@ async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), B
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let (refused, message) = run(&client)
+    let (refused, message) = update_raw(&client, &handle, None)
         .await
         .err()
         .ok_or("the update ran in no slot")?;
@@ -2332,7 +2355,7 @@ async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), B
     // runs the two rows still bound.
     ingest.abort();
     let changed = loop {
-        match run(&client).await {
+        match update_raw(&client, &handle, None).await {
             Err((Some(Code::ResourceExhausted), _)) if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
@@ -2348,12 +2371,27 @@ async fn a_prepared_update_refused_a_slot_keeps_its_bound_rows() -> Result<(), B
     Ok(())
 }
 
+/// `n` rows of parameters for `INSERT INTO t VALUES ($1, $2)`: keys from
+/// `k{from}` on, bodies of 1,000 bytes (about 1,150 bytes a row as values).
+fn kilobyte_rows(from: usize, n: usize) -> Result<RecordBatch, BoxError> {
+    let keys: Vec<String> = (from..from + n).map(|i| format!("k{i}")).collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("$1", DataType::Utf8, false),
+            Field::new("$2", DataType::Utf8, false),
+        ])),
+        vec![
+            Arc::new(StringArray::from(keys)),
+            Arc::new(StringArray::from(vec!["b".repeat(1000); n])),
+        ],
+    )?)
+}
+
 /// Parameters that calls are still reading count against the server's
 /// limit on parameters together: a client that puts rows from many calls
 /// at once, pausing before their end, holds no more than the limit.
 #[tokio::test]
 async fn parameters_being_put_are_bounded_for_the_server() -> Result<(), BoxError> {
-    use arrow_flight::encode::FlightDataEncoderBuilder;
     use arrow_flight::sql::{CommandPreparedStatementUpdate, ProstMessageExt};
     use prost::Message;
 
@@ -2363,34 +2401,11 @@ async fn parameters_being_put_are_bounded_for_the_server() -> Result<(), BoxErro
     };
     let (_dir, db, server, mut client) = serve_with_table_t(limits).await?;
     let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
-    // `n` rows of a key and 1,000 bytes, for the prepared INSERT.
-    let rows = |from: usize, n: usize| -> Result<RecordBatch, BoxError> {
-        let keys: Vec<String> = (from..from + n).map(|i| format!("k{i}")).collect();
-        Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("$1", DataType::Utf8, false),
-                Field::new("$2", DataType::Utf8, false),
-            ])),
-            vec![
-                Arc::new(StringArray::from(keys)),
-                Arc::new(StringArray::from(vec!["b".repeat(1000); n])),
-            ],
-        )?)
+    // About 3.2 MB of values put, and the call's end never sent.
+    let update = CommandPreparedStatementUpdate {
+        prepared_statement_handle: handle.clone(),
     };
-    let messages = |batch: RecordBatch| {
-        let update = CommandPreparedStatementUpdate {
-            prepared_statement_handle: handle.clone(),
-        };
-        FlightDataEncoderBuilder::new()
-            .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(
-                update.as_any().encode_to_vec(),
-            )))
-            .build(futures::stream::iter([Ok(batch)]))
-            .try_collect::<Vec<arrow_flight::FlightData>>()
-    };
-    // About 3.2 MB of values put (each row holds about 1,150 bytes), and
-    // the call's end never sent.
-    let held = messages(rows(0, 2_800)?).await?;
+    let held = put_messages(update.as_any().encode_to_vec(), kilobyte_rows(0, 2_800)?).await?;
     let mut stalled_client = client.clone();
     let stalled = tokio::spawn(async move {
         let body = futures::stream::iter(held).chain(futures::stream::pending());
@@ -2399,31 +2414,18 @@ async fn parameters_being_put_are_bounded_for_the_server() -> Result<(), BoxErro
     // Another 1.2 MB in a second call pass the 4 MiB the two may hold:
     // once the first call's rows are read, the second is refused; if the
     // two read at once, either may be.
-    let put = |batch: Vec<arrow_flight::FlightData>| {
-        let mut client = client.clone();
-        async move {
-            match client.do_put(futures::stream::iter(batch)).await {
-                Ok(answers) => answers
-                    .try_collect::<Vec<_>>()
-                    .await
-                    .map(|_| ())
-                    .map_err(|status| status.message().to_string()),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut from = 10_000;
     let mut stalled = Some(stalled);
     let refused = loop {
-        let second = put(messages(rows(from, 1_000)?).await?).await;
+        let second = update_raw(&client, &handle, Some(kilobyte_rows(from, 1_000)?)).await;
         if let Some(first) = stalled.take_if(|first| first.is_finished()) {
             let answer = first.await?;
             break answer.err().ok_or("the first call ended")?.to_string();
         }
         match second {
-            Err(message) => break message,
-            Ok(()) => {
+            Err((_, message)) => break message,
+            Ok(_) => {
                 assert!(std::time::Instant::now() < deadline, "no call was refused");
                 from += 1_000;
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -2439,8 +2441,8 @@ async fn parameters_being_put_are_bounded_for_the_server() -> Result<(), BoxErro
         first.abort();
     }
     let ran = loop {
-        match put(messages(rows(from, 1_000)?).await?).await {
-            Err(message)
+        match update_raw(&client, &handle, Some(kilobyte_rows(from, 1_000)?)).await {
+            Err((_, message))
                 if message.contains("calls putting parameters")
                     && std::time::Instant::now() < deadline =>
             {
@@ -2449,12 +2451,73 @@ async fn parameters_being_put_are_bounded_for_the_server() -> Result<(), BoxErro
             other => break other,
         }
     };
-    assert_eq!(ran, Ok(()));
+    assert_eq!(ran, Ok(1_000));
     let outputs = db
         .session()
         .run(&format!("SELECT count(*) FROM t WHERE _key = 'k{from}'"))
         .await?;
     assert_eq!(text_lines(&outputs[0].batches)?, ["1"]);
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// Rows a prepared update takes from its binding go on counting against
+/// the limit on parameters while it runs: binding and running again and
+/// again holds no more than the limit.
+#[tokio::test]
+async fn bound_rows_a_running_update_took_still_count() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        bound_parameter_bytes: 4 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, _db, server, mut client) = serve_with_table_t(limits).await?;
+    let insert = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
+    let slow = prepare_raw(
+        &mut client,
+        "INSERT INTO t SELECT $1 || CAST(value AS VARCHAR), 'x' \
+         FROM generate_series(1, 300000) WHERE length($2) > 0",
+    )
+    .await?;
+    // One row of about 0.95 MB bound: within the session's share (1 MiB).
+    let big = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("$1", DataType::Utf8, false),
+            Field::new("$2", DataType::Utf8, false),
+        ])),
+        vec![
+            Arc::new(StringArray::from(vec!["s"])),
+            Arc::new(StringArray::from(vec!["x".repeat(950_000)])),
+        ],
+    )?;
+    bind_raw(&mut client, &slow, big).await?;
+    let running = tokio::spawn({
+        let (client, slow) = (client.clone(), slow.clone());
+        async move { update_raw(&client, &slow, None).await }
+    });
+    // While it runs, 3.3 MB put beside the rows it took pass the 4 MiB.
+    let mut from = 0;
+    let refused = loop {
+        match update_raw(&client, &insert, Some(kilobyte_rows(from, 2_850)?)).await {
+            Err((_, message)) => break message,
+            Ok(_) => {
+                assert!(
+                    !running.is_finished(),
+                    "the update ended and no put was refused"
+                );
+                from += 2_850;
+            }
+        }
+    };
+    assert!(
+        refused.contains("the calls putting parameters now would hold more than 4194304 bytes"),
+        "{refused}"
+    );
+    assert_eq!(running.await?, Ok(300_000));
+    // Once it has run, the same rows are taken.
+    assert_eq!(
+        update_raw(&client, &insert, Some(kilobyte_rows(from, 2_850)?)).await,
+        Ok(2_850)
+    );
     server.shutdown().await?;
     Ok(())
 }
