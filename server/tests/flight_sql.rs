@@ -1510,7 +1510,12 @@ async fn shutdown_ends_an_ingest_whose_client_stalls() -> Result<(), BoxError> {
     tokio::time::timeout(std::time::Duration::from_secs(20), server.shutdown())
         .await
         .map_err(|_| "a stalled ingest held the shutdown")??;
-    answer.abort();
+    // The client is told the server is stopping, a reason to try again.
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(20), answer)
+        .await
+        .map_err(|_| "the stalled ingest got no answer")??;
+    let error = answer.err().ok_or("a stalled ingest succeeded")?;
+    assert_eq!(code(&error), Some(Code::Unavailable), "{error}");
     let outputs = db
         .session()
         .run("SELECT count(*) FROM information_schema.tables WHERE table_name = 'stalled'")
