@@ -48,7 +48,7 @@ use crate::put::{
 };
 use crate::sessions::{basic_credentials, Sessions};
 use crate::statements::{About, Cancelled, Running, Statements};
-use crate::status::{status, status_of_df};
+use crate::status::{not_to_retry, status, status_of_df};
 
 type DoGetStream = <WideFlightSql as FlightService>::DoGetStream;
 type DoActionStream = <WideFlightSql as FlightService>::DoActionStream;
@@ -318,26 +318,15 @@ fn changes_something(kind: &str) -> bool {
 /// its own: what they changed stays, so the answer says so, and is never
 /// one that invites running the whole call again.
 fn partly_ran(failed: Status, ran: usize, total: usize, changed: i64) -> Status {
-    // The codes that say the request itself is wrong are kept; the others
-    // (a conflict, a limit, a deadline, the server) could invite a retry.
-    let code = match failed.code() {
-        code @ (tonic::Code::InvalidArgument
-        | tonic::Code::NotFound
-        | tonic::Code::AlreadyExists
-        | tonic::Code::PermissionDenied
-        | tonic::Code::OutOfRange
-        | tonic::Code::Unimplemented) => code,
-        _ => tonic::Code::FailedPrecondition,
-    };
-    Status::new(
-        code,
+    not_to_retry(Status::new(
+        failed.code(),
         format!(
             "{ran} of the {total} rows of parameters ran, changing {changed} rows, which stay; \
              row {} failed: {}",
             ran + 1,
             failed.message()
         ),
-    )
+    ))
 }
 
 /// The rows an INSERT, UPDATE or DELETE reports (its one `count`

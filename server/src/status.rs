@@ -3,13 +3,50 @@
 
 use arrow_flight::error::FlightError;
 use datafusion::error::DataFusionError;
-use tonic::Status;
-use widesql::{Error, ErrorKind};
+use tonic::{Code, Status};
+use widesql::{Error, ErrorKind, TableError};
 
-/// The status of a failed call.
+/// The status of a failed call. One that applied part of itself never
+/// has a code that invites running it again (see [`not_to_retry`]).
 pub(crate) fn status(error: Error) -> Status {
+    let status = status_of_kind(&error);
+    match applied_part(&error) {
+        true => not_to_retry(status),
+        false => status,
+    }
+}
+
+/// Whether a failed statement left part of its writes applied.
+fn applied_part(error: &Error) -> bool {
+    match error {
+        Error::PartlyApplied { written, source } => *written > 0 || applied_part(source),
+        Error::Import { source, .. } => applied_part(source),
+        Error::Table(TableError::Changed { written, .. }) => *written > 0,
+        _ => false,
+    }
+}
+
+/// `status` for a call whose writes stay in part: the codes that say the
+/// request itself is wrong are kept; the others (a conflict, a limit, a
+/// deadline, the server stopping) could invite running the whole call
+/// again, and become `FAILED_PRECONDITION`.
+pub(crate) fn not_to_retry(status: Status) -> Status {
+    let code = match status.code() {
+        code @ (Code::InvalidArgument
+        | Code::NotFound
+        | Code::AlreadyExists
+        | Code::PermissionDenied
+        | Code::OutOfRange
+        | Code::Unimplemented) => code,
+        _ => Code::FailedPrecondition,
+    };
+    Status::new(code, status.message())
+}
+
+/// The status of `error` by its kind and cause.
+fn status_of_kind(error: &Error) -> Status {
     let message = error.to_string();
-    if let Error::DataFusion(e) = cause(&error) {
+    if let Error::DataFusion(e) = cause(error) {
         match e.find_root() {
             DataFusionError::ResourcesExhausted(_) => return Status::resource_exhausted(message),
             // What stopped the client's own stream of rows (an ingest that
@@ -62,8 +99,7 @@ pub(crate) fn status_of_df(error: DataFusionError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tonic::Code;
-    use widesql::{SqlError, TableError};
+    use widesql::SqlError;
 
     #[test]
     fn each_kind_of_error_has_its_code() {
@@ -116,6 +152,36 @@ mod tests {
                     })),
                 },
                 Code::FailedPrecondition,
+            ),
+            // A limit or a stalled client that stopped a statement part-way
+            // does not invite a retry either; a wrong request stays one.
+            (
+                Error::PartlyApplied {
+                    written: 10_000,
+                    source: Box::new(Error::from(DataFusionError::ResourcesExhausted(
+                        "memory".into(),
+                    ))),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::PartlyApplied {
+                    written: 10_000,
+                    source: Box::new(Error::from(DataFusionError::External(Box::new(
+                        FlightError::Tonic(Box::new(Status::deadline_exceeded("stalled"))),
+                    )))),
+                },
+                Code::FailedPrecondition,
+            ),
+            (
+                Error::PartlyApplied {
+                    written: 10_000,
+                    source: Box::new(Error::Sql(SqlError::NotNull {
+                        table: "t".into(),
+                        column: "c".into(),
+                    })),
+                },
+                Code::InvalidArgument,
             ),
         ];
         for (error, code) in cases {
