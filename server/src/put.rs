@@ -270,8 +270,8 @@ pub(crate) async fn parameter_rows(
     // one in fewer than it holds; and a dictionary or view column names
     // one long string from every row, which each row's value copies), so
     // each value is charged what it holds as it is made: the most ever
-    // held past the limit is one value.
-    // Every row is also charged to what all calls hold, as it is made.
+    // held past the limit is one value. Each row is also charged, once
+    // made, to what all calls hold together.
     let mut held = 0usize;
     let mut rows = Vec::new();
     let mut charge = reading.charge();
