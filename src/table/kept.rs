@@ -32,6 +32,10 @@ pub(super) enum Judged {
     Skipped,
     /// Of a kept family, under a qualifier the read does not ask for.
     Pruned,
+    /// Of a family kept only to show that its row exists (none of its
+    /// qualifiers is asked for): its first cell shows it, and the rest of
+    /// the family is passed over like a skipped one.
+    PrunedFamily,
 }
 
 impl KeptCells {
@@ -67,6 +71,7 @@ impl KeptCells {
         match self.families.iter().find(|(f, _)| *f == id) {
             None => Judged::Skipped,
             Some((_, None)) => Judged::Kept,
+            Some((_, Some(qualifiers))) if qualifiers.is_empty() => Judged::PrunedFamily,
             // The first byte first: most qualifiers differ there, and it
             // saves a call to compare the rest.
             Some((_, Some(qualifiers)))

@@ -237,10 +237,12 @@ impl Scanner {
                 position.current = None;
                 continue;
             };
-            let Some((first_key, _)) = &position.cursors[at].head else {
+            let cursor = &position.cursors[at];
+            let Some((first_key, _)) = &cursor.head else {
                 continue;
             };
-            let row_len = store.layout.row_len(first_key)?;
+            let row_len = cursor.head_row_len();
+            debug_assert_eq!(store.layout.row_len(first_key).ok(), Some(row_len));
             // The buffers of the last row, reused.
             let mut row_enc = std::mem::take(row_buffer);
             row_enc.clear();

@@ -14,22 +14,27 @@ use super::codec::ChunkReader;
 use super::StoredCell;
 use crate::table::kept::{Judged, KeptCells};
 
-/// Decodes the chunk stored under `key` into its cells, appended to `out`
-/// in key order; with `keep`, only the cells it keeps. Values share the
+/// Decodes the chunk stored under `key`, whose row part is `row_len` bytes
+/// long, into its cells, appended to `out` in key order; with `keep`, only
+/// the cells it keeps. Values share the
 /// chunk's memory, or are copies with `copy_values` (a chunk read ahead
 /// shares a buffer with the chunks around it, which a kept value must not
 /// hold). `true` when `keep` pruned cells that may make the row exist
 /// while keeping others (see [`KeptCells::presence`]).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one chunk, what to keep of it, and the memory to decode it in"
+)]
 pub(super) fn decode(
     layout: &Layout,
     key: &[u8],
+    row_len: usize,
     chunk: &Bytes,
     keep: Option<&KeptCells>,
     copy_values: bool,
     out: &mut Vec<StoredCell>,
     buffers: &mut DecodeBuffers,
 ) -> Result<bool> {
-    let row_len = layout.row_len(key)?;
     let row_part = &key[..row_len];
     // The cells' full keys, one after another in `keys` (storage copies
     // them anyway), and where each ends.
@@ -72,7 +77,14 @@ pub(super) fn decode(
                 pruned = true;
                 continue;
             }
-            Judged::Pruned => {}
+            Judged::PrunedFamily if prune => {
+                pruned = true;
+                reader
+                    .skip_family()
+                    .map_err(|reason| layout.corrupt(key, reason))?;
+                continue;
+            }
+            Judged::Pruned | Judged::PrunedFamily => {}
         }
         keys.extend_from_slice(row_part);
         keys.extend_from_slice(suffix);
@@ -154,6 +166,10 @@ pub struct CellCursor {
     read_ahead_after: Option<usize>,
     /// Chunks still to read before that.
     read_ahead_in: Option<usize>,
+    /// The length of the row part of the keys of the cells in `cells`
+    /// (they are of one chunk), and of `head`'s.
+    chunk_row_len: usize,
+    head_row_len: usize,
     /// The next cell.
     pub head: Option<StoredCell>,
 }
@@ -198,6 +214,8 @@ impl CellCursor {
             pruned: VecDeque::new(),
             read_ahead_after: None,
             read_ahead_in: None,
+            chunk_row_len: 0,
+            head_row_len: 0,
             head: None,
         };
         cursor.advance()?;
@@ -238,6 +256,7 @@ impl CellCursor {
                     self.skip_below = None;
                 }
                 self.head = Some(cell);
+                self.head_row_len = self.chunk_row_len;
                 return Ok(());
             }
             match &mut self.read_ahead_in {
@@ -255,11 +274,14 @@ impl CellCursor {
                 self.head = None;
                 return Ok(());
             };
+            let row_len = self.layout.row_len(&key)?;
+            self.chunk_row_len = row_len;
             let cells = &mut self.decoded;
             let (keep, buffers) = (self.keep.as_ref(), &mut self.buffers);
             // Once reading ahead, chunks share their batch's buffer.
             let copy = self.read_ahead_after.is_some() && self.read_ahead_in.is_none();
-            if decode(&self.layout, &key, &chunk, keep, copy, cells, buffers)? {
+            let layout = &self.layout;
+            if decode(layout, &key, row_len, &chunk, keep, copy, cells, buffers)? {
                 self.pruned.push_back(key);
             }
             if self.reverse {
@@ -268,6 +290,12 @@ impl CellCursor {
                 self.cells.extend(cells.drain(..));
             }
         }
+    }
+
+    /// The length of the row part of `head`'s key, known from its chunk:
+    /// a reader need not parse the key again to find it.
+    pub fn head_row_len(&self) -> usize {
+        self.head_row_len
     }
 
     /// Whether the row `row_enc` (prefix included), which the reader has

@@ -215,7 +215,6 @@ pub(super) fn as_borrowed(cells: &[StoredCell]) -> impl Iterator<Item = Borrowed
     cells.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
 }
 
-/// A neighbouring chunk to merge, with its cells.
 /// Every cell of a chunk read on its own (its values share its memory).
 fn all_cells(
     layout: &Layout,
@@ -226,6 +225,7 @@ fn all_cells(
     decode(
         layout,
         &chunk.key,
+        layout.row_len(&chunk.key)?,
         &chunk.bytes,
         None,
         false,
@@ -235,6 +235,7 @@ fn all_cells(
     Ok(cells)
 }
 
+/// A neighbouring chunk to merge, with its cells.
 pub(super) type Neighbour = Option<(StoredChunk, Vec<StoredCell>)>;
 
 /// The row's chunks before and after the ones a write rewrites that all

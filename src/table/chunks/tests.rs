@@ -180,6 +180,12 @@ fn pieces_keep_full_chunks_and_merge_small_ones() {
 /// whole.
 /// Storage in memory and the layout of a table with one family, `f`.
 fn table_in_memory() -> (crate::storage::Storage, Arc<Layout>) {
+    table_in_memory_with(&["f"])
+}
+
+/// Storage in memory and the layout of a table with the given families,
+/// in one locality group.
+fn table_in_memory_with(families: &[&str]) -> (crate::storage::Storage, Arc<Layout>) {
     use crate::ids::TableId;
     use crate::storage::{MemoryBackend, Storage};
     use crate::table::layout::Placement;
@@ -191,7 +197,15 @@ fn table_in_memory() -> (crate::storage::Storage, Arc<Layout>) {
         crate::storage::DEFAULT_STALL_LIMIT,
     )
     .expect("storage");
-    let spec = TableSpec::new().with_family(FamilySpec::new("f"));
+    let spec = families
+        .iter()
+        .zip(1..)
+        .fold(TableSpec::new(), |spec, (name, id)| {
+            spec.with_family(FamilySpec {
+                id,
+                ..FamilySpec::new(*name)
+            })
+        });
     let layout = Layout::new(
         &storage,
         TableId::generate(),
@@ -202,6 +216,72 @@ fn table_in_memory() -> (crate::storage::Storage, Arc<Layout>) {
     )
     .expect("layout");
     (storage, Arc::new(layout))
+}
+
+/// A family kept only to show that its row exists is passed over after
+/// its first cell, and the chunk still counts as pruned; a chunk holding
+/// nothing else yields that family's cells, every one of them.
+#[test]
+fn a_family_kept_for_presence_is_passed_over_but_shows_its_row() {
+    use crate::keys::CellKey;
+    use crate::table::KeptCells;
+
+    let (_storage, layout) = table_in_memory_with(&["f", "g"]);
+    let f = layout.family("f").expect("family f").id;
+    let g = layout.family("g").expect("family g").id;
+    let chunk = |cells: &[(u16, &str)]| {
+        let keys: Vec<Vec<u8>> = cells
+            .iter()
+            .map(|(family, q)| CellKey::encode(&[], b"row", *family, q.as_bytes(), 7))
+            .collect::<Result<_, _>>()
+            .expect("keys");
+        let row_len = layout.row_len(&keys[0]).expect("row");
+        let bytes = encode_chunk(row_len, keys.iter().map(|k| (k.as_slice(), &b"v"[..])));
+        (keys[0][..row_len].to_vec(), Bytes::from(bytes))
+    };
+    let keep = KeptCells::columns(
+        [(f, Some(vec![b"b".to_vec()])), (g, Some(Vec::new()))],
+        true,
+    );
+    let decoded = |(key, bytes): &(Vec<u8>, Bytes), keep: &KeptCells| {
+        let (mut out, mut buffers) = (Vec::new(), DecodeBuffers::default());
+        let (row_len, keep) = (key.len(), Some(keep));
+        let pruned = decode(
+            &layout,
+            key,
+            row_len,
+            bytes,
+            keep,
+            false,
+            &mut out,
+            &mut buffers,
+        )
+        .expect("decode");
+        let qualifiers: Vec<(u16, Vec<u8>)> = out
+            .iter()
+            .map(|(k, _)| {
+                let cell = layout.decode_column(k, key.len()).expect("cell");
+                (cell.family, cell.qualifier.to_vec())
+            })
+            .collect();
+        (qualifiers, pruned)
+    };
+    let both = chunk(&[(f, "a"), (f, "b"), (g, "x"), (g, "y"), (g, "z")]);
+    assert_eq!(decoded(&both, &keep), (vec![(f, b"b".to_vec())], true));
+    let only_g = chunk(&[(g, "x"), (g, "y"), (g, "z")]);
+    let all_g = ["x", "y", "z"].map(|q| (g, q.as_bytes().to_vec())).to_vec();
+    assert_eq!(decoded(&only_g, &keep), (all_g, false));
+    // Nothing kept: the chunk is read whole.
+    let f_and_g = chunk(&[(f, "a"), (g, "x"), (g, "y")]);
+    let all = vec![(f, b"a".to_vec()), (g, b"x".to_vec()), (g, b"y".to_vec())];
+    assert_eq!(decoded(&f_and_g, &keep), (all, false));
+    // The family passed over comes first: the kept cell after it is found.
+    let keep_g = KeptCells::columns(
+        [(f, Some(Vec::new())), (g, Some(vec![b"y".to_vec()]))],
+        true,
+    );
+    let g_kept = chunk(&[(f, "a"), (f, "b"), (g, "x"), (g, "y")]);
+    assert_eq!(decoded(&g_kept, &keep_g), (vec![(g, b"y".to_vec())], true));
 }
 
 /// Chunks read ahead share one buffer per batch; a value the cursor hands
