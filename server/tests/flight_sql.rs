@@ -739,6 +739,18 @@ async fn users_sign_in_and_every_call_is_checked_against_their_grants() -> Resul
         Code::InvalidArgument,
         "a query ran as an update",
     )?;
+    // So is a script that begins with an INSERT and holds a query, whose
+    // INSERT does not run either.
+    refused(
+        root.execute_update(
+            "INSERT INTO secret VALUES ('y'); SELECT count(*) FROM secret".into(),
+            None,
+        )
+        .await,
+        Code::InvalidArgument,
+        "a script holding a query ran as an update",
+    )?;
+    assert_eq!(query(&mut root, "SELECT count(*) FROM secret").await?, "1");
     // A new password ends the sessions signed in with the old one.
     root.execute_update("ALTER USER alice PASSWORD 'new pw'".into(), None)
         .await?;

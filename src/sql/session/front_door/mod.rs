@@ -136,13 +136,14 @@ impl Session {
                 return Ok(None);
             };
             let width = rows.first().map_or(0, Vec::len);
-            let Ok(mut shape) = self.parse_one(&insert_template(scanned.head, width)) else {
-                return Ok(None);
+            let template = insert_template(scanned.head, width);
+            // Parsed only when the cache has no plan for it: an INSERT of
+            // one row runs without a parse.
+            let shape = || {
+                let mut shape = self.parse_one(&template).ok()?;
+                is_insert_template(&mut shape, width).then_some(shape)
             };
-            if !is_insert_template(&mut shape, width) {
-                return Ok(None);
-            }
-            return self.insert_rows(shape, rows, false).await;
+            return self.insert_rows(&template, shape, rows, false).await;
         }
         let Some(shape) = select_shape(text) else {
             return Ok(None);
@@ -213,7 +214,10 @@ impl Session {
                 .collect::<Option<Vec<_>>>()
                 .and_then(|rows| literal_rows(rows, numbers));
             let answer = match rows {
-                Some(rows) => self.insert_rows(shape, rows, true).await,
+                Some(rows) => {
+                    let text = shape.to_string();
+                    self.insert_rows(&text, || Some(shape), rows, true).await
+                }
                 None => Ok(None),
             };
             put_back_rows(statement, own_rows);
@@ -265,20 +269,18 @@ impl Session {
             .await
     }
 
-    /// Writes `rows` as the `INSERT … VALUES` statement `shape` (one row of
-    /// parameters) would; `None` (nothing written) when the shape is not
+    /// Writes `rows` as the `INSERT … VALUES` statement `text` (one row of
+    /// parameters), parsed by `shape` when its plan is not cached, would; `None` (nothing written) when the shape is not
     /// a constant insert, or DDL changed its table while it waited to write
     /// (the statement is planned again as written then).
     async fn insert_rows(
         &self,
-        shape: DfStatement,
+        text: &str,
+        shape: impl FnOnce() -> Option<DfStatement>,
         rows: Vec<Vec<Cell<'_>>>,
         parsed: bool,
     ) -> Result<Option<Answer>> {
-        let text = shape.to_string();
-        let (kind, hit) = self
-            .shape_kind(Form::Insert, &text, &[], || Some(shape))
-            .await;
+        let (kind, hit) = self.shape_kind(Form::Insert, text, &[], shape).await;
         match self
             .answer_counted(kind, hit, Values::Rows(rows), parsed)
             .await
