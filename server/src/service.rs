@@ -39,7 +39,7 @@ use prost::bytes::Bytes;
 use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
-use widesql::Db;
+use widesql::{Db, Frame, Session};
 
 use crate::calls::{statement_kind, Call, Slot, Work};
 use crate::metadata;
@@ -292,9 +292,10 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
 
 /// Whether a statement of this kind (its first word, see
 /// [`statement_kind`]) changes something, and so has run by the time
-/// `GetFlightInfo` answers. Any other kind is taken for a query and keeps
-/// a query's checks when its rows are fetched (a write of another kind
-/// that DataFusion runs, `WITH … INSERT`, is known by its plan instead).
+/// `GetFlightInfo` answers. Any other kind keeps a query's checks when its
+/// rows are fetched, unless it ran when it was planned (see
+/// [`ran_a_change`]; a write that DataFusion runs, `WITH … INSERT`, is
+/// known by its plan instead).
 fn changes_something(kind: &str) -> bool {
     matches!(
         kind,
@@ -310,7 +311,34 @@ fn changes_something(kind: &str) -> bool {
             | "COPY"
             | "SET"
             | "RESET"
+            | "PREPARE"
+            | "DEALLOCATE"
+            | "CANCEL"
     )
+}
+
+/// Whether a statement of this kind only reads, told by its first word.
+fn only_reads(kind: &str) -> bool {
+    matches!(
+        kind,
+        "SELECT" | "WITH" | "VALUES" | "TABLE" | "SHOW" | "DESCRIBE" | "DESC" | "EXPLAIN"
+    )
+}
+
+/// Whether `sql`, whose result `frame` was computed when it was planned,
+/// changed something then: a statement that ran and is not a query (the
+/// `EXECUTE` of a prepared `INSERT`, say), told by its first word `kind`,
+/// or parsed when that word says nothing (a comment first, say). Its rows
+/// are then fetched as a write's are: a limit or a change of grants must
+/// not refuse them and have the client run it a second time.
+fn ran_a_change(session: &Session, kind: &str, sql: &str, frame: &Frame) -> Result<bool, Status> {
+    if !frame.has_run() || only_reads(kind) {
+        return Ok(false);
+    }
+    if changes_something(kind) {
+        return Ok(true);
+    }
+    Ok(!session.is_query(sql).map_err(status)?)
 }
 
 /// The status of an `executemany` whose row of parameters `ran` (from 0)
@@ -439,7 +467,9 @@ impl FlightSqlService for WideFlightSql {
             })
             .await;
         let (frame, wrote_now) = call.done(ran, None)?;
-        let wrote = wrote_now || changes_something(&about.kind);
+        let wrote = wrote_now
+            || changes_something(&about.kind)
+            || ran_a_change(&session, &about.kind, &sql, &frame)?;
         // Grants that changed while it ran: a query was checked against
         // the old ones and is refused; a statement that changed something
         // (a GRANT of one's own, say) has run and answers. (Parsed again

@@ -1774,6 +1774,16 @@ async fn limits_stop_the_statement_that_breaks_them_and_no_other() -> Result<(),
         query(&mut first, "SELECT count(*) FROM big").await?,
         "20000"
     );
+    // The rows of a write made when it was planned are sent without a
+    // slot, while a query holds the only one.
+    let info = second
+        .execute("INSERT INTO big VALUES (-1, 'one more')".into(), None)
+        .await?;
+    let wrote = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let stream = started_query(&mut first).await?;
+    let batches: Vec<RecordBatch> = second.do_get(wrote).await?.try_collect().await?;
+    assert_eq!(text_lines(&batches)?, ["1"], "rows the INSERT wrote");
+    drop(stream);
     server.shutdown().await?;
     Ok(())
 }
@@ -2057,6 +2067,22 @@ async fn a_ticket_planned_before_a_revoke_is_not_fetched_after_it() -> Result<()
         Code::PermissionDenied,
         "alice planned a query after her grant was revoked",
     )?;
+    // A statement that wrote when it was planned (the EXECUTE of a prepared
+    // INSERT) is fetched after a change to her grants: it has run, and to
+    // refuse it would have her run it, and write, a second time.
+    admin
+        .run("GRANT SELECT ON TABLE t TO alice; GRANT INSERT ON TABLE t TO alice")
+        .await?;
+    query(
+        &mut alice,
+        "PREPARE ins(VARCHAR, BIGINT) AS INSERT INTO t VALUES ($1, $2)",
+    )
+    .await?;
+    let wrote = ticket_of(alice.execute("EXECUTE ins('b', 2)".into(), None).await?)?;
+    admin.run("REVOKE INSERT ON TABLE t FROM alice").await?;
+    let batches: Vec<RecordBatch> = alice.do_get(wrote).await?.try_collect().await?;
+    assert_eq!(text_lines(&batches)?, ["1"], "rows the EXECUTE wrote");
+    assert_eq!(query(&mut alice, "SELECT count(*) FROM t").await?, "2");
     // A statement that changes its own user's grants has run, and answers.
     let mut root = connect(&server).await?;
     root.handshake("root", "r").await?;
