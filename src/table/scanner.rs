@@ -46,6 +46,8 @@ pub struct Scanner {
     /// their memory.
     row_enc: Vec<u8>,
     raw: Vec<(Bytes, Bytes)>,
+    /// The selector's qualifier, kept between rows (see [`Selector::reusing`](crate::table::selector::Selector::reusing)).
+    qualifier: Vec<u8>,
     /// The last row read, lent by [`Scanner::next_raw`]; its buffers are
     /// reused for the next.
     row: RawRow,
@@ -180,6 +182,7 @@ impl Scanner {
             rows_left,
             row_enc: Vec::new(),
             raw: Vec::new(),
+            qualifier: Vec::new(),
             row: RawRow::default(),
             stop: None,
         }
@@ -215,6 +218,7 @@ impl Scanner {
             rows_left,
             row_enc: row_buffer,
             raw: raw_buffer,
+            qualifier,
             row,
             stop,
         } = self;
@@ -287,6 +291,7 @@ impl Scanner {
                 &options.filter,
                 now,
                 &mut row.cells,
+                qualifier,
             )?;
             let pruned = position
                 .cursors

@@ -28,17 +28,31 @@ pub struct Selector<'a> {
 impl<'a> Selector<'a> {
     /// A selector for reads of `layout` at time `now`.
     pub fn new(layout: &'a Layout, filter: &'a Filter, now: i64) -> Self {
+        Self::reusing(layout, filter, now, Vec::new())
+    }
+
+    /// [`Selector::new`] keeping the qualifier it counts versions of in
+    /// `buffer` (its contents are dropped), for a reader of many rows: see
+    /// [`Selector::into_buffer`]. A scan then allocates no qualifier per
+    /// row.
+    pub fn reusing(layout: &'a Layout, filter: &'a Filter, now: i64, mut buffer: Vec<u8>) -> Self {
+        buffer.clear();
         Self {
             layout,
             filter,
             now,
             family: None,
             family_wanted: false,
-            qualifier: Vec::new(),
+            qualifier: buffer,
             stored: 0,
             kept: 0,
             dropped_seen: None,
         }
+    }
+
+    /// The buffer it kept a qualifier in, for the next selector.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.qualifier
     }
 
     /// The filter it applies.

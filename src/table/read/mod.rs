@@ -292,7 +292,8 @@ impl TableStore {
     /// stored cells of one row (in stored order; `row_len`: the length of
     /// their keys' row part), appending the cells selected to `cells`
     /// (empty when called). The stored cells are taken out of `raw`, so
-    /// that the values selected move instead of being shared again.
+    /// that the values selected move instead of being shared again;
+    /// `qualifier` is memory a reader of many rows keeps for the selector.
     pub(crate) fn select(
         &self,
         raw: &mut Vec<(Bytes, Bytes)>,
@@ -300,8 +301,10 @@ impl TableStore {
         filter: &Filter,
         now: i64,
         cells: &mut Vec<RawCell>,
+        qualifier: &mut Vec<u8>,
     ) -> Result<()> {
-        let mut selector = Selector::new(&self.layout, filter, now);
+        let buffer = std::mem::take(qualifier);
+        let mut selector = Selector::reusing(&self.layout, filter, now, buffer);
         let mut skip = filter.cells_per_row_offset;
         let limit = filter.cells_per_row_limit.unwrap_or(usize::MAX);
         // A row's delete markers sort after its cells: gather them first.
@@ -342,6 +345,7 @@ impl TableStore {
                 cells.push(marker);
             }
         }
+        *qualifier = selector.into_buffer();
         Ok(())
     }
 
@@ -418,7 +422,14 @@ impl TableStore {
             usize::MAX,
         )?;
         let mut cells = Vec::new();
-        self.select(&mut raw, row_enc.len(), filter, now, &mut cells)?;
+        self.select(
+            &mut raw,
+            row_enc.len(),
+            filter,
+            now,
+            &mut cells,
+            &mut Vec::new(),
+        )?;
         Ok(cells)
     }
 
