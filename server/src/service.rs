@@ -294,8 +294,8 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
 /// [`statement_kind`]) changes something, and so has run by the time
 /// `GetFlightInfo` answers. Any other kind keeps a query's checks when its
 /// rows are fetched, unless it ran when it was planned (see
-/// [`ran_a_change`]; a write that DataFusion runs, `WITH … INSERT`, is
-/// known by its plan instead).
+/// [`changed_when_planned`]; a write that DataFusion runs, `WITH …
+/// INSERT`, is known by its plan instead).
 fn changes_something(kind: &str) -> bool {
     matches!(
         kind,
@@ -325,18 +325,24 @@ fn only_reads(kind: &str) -> bool {
     )
 }
 
-/// Whether `sql`, whose result `frame` was computed when it was planned,
-/// changed something then: a statement that ran and is not a query (the
-/// `EXECUTE` of a prepared `INSERT`, say), told by its first word `kind`,
-/// or parsed when that word says nothing (a comment first, say). Its rows
-/// are then fetched as a write's are: a limit or a change of grants must
-/// not refuse them and have the client run it a second time.
-fn ran_a_change(session: &Session, kind: &str, sql: &str, frame: &Frame) -> Result<bool, Status> {
-    if !frame.has_run() || only_reads(kind) {
-        return Ok(false);
-    }
+/// Whether `sql` (first word `kind`), planned as `frame`, changed
+/// something when it was planned: a kind that changes something, or a
+/// statement that ran then and is not a query (the `EXECUTE` of a
+/// prepared `INSERT`, say), parsed when its first word says nothing (a
+/// comment first, say). Its rows are then fetched as a write's are: a
+/// limit or a change of grants must not refuse them and have the client
+/// run it a second time.
+fn changed_when_planned(
+    session: &Session,
+    kind: &str,
+    sql: &str,
+    frame: &Frame,
+) -> Result<bool, Status> {
     if changes_something(kind) {
         return Ok(true);
+    }
+    if !frame.has_run() || only_reads(kind) {
+        return Ok(false);
     }
     Ok(!session.is_query(sql).map_err(status)?)
 }
@@ -467,9 +473,7 @@ impl FlightSqlService for WideFlightSql {
             })
             .await;
         let (frame, wrote_now) = call.done(ran, None)?;
-        let wrote = wrote_now
-            || changes_something(&about.kind)
-            || ran_a_change(&session, &about.kind, &sql, &frame)?;
+        let wrote = wrote_now || changed_when_planned(&session, &about.kind, &sql, &frame)?;
         // Grants that changed while it ran: a query was checked against
         // the old ones and is refused; a statement that changed something
         // (a GRANT of one's own, say) has run and answers. (Parsed again

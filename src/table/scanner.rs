@@ -46,7 +46,8 @@ pub struct Scanner {
     /// their memory.
     row_enc: Vec<u8>,
     raw: Vec<(Bytes, Bytes)>,
-    /// The selector's qualifier, kept between rows (see [`Selector::reusing`](crate::table::selector::Selector::reusing)).
+    /// The selector's qualifier, kept between rows (see
+    /// [`Selector::reusing`](crate::table::selector::Selector::reusing)).
     qualifier: Vec<u8>,
     /// The last row read, lent by [`Scanner::next_raw`]; its buffers are
     /// reused for the next.

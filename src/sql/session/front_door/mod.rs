@@ -270,9 +270,10 @@ impl Session {
     }
 
     /// Writes `rows` as the `INSERT … VALUES` statement `text` (one row of
-    /// parameters), parsed by `shape` when its plan is not cached, would; `None` (nothing written) when the shape is not
-    /// a constant insert, or DDL changed its table while it waited to write
-    /// (the statement is planned again as written then).
+    /// parameters, parsed by `shape` when its plan is not cached) would;
+    /// `None` (nothing written) when the shape is not a constant insert,
+    /// or DDL changed its table while it waited to write (the statement is
+    /// planned again as written then).
     async fn insert_rows(
         &self,
         text: &str,
