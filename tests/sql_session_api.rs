@@ -221,3 +221,70 @@ async fn every_kind_of_frame_collects_streams_and_continues_as_a_dataframe(
     session.sql("SELECT 1 AS one").await?.show().await?;
     Ok(())
 }
+
+/// A result tells whether its statement changed something when it ran,
+/// whatever its text begins with: writes, DDL, settings and prepared
+/// statements did; reads did not; a write that runs with its plan has
+/// once it is finished.
+#[tokio::test]
+async fn a_frame_tells_whether_its_statement_changed_something(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open_with(dir.path(), DbOptions::new().with_compaction_interval(None))?;
+    let session = db.session();
+    let cases = [
+        ("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)", true),
+        ("-- rows\nINSERT INTO t VALUES ('a', 1), ('b', 2)", true),
+        ("SELECT n FROM t WHERE _key = 'a'", false),
+        ("SELECT sum(n) FROM t", false),
+        ("/* a query */ SELECT count(*) FROM t", false),
+        ("SHOW TABLES", false),
+        ("UPDATE t SET n = n + 1 WHERE _key = 'a'", true),
+        ("/* a view */ CREATE VIEW v AS SELECT n FROM t", true),
+        ("SELECT * FROM v", false),
+        (
+            "/* a setting */ SET datafusion.execution.batch_size = 1024",
+            true,
+        ),
+        ("SET widesql.plan_cache = 'on'", true),
+        (
+            "PREPARE ins(VARCHAR, BIGINT) AS INSERT INTO t VALUES ($1, $2)",
+            true,
+        ),
+        (
+            "PREPARE one(VARCHAR) AS SELECT n FROM t WHERE _key = $1",
+            true,
+        ),
+        ("EXECUTE ins('c', 3)", true),
+        ("EXECUTE one('c')", false),
+        ("EXPLAIN SELECT n FROM t", false),
+        ("DEALLOCATE one", true),
+        ("DELETE FROM t WHERE _key = 'c'", true),
+    ];
+    for (sql, changed) in cases {
+        let frame = session.sql(sql).await?;
+        assert_eq!(frame.changed(), changed, "{sql}");
+        frame.collect().await?;
+    }
+    // A write DataFusion runs with its plan: nothing yet, then done.
+    let copy = session
+        .sql("INSERT INTO t SELECT _key || 'x', n FROM t")
+        .await?;
+    assert!(copy.writes() && !copy.changed(), "a write that has not run");
+    let done = copy.finish().await?;
+    assert!(done.changed(), "a write that ran");
+    assert_eq!(text(&done.collect().await?)?, "2");
+    // Its plan alone writes nothing; run with ANALYZE, it writes.
+    let explained = session.sql("EXPLAIN INSERT INTO t VALUES ('y', 9)").await?;
+    assert!(!explained.writes() && !explained.changed());
+    explained.collect().await?;
+    let analyzed = session
+        .sql("EXPLAIN ANALYZE INSERT INTO t SELECT 'z', 9")
+        .await?;
+    assert!(analyzed.writes() && !analyzed.changed());
+    assert!(analyzed.finish().await?.changed());
+    // 'y' was never written.
+    let keys = session.sql("SELECT _key FROM t ORDER BY _key").await?;
+    assert_eq!(text(&keys.collect().await?)?, "a\nax\nb\nbx\nz");
+    Ok(())
+}

@@ -39,7 +39,7 @@ use prost::bytes::Bytes;
 use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
-use widesql::{Db, Frame, Session};
+use widesql::Db;
 
 use crate::calls::{statement_kind, Call, Slot, Work};
 use crate::metadata;
@@ -290,63 +290,6 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
     Ok(bytes)
 }
 
-/// Whether a statement of this kind (its first word, see
-/// [`statement_kind`]) changes something, and so has run by the time
-/// `GetFlightInfo` answers. Any other kind keeps a query's checks when its
-/// rows are fetched, unless it ran when it was planned (see
-/// [`changed_when_planned`]; a write that DataFusion runs, `WITH …
-/// INSERT`, is known by its plan instead).
-fn changes_something(kind: &str) -> bool {
-    matches!(
-        kind,
-        "INSERT"
-            | "UPDATE"
-            | "DELETE"
-            | "CREATE"
-            | "DROP"
-            | "ALTER"
-            | "GRANT"
-            | "REVOKE"
-            | "TRUNCATE"
-            | "COPY"
-            | "SET"
-            | "RESET"
-            | "PREPARE"
-            | "DEALLOCATE"
-            | "CANCEL"
-    )
-}
-
-/// Whether a statement of this kind only reads, told by its first word.
-fn only_reads(kind: &str) -> bool {
-    matches!(
-        kind,
-        "SELECT" | "WITH" | "VALUES" | "TABLE" | "SHOW" | "DESCRIBE" | "DESC" | "EXPLAIN"
-    )
-}
-
-/// Whether `sql` (first word `kind`), planned as `frame`, changed
-/// something when it was planned: a kind that changes something, or a
-/// statement that ran then and is not a query (the `EXECUTE` of a
-/// prepared `INSERT`, say), parsed when its first word says nothing (a
-/// comment first, say). Its rows are then fetched as a write's are: a
-/// limit or a change of grants must not refuse them and have the client
-/// run it a second time.
-fn changed_when_planned(
-    session: &Session,
-    kind: &str,
-    sql: &str,
-    frame: &Frame,
-) -> Result<bool, Status> {
-    if changes_something(kind) {
-        return Ok(true);
-    }
-    if !frame.has_run() || only_reads(kind) {
-        return Ok(false);
-    }
-    Ok(!session.is_query(sql).map_err(status)?)
-}
-
 /// The status of an `executemany` whose row of parameters `ran` (from 0)
 /// failed with `failed` after the rows before it ran, each a statement of
 /// its own: what they changed stays, so the answer says so, and is never
@@ -448,7 +391,7 @@ impl FlightSqlService for WideFlightSql {
         let (session, owner) = self.sessions.session_and_caller(&request)?;
         no_transaction(&query.transaction_id)?;
         self.check_length(&query.query)?;
-        self.statements.room_for_pending(&owner)?;
+        let place = self.statements.place_for_pending(&owner)?;
         let sql = query.query;
         let about = About {
             user: session.options().user.clone(),
@@ -467,19 +410,20 @@ impl FlightSqlService for WideFlightSql {
             .run(about.user.as_deref(), async move {
                 let frame = planning.sql(&text).await.map_err(status)?;
                 match frame.writes() {
-                    true => Ok((frame.finish().await.map_err(status)?, true)),
-                    false => Ok((frame, false)),
+                    true => frame.finish().await.map_err(status),
+                    false => Ok(frame),
                 }
             })
             .await;
-        let (frame, wrote_now) = call.done(ran, None)?;
-        let wrote = wrote_now || changed_when_planned(&session, &about.kind, &sql, &frame)?;
-        // Grants that changed while it ran: a query was checked against
-        // the old ones and is refused; a statement that changed something
-        // (a GRANT of one's own, say) has run and answers. (Parsed again
-        // only then: a parse costs a point read's time over again.)
+        let frame = call.done(ran, None)?;
+        // Its rows are then only its outcome: a limit or a change of grants
+        // must not refuse them and have the client run it a second time.
+        let wrote = frame.changed();
+        // Grants that changed while it ran: a read was checked against the
+        // old ones and is refused; a statement that changed something (a
+        // GRANT of one's own, say) has run and answers.
         let privileges = self.privileges_of(&about);
-        if privileges != before && !wrote && session.is_query(&sql).map_err(status)? {
+        if privileges != before && !wrote {
             return Err(Status::aborted(
                 "the user's grants changed while this query was planned: run it again",
             ));
@@ -487,7 +431,7 @@ impl FlightSqlService for WideFlightSql {
         let schema = wire_schema(frame.stream_schema());
         let handle = self
             .statements
-            .add_pending(frame, owner, about, privileges, wrote);
+            .add_pending(place, frame, about, privileges, wrote);
         let ticket = TicketStatementQuery {
             statement_handle: handle,
         };

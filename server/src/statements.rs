@@ -77,9 +77,45 @@ pub(crate) enum Cancelled {
     Unknown,
 }
 
+/// The queries waiting for their `DoGet`, and the places of those being
+/// planned (see [`Place`]).
+#[derive(Default)]
+struct Waiting {
+    frames: HashMap<Bytes, Pending>,
+    /// The owner of each place taken.
+    places: Vec<Owner>,
+}
+
+impl Waiting {
+    /// Gives back one place of `owner`.
+    fn free_place(&mut self, owner: &Owner) {
+        if let Some(at) = self.places.iter().position(|o| o == owner) {
+            self.places.swap_remove(at);
+        }
+    }
+}
+
+/// The place a query being planned holds among the queries waiting for
+/// their `DoGet`, taken before it is planned: the planning of many at once
+/// cannot take the server, or a session, past its limit. It is given back
+/// when dropped, or becomes the query's in [`Statements::add_pending`].
+pub(crate) struct Place {
+    statements: Arc<Statements>,
+    owner: Owner,
+    held: bool,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if self.held {
+            locked(&self.statements.pending).free_place(&self.owner);
+        }
+    }
+}
+
 /// The statements of a server, by handle.
 pub(crate) struct Statements {
-    pending: Mutex<HashMap<Bytes, Pending>>,
+    pending: Mutex<Waiting>,
     /// The queries streaming, by handle: a prepared statement's handle
     /// may run more than once at a time.
     running: Mutex<HashMap<Bytes, Vec<Run>>>,
@@ -155,41 +191,51 @@ impl Statements {
         Ok(())
     }
 
-    /// Refuses a new query when as many wait for their `DoGet` as may
-    /// (asked before the statement runs, so that a write is not run and
-    /// then reported as refused).
-    pub(crate) fn room_for_pending(&self, owner: &Owner) -> Result<(), Status> {
+    /// A place for a new query of `owner` among those waiting for their
+    /// `DoGet`, taken before the statement runs (so that a write is not
+    /// run and then reported as refused); refused when as many wait, or
+    /// are being planned, as may.
+    pub(crate) fn place_for_pending(self: &Arc<Self>, owner: &Owner) -> Result<Place, Status> {
         let mut pending = locked(&self.pending);
         let ttl = self.ttl;
-        pending.retain(|_, p| p.made.elapsed() < ttl);
+        pending.frames.retain(|_, p| p.made.elapsed() < ttl);
+        let owners = pending.frames.values().map(|p| &p.owner);
         self.room(
-            pending.values().map(|p| &p.owner),
+            owners.chain(&pending.places),
             owner,
             "queries waiting for their DoGet",
-        )
+        )?;
+        pending.places.push(owner.clone());
+        Ok(Place {
+            statements: Arc::clone(self),
+            owner: owner.clone(),
+            held: true,
+        })
     }
 
-    /// Keeps a planned query of `owner` until its `DoGet`; its handle.
+    /// Keeps a planned query in its place until its `DoGet`; its handle.
     pub(crate) fn add_pending(
         &self,
+        mut place: Place,
         frame: Frame,
-        owner: Owner,
         about: About,
         privileges: Option<u64>,
         wrote: bool,
     ) -> Bytes {
         let mut pending = locked(&self.pending);
+        pending.free_place(&place.owner);
+        place.held = false;
         let handle = handle();
         let made = Instant::now();
         let query = Pending {
             frame,
             made,
-            owner,
+            owner: place.owner.clone(),
             about,
             privileges,
             wrote,
         };
-        pending.insert(handle.clone(), query);
+        pending.frames.insert(handle.clone(), query);
         handle
     }
 
@@ -197,6 +243,7 @@ impl Statements {
     /// when it ran (see [`Pending::wrote`]).
     pub(crate) fn pending_wrote(&self, handle: &Bytes, owner: &Owner) -> bool {
         locked(&self.pending)
+            .frames
             .get(handle)
             .is_some_and(|p| p.owner == *owner && p.wrote)
     }
@@ -210,7 +257,8 @@ impl Statements {
         handle: &Bytes,
         owner: &Owner,
     ) -> Result<(Pending, Option<Running>), Status> {
-        let mut pending = locked(&self.pending);
+        let mut waiting = locked(&self.pending);
+        let pending = &mut waiting.frames;
         let unknown = || {
             Status::not_found(
                 "no query of this session waits under this ticket: it was fetched, cancelled or \
@@ -262,14 +310,16 @@ impl Statements {
     }
 
     /// Cancels the query of `handle`, when `owner` made it. A statement
-    /// that ran when it was planned (a write, DDL) cannot be.
+    /// that changed something when it was planned (a write, DDL, a
+    /// setting) cannot be.
     pub(crate) fn cancel(&self, handle: &Bytes, owner: &Owner) -> Cancelled {
         let mut pending = locked(&self.pending);
         if pending
+            .frames
             .get(handle)
-            .is_some_and(|p| p.owner == *owner && !p.frame.has_run())
+            .is_some_and(|p| p.owner == *owner && !p.wrote)
         {
-            pending.remove(handle);
+            pending.frames.remove(handle);
             return Cancelled::BeforeItRan;
         }
         drop(pending);
@@ -478,4 +528,67 @@ fn unknown_prepared() -> Status {
     Status::not_found(
         "no prepared statement of this session has this handle (it was closed, or never made)",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{About, Owner, Statements};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn owner(name: &str) -> Owner {
+        Some(Arc::from(name))
+    }
+
+    /// Places are counted against the limits as the queries waiting are:
+    /// statements planned at once cannot pass the server's limit or a
+    /// session's, and a place given back (the planning failed) or taken
+    /// by its query leaves the count right.
+    #[tokio::test]
+    async fn queries_being_planned_hold_their_places_under_the_limits(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let statements = Arc::new(Statements::new(Duration::from_secs(60), 2, 1, 1 << 20));
+        let (a, b, c) = (owner("a"), owner("b"), owner("c"));
+        let place_a = statements.place_for_pending(&a)?;
+        let refused = statements
+            .place_for_pending(&a)
+            .err()
+            .ok_or("a second place of a")?;
+        assert!(
+            refused.message().contains("this session holds 1"),
+            "{refused}"
+        );
+        let place_b = statements.place_for_pending(&b)?;
+        let refused = statements
+            .place_for_pending(&c)
+            .err()
+            .ok_or("a third place")?;
+        assert!(
+            refused.message().contains("the server holds 2"),
+            "{refused}"
+        );
+        // b's planning failed: its place is free again.
+        drop(place_b);
+        let place_c = statements.place_for_pending(&c)?;
+        // a's query is planned and waits in its place.
+        let dir = tempfile::tempdir()?;
+        let db = widesql::Db::open(dir.path())?;
+        let frame = db.session().sql("SELECT 1").await?;
+        let about = About {
+            user: None,
+            kind: "SELECT".into(),
+        };
+        let handle = statements.add_pending(place_a, frame, about, None, false);
+        assert!(
+            statements.place_for_pending(&b).is_err(),
+            "a and c hold both"
+        );
+        assert!(statements.place_for_pending(&a).is_err(), "a's query waits");
+        let (taken, _running) = statements.take_pending(&handle, &a)?;
+        assert!(!taken.wrote);
+        drop(place_c);
+        let _a = statements.place_for_pending(&a)?;
+        let _b = statements.place_for_pending(&b)?;
+        Ok(())
+    }
 }

@@ -2083,6 +2083,14 @@ async fn a_ticket_planned_before_a_revoke_is_not_fetched_after_it() -> Result<()
     let batches: Vec<RecordBatch> = alice.do_get(wrote).await?.try_collect().await?;
     assert_eq!(text_lines(&batches)?, ["1"], "rows the EXECUTE wrote");
     assert_eq!(query(&mut alice, "SELECT count(*) FROM t").await?, "2");
+    // So is one DataFusion ran as it planned it, whose first word says
+    // nothing of what it is.
+    let set = "/* smaller batches */ SET datafusion.execution.batch_size = 1024";
+    let set = ticket_of(alice.execute(set.into(), None).await?)?;
+    admin.run("GRANT INSERT ON TABLE t TO alice").await?;
+    let _: Vec<RecordBatch> = alice.do_get(set).await?.try_collect().await?;
+    let shown = query(&mut alice, "SHOW datafusion.execution.batch_size").await?;
+    assert!(shown.contains("1024"), "{shown}");
     // A statement that changes its own user's grants has run, and answers.
     let mut root = connect(&server).await?;
     root.handshake("root", "r").await?;

@@ -226,13 +226,14 @@ impl Session {
         };
         // DataFusion's DDL (views, external tables) and settings change
         // what the session's queries plan to.
-        if matches!(
+        let changes_planning = matches!(
             plan,
             LogicalPlan::Ddl(_)
                 | LogicalPlan::Statement(
                     PlanStatement::SetVariable(_) | PlanStatement::ResetVariable(_)
                 )
-        ) {
+        );
+        if changes_planning {
             self.cache.settings_changed();
         }
         let prepares = matches!(
@@ -244,7 +245,12 @@ impl Session {
         if let Some(plan) = remembered {
             self.remember_prepared(&plan, stamp, prepare);
         }
-        Ok(frame.into())
+        // These DataFusion runs as it plans them.
+        let frame = Frame::from(frame);
+        Ok(match changes_planning || prepares {
+            true => frame.that_changed(),
+            false => frame,
+        })
     }
 
     /// Whether DataFusion plans `statement` (a query or an `INSERT`): the

@@ -35,6 +35,9 @@ use crate::sql::session::planned;
 #[derive(Debug)]
 pub struct Frame {
     body: Body,
+    /// Whether the statement changed something when it ran (see
+    /// [`Frame::changed`]).
+    changed: bool,
 }
 
 #[derive(Debug)]
@@ -67,7 +70,15 @@ impl Frame {
                 schema,
                 state,
             },
+            changed: false,
         })
+    }
+
+    /// The same result, of a statement that changed something when it ran
+    /// (see [`Frame::changed`]).
+    pub(crate) fn that_changed(mut self) -> Frame {
+        self.changed = true;
+        self
     }
 
     /// A physical plan that runs with `task` (the session's).
@@ -84,6 +95,7 @@ impl Frame {
                 state,
                 task,
             },
+            changed: false,
         }
     }
 
@@ -96,19 +108,31 @@ impl Frame {
 
     /// Whether running it may write: a statement DataFusion planned whose
     /// plan holds a write of rows or files (`INSERT … SELECT`, `COPY`, an
-    /// `EXPLAIN [ANALYZE]` of one), which happens when it runs rather than
+    /// `EXPLAIN ANALYZE` of one), which happens when it runs rather than
     /// when it was planned. A caller that hands the rows to someone else (a
     /// server) runs such a statement to its end first, with
     /// [`Frame::finish`], so that the write does not depend on the rows
-    /// being read (an `EXPLAIN` without `ANALYZE` only gives its plan).
+    /// being read. An `EXPLAIN` without `ANALYZE` only gives its plan.
     pub fn writes(&self) -> bool {
         let Body::DataFrame(frame) = &self.body else {
             return false;
         };
-        frame
-            .logical_plan()
-            .exists(|plan| Ok(matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_))))
-            .unwrap_or(true)
+        let plan = frame.logical_plan();
+        !matches!(plan, LogicalPlan::Explain(_))
+            && plan
+                .exists(|plan| Ok(matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Copy(_))))
+                .unwrap_or(true)
+    }
+
+    /// Whether the statement changed something when it ran: wrote rows or
+    /// files, changed the catalog, a user or grant, a setting, or made or
+    /// dropped a prepared statement. A statement whose writes run with its
+    /// plan ([`Frame::writes`]) has changed nothing until it runs: after
+    /// [`Frame::finish`] it has. A caller that hands a result to someone
+    /// else (a server) tells by this whether asking for it again would
+    /// change something twice.
+    pub fn changed(&self) -> bool {
+        self.changed
     }
 
     /// Runs the statement to its end now, if it has not run, and keeps its
@@ -120,11 +144,13 @@ impl Frame {
             Body::DataFrame(frame) => Arc::new(frame.clone().into_parts().0),
         };
         let planned = self.stream_schema();
+        let changed = self.changed || self.writes();
         let batches = self.collect().await?;
         // The batches' own schema where there are any: the logical one
         // can differ from it in nullability.
         let schema = batches.first().map_or(planned, RecordBatch::schema);
-        Frame::rows(concat_batches(&schema, &batches)?, state)
+        let frame = Frame::rows(concat_batches(&schema, &batches)?, state)?;
+        Ok(Frame { changed, ..frame })
     }
 
     /// The result's schema, with the qualifiers of its columns.
@@ -206,9 +232,13 @@ impl Frame {
 }
 
 impl From<DataFrame> for Frame {
+    /// A statement DataFusion planned; one that DataFusion ran when it
+    /// planned it (DDL, a setting) is marked with
+    /// [`Frame::that_changed`] by its maker.
     fn from(frame: DataFrame) -> Frame {
         Frame {
             body: Body::DataFrame(frame),
+            changed: false,
         }
     }
 }

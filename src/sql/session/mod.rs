@@ -471,17 +471,18 @@ impl Session {
         Frame::rows(batch, self.planning_state().0)
     }
 
-    /// The result of a statement that returns no rows: one row of no
-    /// columns, as DataFusion's DDL gives.
+    /// The result of a statement that changed something and returns no
+    /// rows: one row of no columns, as DataFusion's DDL gives.
     pub(super) fn done(&self) -> Result<Frame> {
         let options = RecordBatchOptions::new().with_row_count(Some(1));
         let batch =
             RecordBatch::try_new_with_options(Arc::new(Schema::empty()), Vec::new(), &options)?;
-        self.frame(batch)
+        Ok(self.frame(batch)?.that_changed())
     }
 
+    /// The result of a write of `n` rows.
     pub(super) fn count(&self, n: u64) -> Result<Frame> {
-        self.frame(dml::count_batch(n)?)
+        Ok(self.frame(dml::count_batch(n)?)?.that_changed())
     }
 
     /// The session's write settings (`SET widesql.write_timestamp`).

@@ -311,7 +311,9 @@ impl Session {
         let physical = state.create_physical_plan(&plan).await?;
         let schema = physical.schema();
         let batches = collect(physical, state.task_ctx()).await?;
-        self.frame(concat_batches(&schema, &batches)?)
+        Ok(self
+            .frame(concat_batches(&schema, &batches)?)?
+            .that_changed())
     }
 }
 
