@@ -541,5 +541,43 @@ async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
         "UPDATE privilege on table default.public.t",
     )
     .await?;
+    // An import that appends needs INSERT alone too; without it, it is
+    // refused and writes nothing.
+    let rows_in = |key: &str| -> Result<_, Box<dyn std::error::Error>> {
+        use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+        let schema = std::sync::Arc::new(Schema::new(vec![
+            Field::new("_key", DataType::Utf8, false),
+            Field::new("n", DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                std::sync::Arc::new(StringArray::from(vec![key])),
+                std::sync::Arc::new(Int64Array::from(vec![7])),
+            ],
+        )?;
+        let stream = futures::stream::iter([Ok(batch)]);
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    };
+    let options = widesql::import::ImportOptions::default();
+    let imported = alice.import_stream("t", rows_in("c")?, options).await?;
+    assert_eq!(imported, 1);
+    assert_eq!(
+        rows(&admin, "SELECT n FROM t WHERE _key = 'c'").await?,
+        ["7"]
+    );
+    let error = alice
+        .import_stream("secret", rows_in("c")?, options)
+        .await
+        .err()
+        .ok_or("alice imported into a table she has no grant on")?;
+    assert_eq!(error.kind(), ErrorKind::PermissionDenied, "{error}");
+    assert!(
+        error.to_string().contains("table default.public.secret"),
+        "{error}"
+    );
+    assert_eq!(rows(&admin, "SELECT count(*) FROM secret").await?, ["1"]);
     Ok(())
 }

@@ -12,9 +12,9 @@ use arrow_flight::sql::metadata::{
     SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder,
 };
 use arrow_flight::sql::{
-    CommandGetCatalogs, CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetTableTypes,
-    CommandGetTables, Nullable, Searchable, SqlInfo, SqlSupportedTransaction, XdbcDataType,
-    XdbcDatetimeSubcode,
+    CommandGetCatalogs, CommandGetDbSchemas, CommandGetPrimaryKeys, CommandGetSqlInfo,
+    CommandGetTableTypes, CommandGetTables, Nullable, Searchable, SqlInfo, SqlSupportedTransaction,
+    XdbcDataType, XdbcDatetimeSubcode,
 };
 use datafusion::arrow::array::{Int32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -34,6 +34,72 @@ fn table_type(table_type: TableType) -> &'static str {
         TableType::View => "VIEW",
         TableType::Temporary => "LOCAL TEMPORARY",
     }
+}
+
+/// The longest name pattern taken, in bytes: a name has at most 255, and
+/// `arrow-flight` compiles a pattern into a regular expression whose
+/// memory grows with its length.
+const MAX_PATTERN_BYTES: usize = 1024;
+
+/// The most ids one `GetSqlInfo` asks for: `arrow-flight` builds a filter
+/// of the whole result for each id asked, and keeps them all until it
+/// combines them. The ids it defines are fewer than 600.
+const MAX_SQL_INFO_IDS: usize = 1024;
+
+/// Refuses a name pattern longer than [`MAX_PATTERN_BYTES`].
+fn check_pattern(what: &str, pattern: Option<&String>) -> Result<(), Status> {
+    match pattern {
+        Some(pattern) if pattern.len() > MAX_PATTERN_BYTES => {
+            Err(Status::invalid_argument(format!(
+                "the {what} pattern has {} bytes; names have at most 255, and a pattern at \
+                 most {MAX_PATTERN_BYTES}",
+                pattern.len()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A `GetDbSchemas` whose pattern is of a length the server takes.
+pub(crate) fn checked_schemas(query: CommandGetDbSchemas) -> Result<CommandGetDbSchemas, Status> {
+    check_pattern("dataset", query.db_schema_filter_pattern.as_ref())?;
+    Ok(query)
+}
+
+/// A `GetTables` whose patterns are of a length the server takes, asking
+/// for each table type that exists at most once.
+pub(crate) fn checked_tables(mut query: CommandGetTables) -> Result<CommandGetTables, Status> {
+    check_pattern("dataset", query.db_schema_filter_pattern.as_ref())?;
+    check_pattern("table name", query.table_name_filter_pattern.as_ref())?;
+    if !query.table_types.is_empty() {
+        let asked = std::mem::take(&mut query.table_types);
+        query.table_types = TABLE_TYPES
+            .iter()
+            .filter(|known| asked.iter().any(|a| a == *known))
+            .map(|known| known.to_string())
+            .collect();
+        if query.table_types.is_empty() {
+            // Only types no table has were asked for: an empty list would
+            // ask for every table, a type no table has asks for none.
+            query.table_types.push(String::new());
+        }
+    }
+    Ok(query)
+}
+
+/// A `GetSqlInfo` that asks for at most [`MAX_SQL_INFO_IDS`] ids, each
+/// once.
+pub(crate) fn checked_sql_info(mut query: CommandGetSqlInfo) -> Result<CommandGetSqlInfo, Status> {
+    if query.info.len() > MAX_SQL_INFO_IDS {
+        return Err(Status::invalid_argument(format!(
+            "GetSqlInfo asks for {} ids, more than the {MAX_SQL_INFO_IDS} it may: ask for none \
+             to have them all",
+            query.info.len()
+        )));
+    }
+    query.info.sort_unstable();
+    query.info.dedup();
+    Ok(query)
 }
 
 fn arrow_status(error: impl std::fmt::Display) -> Status {

@@ -28,8 +28,10 @@ pub(crate) async fn ingest_stream(
     body: PeekableFlightDataStream,
     input: Input,
 ) -> Result<SendableRecordBatchStream, Status> {
+    let mut check = MessageCheck::new(input.message_bytes);
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
+        .and_then(move |data| futures::future::ready(check.check(&data).map(|()| data)))
         .map_err(FlightError::from);
     let mut decoder = FlightDataDecoder::new(data);
     let schema = loop {
@@ -63,11 +65,100 @@ pub(crate) async fn ingest_stream(
     Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
 }
 
-/// How long a `DoPut` body may pause, and the signal that ends every
-/// body when the server stops.
+/// How long a `DoPut` body may pause, the signal that ends every body
+/// when the server stops, and the most bytes the buffers of one of its
+/// messages may hold once decompressed (see [`MessageCheck`]).
 pub(crate) struct Input {
     pub(crate) idle: Duration,
     pub(crate) ended: watch::Receiver<bool>,
+    pub(crate) message_bytes: usize,
+}
+
+/// Checks each IPC message of a `DoPut` body before it is decoded, for
+/// what the decoder would trust: it slices a message's buffers where its
+/// header says (one past the body's end is a panic), sets aside the size
+/// a compressed buffer claims to decompress to before it decompresses it
+/// (a claim of an exabyte aborts the process), decodes rows after a
+/// second schema against that schema, and appends each delta of a
+/// dictionary to the dictionary without bound.
+struct MessageCheck {
+    /// The most bytes one message's buffers may hold once decompressed.
+    room: usize,
+    schemas: usize,
+}
+
+impl MessageCheck {
+    fn new(room: usize) -> MessageCheck {
+        MessageCheck { room, schemas: 0 }
+    }
+
+    fn check(&mut self, data: &FlightData) -> Result<(), Status> {
+        use datafusion::arrow::ipc::{root_as_message, MessageHeader};
+        let invalid = |what: &str| Status::invalid_argument(format!("a message {what}"));
+        let message = root_as_message(&data.data_header).map_err(|e| {
+            Status::invalid_argument(format!("a message's IPC header cannot be read: {e}"))
+        })?;
+        let batch = match message.header_type() {
+            MessageHeader::Schema => {
+                self.schemas += 1;
+                return match self.schemas {
+                    1 => Ok(()),
+                    _ => Err(invalid(
+                        "carries a second schema: every row of one call is of its first",
+                    )),
+                };
+            }
+            MessageHeader::RecordBatch => message.header_as_record_batch(),
+            MessageHeader::DictionaryBatch => {
+                let dictionary = message.header_as_dictionary_batch();
+                if dictionary.is_some_and(|d| d.isDelta()) {
+                    return Err(invalid(
+                        "carries a dictionary delta, which is not taken: send each dictionary \
+                         whole",
+                    ));
+                }
+                dictionary.and_then(|d| d.data())
+            }
+            // Others are the decoder's to refuse.
+            _ => return Ok(()),
+        };
+        let batch = batch.ok_or_else(|| invalid("says it holds rows but has no rows' header"))?;
+        let body = &data.data_body;
+        let compressed = batch.compression().is_some();
+        let mut holds = 0usize;
+        for buffer in batch.buffers().into_iter().flatten() {
+            let start = usize::try_from(buffer.offset()).ok();
+            let length = usize::try_from(buffer.length()).ok();
+            let at = start
+                .zip(length)
+                .and_then(|(start, length)| Some(start..start.checked_add(length)?))
+                .filter(|at| at.end <= body.len())
+                .ok_or_else(|| invalid("has a buffer outside its body"))?;
+            // A compressed buffer begins with its length once decompressed
+            // (-1: it is not compressed).
+            let size = match body.get(at.start..at.start + 8) {
+                Some(prefix) if compressed && at.len() >= 8 => {
+                    let mut claimed = [0u8; 8];
+                    claimed.copy_from_slice(prefix);
+                    match i64::from_le_bytes(claimed) {
+                        -1 => at.len() - 8,
+                        claimed => usize::try_from(claimed)
+                            .map_err(|_| invalid("has a compressed buffer of a negative length"))?,
+                    }
+                }
+                _ => at.len(),
+            };
+            holds = holds.saturating_add(size);
+        }
+        if holds > self.room {
+            return Err(Status::resource_exhausted(format!(
+                "a message's buffers hold {holds} bytes once decompressed, more than the {} \
+                 bytes one message may: send fewer rows per message",
+                self.room
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The messages of a `DoPut` body while the client keeps sending them: it
@@ -78,9 +169,10 @@ fn paced(
     body: PeekableFlightDataStream,
     input: Input,
 ) -> impl Stream<Item = Result<FlightData, Status>> + Send {
-    let Input { idle, ended } = input;
-    futures::stream::unfold(Some((body, ended)), move |state| async move {
-        let (mut body, mut ended) = state?;
+    let Input { idle, ended, .. } = input;
+    let deadline = tokio::time::Instant::now() + idle;
+    futures::stream::unfold(Some((body, ended, deadline)), move |state| async move {
+        let (mut body, mut ended, deadline) = state?;
         let stopped = async {
             if ended.wait_for(|ended| *ended).await.is_err() {
                 // The server is gone without saying so: nothing to wait for.
@@ -88,9 +180,9 @@ fn paced(
             }
         };
         let next = tokio::select! {
-            next = tokio::time::timeout(idle, body.next()) => next.unwrap_or_else(|_| {
+            next = tokio::time::timeout_at(deadline, body.next()) => next.unwrap_or_else(|_| {
                 Some(Err(Status::deadline_exceeded(format!(
-                    "the client sent nothing for {} s: the call stopped before its last \
+                    "the client sent no rows for {} s: the call stopped before its last \
                      message",
                     idle.as_secs_f64()
                 ))))
@@ -100,7 +192,16 @@ fn paced(
             ))),
         };
         match next {
-            Some(Ok(data)) => Some((Ok(data), Some((body, ended)))),
+            Some(Ok(data)) => {
+                // Only a message that carries rows (or their schema) shows
+                // that the client goes on: one of metadata alone could be
+                // sent for ever.
+                let deadline = match data.data_header.is_empty() {
+                    true => deadline,
+                    false => tokio::time::Instant::now() + idle,
+                };
+                Some((Ok(data), Some((body, ended, deadline))))
+            }
             // The first error ends the body.
             Some(Err(e)) => Some((Err(e), None)),
             None => None,
@@ -254,14 +355,16 @@ pub(crate) async fn parameter_rows(
     input: Input,
 ) -> Result<Bound, Status> {
     let mut bytes = 0usize;
+    let mut check = MessageCheck::new(input.message_bytes.min(max_bytes));
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| {
             bytes = bytes.saturating_add(data.data_header.len() + data.data_body.len());
-            futures::future::ready(match bytes > max_bytes {
+            let checked = match bytes > max_bytes {
                 true => Err(too_many_bytes(max_bytes)),
-                false => Ok(data),
-            })
+                false => check.check(&data),
+            };
+            futures::future::ready(checked.map(|()| data))
         })
         .map_err(FlightError::from);
     let mut batches = FlightRecordBatchStream::new_from_flight_data(data).map_err(Status::from);

@@ -75,6 +75,8 @@ pub(crate) struct WideFlightSql {
     statement_bytes: usize,
     /// How long a `DoPut` body may pause.
     input_idle: std::time::Duration,
+    /// The most bytes one message of a `DoPut` body may hold decoded.
+    message_decoded_bytes: usize,
 }
 
 impl WideFlightSql {
@@ -96,6 +98,7 @@ impl WideFlightSql {
             reading: Reading::new(limits.bound_parameter_bytes),
             statement_bytes: limits.statement_bytes,
             input_idle: limits.input_idle,
+            message_decoded_bytes: limits.session_memory,
         })
     }
 
@@ -109,6 +112,7 @@ impl WideFlightSql {
         Input {
             idle: self.input_idle,
             ended: self.work.inputs_ended(),
+            message_bytes: self.message_decoded_bytes,
         }
     }
 
@@ -802,6 +806,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         self.sessions.caller(&request)?;
+        let query = metadata::checked_schemas(query)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -812,6 +817,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let session = self.sessions.session_of(&request)?;
+        let query = metadata::checked_schemas(query)?;
         Ok(one_batch(metadata::schemas(&session, query)?))
     }
 
@@ -821,6 +827,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         self.sessions.caller(&request)?;
+        let query = metadata::checked_tables(query)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query, schema, request)
     }
@@ -831,6 +838,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let session = self.sessions.session_of(&request)?;
+        let query = metadata::checked_tables(query)?;
         Ok(one_batch(metadata::tables(&session, query).await?))
     }
 
@@ -877,6 +885,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         self.sessions.caller(&request)?;
+        let query = metadata::checked_sql_info(query)?;
         let schema = query.clone().into_builder(&self.sql_info).schema();
         metadata_info(query, schema, request)
     }
@@ -887,7 +896,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         self.sessions.caller(&request)?;
-        let batch = query
+        let batch = metadata::checked_sql_info(query)?
             .into_builder(&self.sql_info)
             .build()
             .map_err(|e| Status::internal(format!("building GetSqlInfo's result failed: {e}")))?;

@@ -391,7 +391,7 @@ impl Statements {
         owner: &Owner,
     ) -> Result<PreparedStatement, Status> {
         let mut all = locked(&self.prepared);
-        let statement = owned(&mut all, handle, owner)?;
+        let statement = owned(&mut all, handle, owner, self.ttl)?;
         statement.used = Instant::now();
         let (rows, bound_bytes) = match take && statement.prepared.writes() {
             true => (
@@ -447,7 +447,7 @@ impl Statements {
                 self.bound_bytes
             )));
         }
-        let statement = owned(&mut all, handle, owner)?;
+        let statement = owned(&mut all, handle, owner, self.ttl)?;
         statement.rows = Arc::new(bound.rows);
         statement.bound_bytes = bound.bytes;
         statement.used = Instant::now();
@@ -457,7 +457,7 @@ impl Statements {
     /// Closes the prepared statement of `handle`.
     pub(crate) fn close_prepared(&self, handle: &Bytes, owner: &Owner) -> Result<(), Status> {
         let mut all = locked(&self.prepared);
-        owned(&mut all, handle, owner)?;
+        owned(&mut all, handle, owner, self.ttl)?;
         all.remove(handle);
         Ok(())
     }
@@ -513,20 +513,23 @@ impl Drop for Running {
     }
 }
 
-/// The prepared statement of `handle`, when `owner` made it.
+/// The prepared statement of `handle`, when `owner` made it and used it
+/// within `ttl`.
 fn owned<'a>(
     all: &'a mut HashMap<Bytes, PreparedStatement>,
     handle: &Bytes,
     owner: &Owner,
+    ttl: Duration,
 ) -> Result<&'a mut PreparedStatement, Status> {
     all.get_mut(handle)
-        .filter(|s| s.owner == *owner)
+        .filter(|s| s.owner == *owner && s.used.elapsed() < ttl)
         .ok_or_else(unknown_prepared)
 }
 
 fn unknown_prepared() -> Status {
     Status::not_found(
-        "no prepared statement of this session has this handle (it was closed, or never made)",
+        "no prepared statement of this session has this handle (it was closed, expired unused, \
+         or never made)",
     )
 }
 
@@ -589,6 +592,44 @@ mod tests {
         drop(place_c);
         let _a = statements.place_for_pending(&a)?;
         let _b = statements.place_for_pending(&b)?;
+        Ok(())
+    }
+
+    /// A prepared statement left unused for its lifetime, and a query not
+    /// fetched within it, are gone for every call, not only once another
+    /// statement is made.
+    #[tokio::test]
+    async fn statements_unused_for_their_lifetime_are_unknown(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let ttl = Duration::from_millis(200);
+        let statements = Arc::new(Statements::new(ttl, 8, 8, 1 << 20));
+        let dir = tempfile::tempdir()?;
+        let db = widesql::Db::open(dir.path())?;
+        let prepared = db.session().prepare("SELECT 1").await?;
+        let about = About {
+            user: None,
+            kind: "SELECT".into(),
+        };
+        let a = owner("a");
+        let handle = statements.add_prepared(prepared, a.clone(), about.clone())?;
+        statements.prepared(&handle, false, &a)?;
+        let place = statements.place_for_pending(&a)?;
+        let frame = db.session().sql("SELECT 1").await?;
+        let ticket = statements.add_pending(place, frame, about, None, false);
+        tokio::time::sleep(ttl * 2).await;
+        let error = statements
+            .take_pending(&ticket, &a)
+            .err()
+            .ok_or("a query was fetched past its lifetime")?;
+        assert_eq!(error.code(), tonic::Code::NotFound);
+        assert!(error.message().contains("expired"), "{error}");
+        let error = statements
+            .prepared(&handle, false, &a)
+            .err()
+            .ok_or("a prepared statement was used past its lifetime")?;
+        assert_eq!(error.code(), tonic::Code::NotFound);
+        assert!(error.message().contains("expired unused"), "{error}");
+        assert!(statements.close_prepared(&handle, &a).is_err());
         Ok(())
     }
 }

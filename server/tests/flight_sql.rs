@@ -1481,16 +1481,48 @@ async fn an_ingest_whose_client_stalls_fails_and_frees_its_slot() -> Result<(), 
     assert!(
         error
             .to_string()
-            .contains("the client sent nothing for 0.3 s"),
+            .contains("the client sent no rows for 0.3 s"),
         "{error}"
     );
+    // So does one that goes on sending messages without rows.
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("_key", DataType::Utf8, false)])),
+        vec![Arc::new(StringArray::from(vec!["a"]))],
+    )?;
+    let options = datafusion::arrow::ipc::writer::IpcWriteOptions::default();
+    let messages = ingest_messages("pinging", &[batch], &options)?;
+    let pings = futures::stream::unfold((), |()| async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let ping = arrow_flight::FlightData {
+            app_metadata: "still here".into(),
+            ..Default::default()
+        };
+        Some((ping, ()))
+    });
+    let mut pinging = connect(&server).await?;
+    let put = async move {
+        let body = futures::stream::iter(messages).chain(pings);
+        match pinging.do_put(body).await {
+            Ok(answers) => answers
+                .try_collect::<Vec<_>>()
+                .await
+                .err()
+                .map(|s| s.code()),
+            Err(e) => code(&e),
+        }
+    };
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(60), put)
+        .await
+        .map_err(|_| "an ingest sending metadata alone still ran after a minute")?;
+    assert_eq!(stopped, Some(Code::DeadlineExceeded));
     // The table it would have created does not exist, and the only slot
     // is free again.
     let mut client = connect(&server).await?;
     assert_eq!(
         query(
             &mut client,
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'stalled'"
+            "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('stalled', \
+             'pinging')"
         )
         .await?,
         "0"
@@ -2666,6 +2698,249 @@ async fn password_checks_past_the_servers_share_are_refused_not_queued() -> Resu
     // A refusal is no failed sign-in: the address does not wait.
     let mut later = connect(&server).await?;
     later.handshake("alice", "alice pw").await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// The status a `DoPut` of `messages` ends with, if it fails.
+async fn put_error(
+    client: &mut Client,
+    messages: Vec<arrow_flight::FlightData>,
+) -> Option<(Option<Code>, String)> {
+    match client.do_put(futures::stream::iter(messages)).await {
+        Ok(answers) => answers
+            .try_collect::<Vec<_>>()
+            .await
+            .err()
+            .map(|status| (Some(status.code()), status.message().to_string())),
+        Err(e) => Some((code(&e), e.to_string())),
+    }
+}
+
+/// The IPC messages of `batches` under the ingest of table `table` (mode
+/// create), made with `options` and one dictionary tracker, so that a
+/// dictionary that grows is sent as a delta when `options` say so.
+fn ingest_messages(
+    table: &str,
+    batches: &[RecordBatch],
+    options: &datafusion::arrow::ipc::writer::IpcWriteOptions,
+) -> Result<Vec<arrow_flight::FlightData>, BoxError> {
+    use arrow_flight::sql::ProstMessageExt;
+    use datafusion::arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator};
+    use prost::Message;
+    let command = CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: TableNotExistOption::Create.into(),
+            if_exists: TableExistsOption::Fail.into(),
+        }),
+        table: table.into(),
+        ..Default::default()
+    };
+    let generator = IpcDataGenerator::default();
+    let mut tracker = DictionaryTracker::new(false);
+    let schema = batches.first().ok_or("no batch")?.schema();
+    let mut first: arrow_flight::FlightData = generator
+        .schema_to_bytes_with_dictionary_tracker(&schema, &mut tracker, options)
+        .into();
+    first.flight_descriptor = Some(arrow_flight::FlightDescriptor::new_cmd(
+        command.as_any().encode_to_vec(),
+    ));
+    let mut messages = vec![first];
+    for batch in batches {
+        let (dictionaries, batch) =
+            generator.encode(batch, &mut tracker, options, &mut Default::default())?;
+        messages.extend(dictionaries.into_iter().map(arrow_flight::FlightData::from));
+        messages.push(batch.into());
+    }
+    Ok(messages)
+}
+
+/// A `DoPut` message is checked before it is decoded: a compressed buffer
+/// that claims to decompress to more than a message may hold, a buffer
+/// outside the message's body, a second schema and a dictionary delta are
+/// refused with a status naming them, the ingest they came in leaves no
+/// table, and the server goes on. Catalog calls that ask for more than
+/// the server builds are refused, or asked once.
+#[tokio::test]
+async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Result<(), BoxError> {
+    use arrow_flight::sql::{CommandPreparedStatementQuery, ProstMessageExt};
+    use datafusion::arrow::array::DictionaryArray;
+    use datafusion::arrow::ipc::writer::{DictionaryHandling, IpcWriteOptions};
+    use datafusion::arrow::ipc::{root_as_message, CompressionType};
+    use prost::Message;
+
+    let (_dir, db, server, mut client) =
+        serve_with_table_t(widesql_server::Limits::default()).await?;
+    let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
+    let parameters = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("$1", DataType::Utf8, false),
+            Field::new("$2", DataType::Utf8, false),
+        ])),
+        vec![
+            Arc::new(StringArray::from(vec!["a"; 64])),
+            Arc::new(StringArray::from(vec!["some text"; 64])),
+        ],
+    )?;
+    let bind = CommandPreparedStatementQuery {
+        prepared_statement_handle: handle.clone(),
+    }
+    .as_any()
+    .encode_to_vec();
+    let compressed =
+        IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
+    let encoded: Vec<arrow_flight::FlightData> =
+        arrow_flight::encode::FlightDataEncoderBuilder::new()
+            .with_options(compressed)
+            .with_flight_descriptor(Some(arrow_flight::FlightDescriptor::new_cmd(bind)))
+            .build(futures::stream::iter([Ok(parameters)]))
+            .try_collect()
+            .await?;
+    // Compressed rows bind as they are.
+    let mut intact = client.clone();
+    intact
+        .do_put(futures::stream::iter(encoded.clone()))
+        .await?
+        .try_collect::<Vec<_>>()
+        .await?;
+    // The batch's largest buffer, told by its header.
+    let at = encoded.len() - 1;
+    let header = root_as_message(&encoded[at].data_header).map_err(|e| e.to_string())?;
+    let buffers = header
+        .header_as_record_batch()
+        .and_then(|b| b.buffers())
+        .ok_or("a batch without buffers")?;
+    let largest = buffers
+        .iter()
+        .max_by_key(|b| b.length())
+        .ok_or("no buffer")?;
+    let (offset, length) = (
+        usize::try_from(largest.offset())?,
+        usize::try_from(largest.length())?,
+    );
+    let with_body = |body: Vec<u8>| {
+        let mut messages = encoded.clone();
+        messages[at].data_body = body.into();
+        messages
+    };
+    // It claims to decompress to an exabyte.
+    let mut body = encoded[at].data_body.to_vec();
+    body[offset..offset + 8].copy_from_slice(&(1i64 << 60).to_le_bytes());
+    let (status, message) = put_error(&mut client, with_body(body))
+        .await
+        .ok_or("a buffer claiming an exabyte was bound")?;
+    assert_eq!(status, Some(Code::ResourceExhausted), "{message}");
+    assert!(message.contains("bytes once decompressed"), "{message}");
+    // Its body ends before it does.
+    let body = encoded[at].data_body[..offset + length - 1].to_vec();
+    let (status, message) = put_error(&mut client, with_body(body))
+        .await
+        .ok_or("a buffer past its body was bound")?;
+    assert_eq!(status, Some(Code::InvalidArgument), "{message}");
+    assert!(message.contains("a buffer outside its body"), "{message}");
+
+    // An ingest whose rows change schema half-way.
+    let numbers = |name: &str, values: Vec<i64>| {
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(name, DataType::Int64, false)])),
+            vec![Arc::new(Int64Array::from(values))],
+        )
+    };
+    let plain = IpcWriteOptions::default();
+    let mut messages = ingest_messages("two", &[numbers("a", vec![1, 2])?], &plain)?;
+    messages.extend(ingest_messages("two", &[numbers("b", vec![3])?], &plain)?);
+    let (status, message) = put_error(&mut client, messages)
+        .await
+        .ok_or("an ingest of two schemas ran")?;
+    assert_eq!(status, Some(Code::InvalidArgument), "{message}");
+    assert!(message.contains("a second schema"), "{message}");
+    // An ingest whose dictionary grows by deltas.
+    let words = |values: Vec<&str>| {
+        let array: DictionaryArray<Int32Type> = values.into_iter().collect();
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "w",
+                array.data_type().clone(),
+                false,
+            )])),
+            vec![Arc::new(array)],
+        )
+    };
+    let deltas = IpcWriteOptions::default().with_dictionary_handling(DictionaryHandling::Delta);
+    let messages = ingest_messages(
+        "grows",
+        &[words(vec!["x", "y"])?, words(vec!["x", "y", "z"])?],
+        &deltas,
+    )?;
+    let (status, message) = put_error(&mut client, messages)
+        .await
+        .ok_or("an ingest of a dictionary delta ran")?;
+    assert_eq!(status, Some(Code::InvalidArgument), "{message}");
+    assert!(message.contains("a dictionary delta"), "{message}");
+    let tables = query(&mut client, "SHOW TABLES").await?;
+    assert!(
+        !tables.contains("two") && !tables.contains("grows"),
+        "{tables}"
+    );
+
+    // Catalog calls.
+    // GetSqlInfo of 5,000 ids, at both of its calls.
+    let many = arrow_flight::sql::CommandGetSqlInfo {
+        info: (0..5000).collect(),
+    };
+    let ticket = arrow_flight::Ticket::new(many.as_any().encode_to_vec());
+    let error = fetch_error(&mut client, ticket)
+        .await
+        .ok_or("GetSqlInfo of 5,000 ids was answered")?;
+    assert_eq!(code(&error), Some(Code::InvalidArgument), "{error}");
+    assert!(error.to_string().contains("asks for 5000 ids"), "{error}");
+    let channel = Endpoint::from_shared(format!("http://{}", server.local_addr()))?
+        .connect()
+        .await?;
+    let mut flight = FlightClient::new(channel);
+    let descriptor = |command: Vec<u8>| arrow_flight::FlightDescriptor::new_cmd(command);
+    let error = refused(
+        flight
+            .get_flight_info(descriptor(many.as_any().encode_to_vec()))
+            .await,
+        Code::InvalidArgument,
+        "GetSqlInfo of 5,000 ids was planned",
+    )?;
+    assert!(error.contains("asks for 5000 ids"), "{error}");
+    // Asked twice, an id is answered once.
+    let twice = arrow_flight::sql::CommandGetSqlInfo {
+        info: vec![SqlInfo::FlightSqlServerName as u32; 2],
+    };
+    let info = flight
+        .get_flight_info(descriptor(twice.as_any().encode_to_vec()))
+        .await?;
+    assert_eq!(rows(&mut client, info).await?.lines().count(), 1);
+    let long = CommandGetTables {
+        table_name_filter_pattern: Some("%".repeat(2000)),
+        ..Default::default()
+    };
+    let error = refused(
+        client.get_tables(long).await,
+        Code::InvalidArgument,
+        "a table name pattern of 2,000 bytes was taken",
+    )?;
+    assert!(error.contains("a pattern at most 1024"), "{error}");
+    let mut types = vec!["TABLE".to_string(); 10_000];
+    types.push("NO SUCH TYPE".into());
+    let asked = CommandGetTables {
+        table_types: types,
+        ..Default::default()
+    };
+    let info = client.get_tables(asked).await?;
+    let listed = rows(&mut client, info).await?;
+    assert!(listed.contains(" t "), "{listed}");
+    let asked = CommandGetTables {
+        table_types: vec!["NO SUCH TYPE".into()],
+        ..Default::default()
+    };
+    let info = client.get_tables(asked).await?;
+    assert_eq!(rows(&mut client, info).await?, "");
+    drop(db);
     server.shutdown().await?;
     Ok(())
 }

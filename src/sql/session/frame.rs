@@ -232,9 +232,8 @@ impl Frame {
 }
 
 impl From<DataFrame> for Frame {
-    /// A statement DataFusion planned; one that DataFusion ran when it
-    /// planned it (DDL, a setting) is marked with
-    /// [`Frame::that_changed`] by its maker.
+    /// A statement DataFusion planned, which has changed nothing yet (see
+    /// [`Frame::changed`]).
     fn from(frame: DataFrame) -> Frame {
         Frame {
             body: Body::DataFrame(frame),

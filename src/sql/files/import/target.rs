@@ -15,6 +15,7 @@ use datafusion::physical_plan::streaming::PartitionStream;
 
 use super::ImportOptions;
 use crate::error::{Error, Result};
+use crate::sql::read::table::WideTable;
 use crate::sql::session::names::name_parts_of_text;
 use crate::sql::Session;
 use crate::sql::SqlError;
@@ -39,7 +40,8 @@ pub(super) async fn import_target(
         .db()
         .open_project(&project)?
         .open_dataset(&dataset)?;
-    let exists = dataset_handle.table(&name)?.is_some();
+    let existing = dataset_handle.table(&name)?;
+    let exists = existing.is_some();
     match (exists, options.create, options.append || options.replace) {
         (true, true, false) => {
             return Err(Error::Sql(SqlError::Invalid(format!(
@@ -61,13 +63,18 @@ pub(super) async fn import_target(
         .await?;
     let target = quoted(&[&project, &dataset, &name]);
     let appends = exists && (!options.create || options.append);
-    let columns = if appends {
-        let frame = session
-            .sql(&format!("SELECT * FROM {target} LIMIT 0"))
-            .await?;
-        Some(Arc::new(frame.schema().as_arrow().clone()))
-    } else {
-        None
+    // The columns `SELECT *` reads, from the catalog: appending needs the
+    // INSERT grant alone, which the import's statement is checked for.
+    let columns = match existing.filter(|_| appends) {
+        Some(table) => {
+            let provider = WideTable::open(session.db(), table.id(), false)?.ok_or_else(|| {
+                Error::Sql(SqlError::Invalid(format!(
+                    "table {qualified} was dropped while the import began"
+                )))
+            })?;
+            Some(Arc::clone(&provider.shape().schema))
+        }
+        None => None,
     };
     Ok(ImportTarget {
         session,
