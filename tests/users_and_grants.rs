@@ -543,13 +543,13 @@ async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
     .await?;
     // An import that appends needs INSERT alone too; without it, it is
     // refused and writes nothing.
-    let rows_in = |key: &str| -> Result<_, Box<dyn std::error::Error>> {
+    let rows_in = |key: &str, column: &str| -> Result<_, Box<dyn std::error::Error>> {
         use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
         use datafusion::arrow::datatypes::{DataType, Field, Schema};
         use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
         let schema = std::sync::Arc::new(Schema::new(vec![
             Field::new("_key", DataType::Utf8, false),
-            Field::new("n", DataType::Int64, false),
+            Field::new(column, DataType::Int64, false),
         ]));
         let batch = RecordBatch::try_new(
             schema.clone(),
@@ -562,14 +562,17 @@ async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     };
     let options = widesql::import::ImportOptions::default();
-    let imported = alice.import_stream("t", rows_in("c")?, options).await?;
+    let imported = alice
+        .import_stream("t", rows_in("c", "n")?, options)
+        .await?;
     assert_eq!(imported, 1);
     assert_eq!(
         rows(&admin, "SELECT n FROM t WHERE _key = 'c'").await?,
         ["7"]
     );
+    // Nor does she learn its columns: a column it lacks is not named.
     let error = alice
-        .import_stream("secret", rows_in("c")?, options)
+        .import_stream("secret", rows_in("c", "x")?, options)
         .await
         .err()
         .ok_or("alice imported into a table she has no grant on")?;

@@ -147,13 +147,9 @@ impl Work {
                 .map_err(|e| Status::internal(format!("a statement's task failed: {e}")))?,
         };
         ended.unwrap_or_else(|panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".into());
             Err(Status::internal(format!(
-                "the statement stopped on an internal error: {message}"
+                "the statement stopped on an internal error: {}",
+                panic_message(panic.as_ref())
             )))
         })
     }
@@ -224,6 +220,15 @@ impl Call {
         }
         result
     }
+}
+
+/// What a panic said.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 /// The first word of a statement, upper-cased (`SELECT`, `INSERT`,

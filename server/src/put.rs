@@ -12,12 +12,14 @@ use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::FlightData;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use std::future::Future;
 use tokio::sync::watch;
 use tonic::Status;
 use widesql::import::ImportOptions;
@@ -34,34 +36,44 @@ pub(crate) async fn ingest_stream(
         .and_then(move |data| futures::future::ready(check.check(&data).map(|()| data)))
         .map_err(FlightError::from);
     let mut decoder = FlightDataDecoder::new(data);
-    let schema = loop {
-        match decoder.try_next().await.map_err(Status::from)? {
-            Some(DecodedFlightData {
-                payload: DecodedPayload::Schema(schema),
-                ..
-            }) => break schema,
-            Some(DecodedFlightData {
-                payload: DecodedPayload::None,
-                ..
-            }) => continue,
-            Some(_) => {
-                return Err(Status::invalid_argument(
-                    "the ingested rows came before their schema",
-                ))
+    let schema = decoded(async {
+        loop {
+            match decoder.try_next().await.map_err(Status::from)? {
+                Some(DecodedFlightData {
+                    payload: DecodedPayload::Schema(schema),
+                    ..
+                }) => return Ok(schema),
+                Some(DecodedFlightData {
+                    payload: DecodedPayload::None,
+                    ..
+                }) => continue,
+                Some(_) => {
+                    return Err(Status::invalid_argument(
+                        "the ingested rows came before their schema",
+                    ))
+                }
+                None => return Err(Status::invalid_argument("the ingest carried no schema")),
             }
-            None => return Err(Status::invalid_argument("the ingest carried no schema")),
         }
-    };
-    let batches = decoder.filter_map(|item| {
-        futures::future::ready(match item {
-            Ok(DecodedFlightData {
-                payload: DecodedPayload::RecordBatch(batch),
-                ..
-            }) => Some(Ok(batch)),
-            Ok(_) => None,
-            Err(e) => Some(Err(DataFusionError::External(Box::new(e)))),
-        })
-    });
+    })
+    .await?;
+    // A panic of the decoder ends the rows with an error.
+    let batches = std::panic::AssertUnwindSafe(decoder)
+        .catch_unwind()
+        .filter_map(|item| {
+            futures::future::ready(match item {
+                Ok(Ok(DecodedFlightData {
+                    payload: DecodedPayload::RecordBatch(batch),
+                    ..
+                })) => Some(Ok(batch)),
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(Err(DataFusionError::External(Box::new(e)))),
+                Err(panic) => Some(Err(DataFusionError::Execution(format!(
+                    "a message could not be decoded: {}",
+                    crate::calls::panic_message(panic.as_ref())
+                )))),
+            })
+        });
     Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
 }
 
@@ -77,28 +89,38 @@ pub(crate) struct Input {
 /// Checks each IPC message of a `DoPut` body before it is decoded, for
 /// what the decoder would trust: it slices a message's buffers where its
 /// header says (one past the body's end is a panic), sets aside the size
-/// a compressed buffer claims to decompress to before it decompresses it
-/// (a claim of an exabyte aborts the process), decodes rows after a
+/// a compressed buffer claims to decompress to (a claim of an exabyte
+/// aborts the process) and, for LZ4, goes on past it, makes arrays of the
+/// length a header claims (a column of nulls costs no bytes to send), keeps
+/// the last dictionary of each id for the whole call, decodes rows after a
 /// second schema against that schema, and appends each delta of a
 /// dictionary to the dictionary without bound.
 struct MessageCheck {
-    /// The most bytes one message's buffers may hold once decompressed.
+    /// The most bytes one message's buffers, with the dictionaries kept,
+    /// may hold once decompressed; a message holds at most an eighth as
+    /// many rows.
     room: usize,
     schemas: usize,
+    /// What the dictionary of each id holds now.
+    dictionaries: HashMap<i64, usize>,
 }
 
 impl MessageCheck {
     fn new(room: usize) -> MessageCheck {
-        MessageCheck { room, schemas: 0 }
+        MessageCheck {
+            room,
+            schemas: 0,
+            dictionaries: HashMap::new(),
+        }
     }
 
     fn check(&mut self, data: &FlightData) -> Result<(), Status> {
-        use datafusion::arrow::ipc::{root_as_message, MessageHeader};
+        use datafusion::arrow::ipc::{root_as_message, CompressionType, MessageHeader};
         let invalid = |what: &str| Status::invalid_argument(format!("a message {what}"));
         let message = root_as_message(&data.data_header).map_err(|e| {
             Status::invalid_argument(format!("a message's IPC header cannot be read: {e}"))
         })?;
-        let batch = match message.header_type() {
+        let (batch, dictionary) = match message.header_type() {
             MessageHeader::Schema => {
                 self.schemas += 1;
                 return match self.schemas {
@@ -108,25 +130,61 @@ impl MessageCheck {
                     )),
                 };
             }
-            MessageHeader::RecordBatch => message.header_as_record_batch(),
+            MessageHeader::RecordBatch => (message.header_as_record_batch(), None),
             MessageHeader::DictionaryBatch => {
-                let dictionary = message.header_as_dictionary_batch();
-                if dictionary.is_some_and(|d| d.isDelta()) {
+                let dictionary = message
+                    .header_as_dictionary_batch()
+                    .ok_or_else(|| invalid("says it holds a dictionary but has no header"))?;
+                if dictionary.isDelta() {
                     return Err(invalid(
                         "carries a dictionary delta, which is not taken: send each dictionary \
                          whole",
                     ));
                 }
-                dictionary.and_then(|d| d.data())
+                (dictionary.data(), Some(dictionary.id()))
             }
-            // Others are the decoder's to refuse.
-            _ => return Ok(()),
+            other => {
+                return Err(invalid(&format!(
+                    "is a {other:?}, which a DoPut body does not carry"
+                )))
+            }
         };
         let batch = batch.ok_or_else(|| invalid("says it holds rows but has no rows' header"))?;
+        let most_rows = self.room / 8;
+        let lengths = std::iter::once(batch.length()).chain(
+            batch
+                .nodes()
+                .into_iter()
+                .flatten()
+                .map(|node| node.length()),
+        );
+        for length in lengths {
+            match usize::try_from(length) {
+                Err(_) => return Err(invalid("claims a negative number of rows")),
+                Ok(rows) if rows > most_rows => {
+                    return Err(Status::resource_exhausted(format!(
+                        "a message claims {rows} rows, more than the {most_rows} one message \
+                         may hold: send fewer rows per message"
+                    )))
+                }
+                Ok(_) => {}
+            }
+        }
+        let buffers: Vec<_> = batch.buffers().into_iter().flatten().collect();
+        let mut variadic = 0usize;
+        for count in batch.variadicBufferCounts().into_iter().flatten() {
+            let count = usize::try_from(count)
+                .map_err(|_| invalid("claims a negative number of buffers"))?;
+            variadic = variadic.saturating_add(count);
+        }
+        if variadic > buffers.len() {
+            return Err(invalid("claims more buffers than it has"));
+        }
         let body = &data.data_body;
-        let compressed = batch.compression().is_some();
+        let codec = batch.compression().map(|c| c.codec());
         let mut holds = 0usize;
-        for buffer in batch.buffers().into_iter().flatten() {
+        let mut lz4 = Vec::new();
+        for buffer in buffers {
             let start = usize::try_from(buffer.offset()).ok();
             let length = usize::try_from(buffer.length()).ok();
             let at = start
@@ -137,25 +195,61 @@ impl MessageCheck {
             // A compressed buffer begins with its length once decompressed
             // (-1: it is not compressed).
             let size = match body.get(at.start..at.start + 8) {
-                Some(prefix) if compressed && at.len() >= 8 => {
+                Some(prefix) if codec.is_some() && at.len() >= 8 => {
                     let mut claimed = [0u8; 8];
                     claimed.copy_from_slice(prefix);
                     match i64::from_le_bytes(claimed) {
                         -1 => at.len() - 8,
-                        claimed => usize::try_from(claimed)
-                            .map_err(|_| invalid("has a compressed buffer of a negative length"))?,
+                        claimed => {
+                            let claimed = usize::try_from(claimed).map_err(|_| {
+                                invalid("has a compressed buffer of a negative length")
+                            })?;
+                            // (0: empty, and not decompressed.)
+                            if codec == Some(CompressionType::LZ4_FRAME) && claimed > 0 {
+                                lz4.push((at.start + 8..at.end, claimed));
+                            }
+                            claimed
+                        }
                     }
                 }
                 _ => at.len(),
             };
             holds = holds.saturating_add(size);
         }
-        if holds > self.room {
+        let kept: usize = match dictionary {
+            Some(id) => self
+                .dictionaries
+                .iter()
+                .filter(|(other, _)| **other != id)
+                .map(|(_, bytes)| bytes)
+                .sum(),
+            None => self.dictionaries.values().sum(),
+        };
+        let total = holds.saturating_add(kept);
+        if total > self.room {
             return Err(Status::resource_exhausted(format!(
-                "a message's buffers hold {holds} bytes once decompressed, more than the {} \
-                 bytes one message may: send fewer rows per message",
+                "a message's buffers, with the dictionaries before it, hold {total} bytes once \
+                 decompressed, more than the {} bytes one message may: send fewer rows per \
+                 message",
                 self.room
             )));
+        }
+        // LZ4's decoder takes a claim as where to start, not where to stop:
+        // each buffer is decompressed here first, into nothing, to see that
+        // it stops there.
+        for (at, claimed) in lz4 {
+            let frame = lz4_flex::frame::FrameDecoder::new(&body[at]);
+            let limit = u64::try_from(claimed).unwrap_or(u64::MAX).saturating_add(1);
+            let made = std::io::copy(&mut std::io::Read::take(frame, limit), &mut std::io::sink())
+                .map_err(|e| invalid(&format!("has an LZ4 buffer that cannot be read: {e}")))?;
+            if made > limit - 1 {
+                return Err(invalid(
+                    "has an LZ4 buffer that decompresses to more than it claims",
+                ));
+            }
+        }
+        if let Some(id) = dictionary {
+            self.dictionaries.insert(id, holds);
         }
         Ok(())
     }
@@ -170,9 +264,12 @@ fn paced(
     input: Input,
 ) -> impl Stream<Item = Result<FlightData, Status>> + Send {
     let Input { idle, ended, .. } = input;
-    let deadline = tokio::time::Instant::now() + idle;
-    futures::stream::unfold(Some((body, ended, deadline)), move |state| async move {
-        let (mut body, mut ended, deadline) = state?;
+    // Counted from when the next message is asked for, and from then on
+    // until one with rows (or their schema) comes.
+    let waiting: Option<tokio::time::Instant> = None;
+    futures::stream::unfold(Some((body, ended, waiting)), move |state| async move {
+        let (mut body, mut ended, waiting) = state?;
+        let deadline = waiting.unwrap_or_else(|| tokio::time::Instant::now() + idle);
         let stopped = async {
             if ended.wait_for(|ended| *ended).await.is_err() {
                 // The server is gone without saying so: nothing to wait for.
@@ -196,11 +293,8 @@ fn paced(
                 // Only a message that carries rows (or their schema) shows
                 // that the client goes on: one of metadata alone could be
                 // sent for ever.
-                let deadline = match data.data_header.is_empty() {
-                    true => deadline,
-                    false => tokio::time::Instant::now() + idle,
-                };
-                Some((Ok(data), Some((body, ended, deadline))))
+                let waiting = data.data_header.is_empty().then_some(deadline);
+                Some((Ok(data), Some((body, ended, waiting))))
             }
             // The first error ends the body.
             Some(Err(e)) => Some((Err(e), None)),
@@ -354,6 +448,30 @@ pub(crate) async fn parameter_rows(
     reading: &Reading,
     input: Input,
 ) -> Result<Bound, Status> {
+    decoded(read_parameter_rows(body, max_bytes, reading, input)).await
+}
+
+/// `decoding`'s result, or its panic as a status: arrow-ipc's decoder
+/// panics on some malformed messages that [`MessageCheck`] does not
+/// foresee.
+async fn decoded<T>(decoding: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    std::panic::AssertUnwindSafe(decoding)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            Err(Status::invalid_argument(format!(
+                "a message could not be decoded: {}",
+                crate::calls::panic_message(panic.as_ref())
+            )))
+        })
+}
+
+async fn read_parameter_rows(
+    body: PeekableFlightDataStream,
+    max_bytes: usize,
+    reading: &Reading,
+    input: Input,
+) -> Result<Bound, Status> {
     let mut bytes = 0usize;
     let mut check = MessageCheck::new(input.message_bytes.min(max_bytes));
     let data = paced(body, input)
@@ -454,5 +572,38 @@ mod tests {
         assert_eq!(reading.held(), 0);
         // Parameters read outside a server's calls are not counted.
         Charge::default().add(usize::MAX).expect("no limit");
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::MessageCheck;
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    use datafusion::arrow::array::{RecordBatch, StringArray};
+    use datafusion::arrow::ipc::writer::IpcWriteOptions;
+    use datafusion::arrow::ipc::CompressionType;
+    use futures::TryStreamExt;
+    use std::sync::Arc;
+
+    /// Messages of rows compressed either way pass the check.
+    #[tokio::test]
+    async fn compressed_messages_of_a_client_pass() -> Result<(), Box<dyn std::error::Error>> {
+        let column = StringArray::from(vec!["some text"; 64]);
+        let batch = RecordBatch::try_from_iter([("a", Arc::new(column) as _)])?;
+        for codec in [CompressionType::LZ4_FRAME, CompressionType::ZSTD] {
+            let options = IpcWriteOptions::default().try_with_compression(Some(codec))?;
+            let messages: Vec<_> = FlightDataEncoderBuilder::new()
+                .with_options(options)
+                .build(futures::stream::iter([Ok(batch.clone())]))
+                .try_collect()
+                .await?;
+            let mut check = MessageCheck::new(1 << 20);
+            for message in messages {
+                check
+                    .check(&message)
+                    .map_err(|e| format!("{codec:?}: {e}"))?;
+            }
+        }
+        Ok(())
     }
 }

@@ -777,6 +777,8 @@ impl FlightSqlService for WideFlightSql {
                 Ok(changed)
             })
             .await;
+        // Its lifetime counts from the end of its last run.
+        self.statements.touch_prepared(&handle);
         let rows = changed.as_ref().ok().map(|n| n.unsigned_abs());
         call.done(changed, rows)
     }

@@ -298,15 +298,26 @@ impl Statements {
         }
     }
 
+    /// Counts the lifetime of the prepared statement of `handle`, if it is
+    /// one, from now: a run that took long does not use it up.
+    pub(crate) fn touch_prepared(&self, handle: &Bytes) {
+        if let Some(statement) = locked(&self.prepared).get_mut(handle) {
+            statement.used = Instant::now();
+        }
+    }
+
     /// Forgets run `serial` of `handle`, which finished streaming.
     fn finish(&self, handle: &Bytes, serial: u64) {
-        let mut running = locked(&self.running);
-        if let Some(runs) = running.get_mut(handle) {
-            runs.retain(|run| run.serial != serial);
-            if runs.is_empty() {
-                running.remove(handle);
+        {
+            let mut running = locked(&self.running);
+            if let Some(runs) = running.get_mut(handle) {
+                runs.retain(|run| run.serial != serial);
+                if runs.is_empty() {
+                    running.remove(handle);
+                }
             }
         }
+        self.touch_prepared(handle);
     }
 
     /// Cancels the query of `handle`, when `owner` made it. A statement

@@ -2769,8 +2769,12 @@ async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Re
     use datafusion::arrow::ipc::{root_as_message, CompressionType};
     use prost::Message;
 
-    let (_dir, db, server, mut client) =
-        serve_with_table_t(widesql_server::Limits::default()).await?;
+    // A message may hold 1 MiB once decoded, and so 131,072 rows.
+    let limits = widesql_server::Limits {
+        session_memory: 1 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server, mut client) = serve_with_table_t(limits).await?;
     let handle = prepare_raw(&mut client, "INSERT INTO t VALUES ($1, $2)").await?;
     let parameters = RecordBatch::try_new(
         Arc::new(Schema::new(vec![
@@ -2803,17 +2807,23 @@ async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Re
         .await?
         .try_collect::<Vec<_>>()
         .await?;
-    // The batch's largest buffer, told by its header.
     let at = encoded.len() - 1;
     let header = root_as_message(&encoded[at].data_header).map_err(|e| e.to_string())?;
     let buffers = header
         .header_as_record_batch()
         .and_then(|b| b.buffers())
         .ok_or("a batch without buffers")?;
+    // The largest buffer stored compressed (its length prefix is not -1).
+    let body = &encoded[at].data_body;
+    let compressed = |b: &datafusion::arrow::ipc::Buffer| {
+        let start = usize::try_from(b.offset()).unwrap_or(usize::MAX);
+        b.length() > 8 && body.get(start..start + 8) != Some(&(-1i64).to_le_bytes()[..])
+    };
     let largest = buffers
         .iter()
+        .filter(|b| compressed(b))
         .max_by_key(|b| b.length())
-        .ok_or("no buffer")?;
+        .ok_or("no compressed buffer")?;
     let (offset, length) = (
         usize::try_from(largest.offset())?,
         usize::try_from(largest.length())?,
@@ -2838,6 +2848,17 @@ async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Re
         .ok_or("a buffer past its body was bound")?;
     assert_eq!(status, Some(Code::InvalidArgument), "{message}");
     assert!(message.contains("a buffer outside its body"), "{message}");
+    // It claims less than it decompresses to (LZ4 would go on past it).
+    let mut body = encoded[at].data_body.to_vec();
+    body[offset..offset + 8].copy_from_slice(&1i64.to_le_bytes());
+    let (status, message) = put_error(&mut client, with_body(body))
+        .await
+        .ok_or("an LZ4 buffer longer than its claim was bound")?;
+    assert_eq!(status, Some(Code::InvalidArgument), "{message}");
+    assert!(
+        message.contains("decompresses to more than it claims"),
+        "{message}"
+    );
 
     // An ingest whose rows change schema half-way.
     let numbers = |name: &str, values: Vec<i64>| {
@@ -2877,11 +2898,47 @@ async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Re
         .ok_or("an ingest of a dictionary delta ran")?;
     assert_eq!(status, Some(Code::InvalidArgument), "{message}");
     assert!(message.contains("a dictionary delta"), "{message}");
-    let tables = query(&mut client, "SHOW TABLES").await?;
+    // Rows that cost nothing to send: 200,000 NULLs.
+    let nulls = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("n", DataType::Null, true)])),
+        vec![Arc::new(datafusion::arrow::array::NullArray::new(200_000))],
+    )?;
+    let (status, message) = put_error(&mut client, ingest_messages("nulls", &[nulls], &plain)?)
+        .await
+        .ok_or("an ingest of 200,000 rows in one message of a few bytes ran")?;
+    assert_eq!(status, Some(Code::ResourceExhausted), "{message}");
     assert!(
-        !tables.contains("two") && !tables.contains("grows"),
-        "{tables}"
+        message.contains("claims 200000 rows, more than the 131072"),
+        "{message}"
     );
+    // Dictionaries of 400 KiB each, which the call keeps: the third passes
+    // 1 MiB.
+    let long = "d".repeat(400 << 10);
+    let column = |name: &str| {
+        let array: DictionaryArray<Int32Type> = vec![long.as_str()].into_iter().collect();
+        (
+            Field::new(name, array.data_type().clone(), false),
+            Arc::new(array),
+        )
+    };
+    let (fields, arrays): (Vec<_>, Vec<_>) = ["a", "b", "c"].into_iter().map(column).unzip();
+    let arrays = arrays
+        .into_iter()
+        .map(|a| a as datafusion::arrow::array::ArrayRef)
+        .collect();
+    let wide = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
+    let (status, message) = put_error(&mut client, ingest_messages("wide", &[wide], &plain)?)
+        .await
+        .ok_or("an ingest of three dictionaries of 400 KiB ran")?;
+    assert_eq!(status, Some(Code::ResourceExhausted), "{message}");
+    assert!(
+        message.contains("with the dictionaries before it"),
+        "{message}"
+    );
+    let tables = query(&mut client, "SHOW TABLES").await?;
+    for table in ["two", "grows", "nulls", "wide"] {
+        assert!(!tables.contains(table), "{tables}");
+    }
 
     // Catalog calls.
     // GetSqlInfo of 5,000 ids, at both of its calls.

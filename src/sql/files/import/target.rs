@@ -14,6 +14,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 
 use super::ImportOptions;
+use crate::access::{Privilege, Securable};
 use crate::error::{Error, Result};
 use crate::sql::read::table::WideTable;
 use crate::sql::session::names::name_parts_of_text;
@@ -67,6 +68,9 @@ pub(super) async fn import_target(
     // INSERT grant alone, which the import's statement is checked for.
     let columns = match existing.filter(|_| appends) {
         Some(table) => {
+            // Checked here too, so that a user who may not write the table
+            // learns nothing of its columns from what the import says.
+            session.require(Privilege::Insert, Securable::Table(table.id()))?;
             let provider = WideTable::open(session.db(), table.id(), false)?.ok_or_else(|| {
                 Error::Sql(SqlError::Invalid(format!(
                     "table {qualified} was dropped while the import began"
