@@ -143,7 +143,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The message a panic carried (`panic!` with a literal or a format), for
 /// a thread's panic reported as an error.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

@@ -75,7 +75,7 @@ pub use access::{AccessError, Privilege, Securable};
 pub use catalog::{CatalogError, DropMode, ObjectKind};
 pub use clock::wall_micros;
 pub use db::{Activity, ActivityEntry, Dataset, Db, DbOptions, Project, Running, Table};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{panic_message, Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId};
 pub use keys::KeyError;
 /// Query results out to Parquet, Arrow IPC, CSV and JSON files.

@@ -149,7 +149,7 @@ impl Work {
         ended.unwrap_or_else(|panic| {
             Err(Status::internal(format!(
                 "the statement stopped on an internal error: {}",
-                panic_message(panic.as_ref())
+                widesql::panic_message(panic.as_ref())
             )))
         })
     }
@@ -220,15 +220,6 @@ impl Call {
         }
         result
     }
-}
-
-/// What a panic said.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
 }
 
 /// The first word of a statement, upper-cased (`SELECT`, `INSERT`,

@@ -30,7 +30,7 @@ pub(crate) async fn ingest_stream(
     body: PeekableFlightDataStream,
     input: Input,
 ) -> Result<SendableRecordBatchStream, Status> {
-    let mut check = MessageCheck::new(input.message_bytes);
+    let mut check = MessageCheck::new(input.message_bytes, input.schema_bytes);
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| futures::future::ready(check.check(&data).map(|()| data)))
@@ -70,7 +70,7 @@ pub(crate) async fn ingest_stream(
                 Ok(Err(e)) => Some(Err(DataFusionError::External(Box::new(e)))),
                 Err(panic) => Some(Err(DataFusionError::Execution(format!(
                     "a message could not be decoded: {}",
-                    crate::calls::panic_message(panic.as_ref())
+                    widesql::panic_message(panic.as_ref())
                 )))),
             })
         });
@@ -78,12 +78,15 @@ pub(crate) async fn ingest_stream(
 }
 
 /// How long a `DoPut` body may pause, the signal that ends every body
-/// when the server stops, and the most bytes the buffers of one of its
-/// messages may hold once decompressed (see [`MessageCheck`]).
+/// when the server stops, and how large its messages may be (see
+/// [`MessageCheck`]).
 pub(crate) struct Input {
     pub(crate) idle: Duration,
     pub(crate) ended: watch::Receiver<bool>,
     pub(crate) message_bytes: usize,
+    /// The longest schema taken, in bytes of its header: an ingest's
+    /// becomes the text of the statement that writes its rows.
+    pub(crate) schema_bytes: usize,
 }
 
 /// Checks each IPC message of a `DoPut` body before it is decoded, for
@@ -100,15 +103,18 @@ struct MessageCheck {
     /// may hold once decompressed; a message holds at most an eighth as
     /// many rows.
     room: usize,
+    /// The most bytes a schema's header may have.
+    schema_bytes: usize,
     schemas: usize,
     /// What the dictionary of each id holds now.
     dictionaries: HashMap<i64, usize>,
 }
 
 impl MessageCheck {
-    fn new(room: usize) -> MessageCheck {
+    fn new(room: usize, schema_bytes: usize) -> MessageCheck {
         MessageCheck {
             room,
+            schema_bytes,
             schemas: 0,
             dictionaries: HashMap::new(),
         }
@@ -123,12 +129,20 @@ impl MessageCheck {
         let (batch, dictionary) = match message.header_type() {
             MessageHeader::Schema => {
                 self.schemas += 1;
-                return match self.schemas {
-                    1 => Ok(()),
-                    _ => Err(invalid(
+                if self.schemas > 1 {
+                    return Err(invalid(
                         "carries a second schema: every row of one call is of its first",
-                    )),
-                };
+                    ));
+                }
+                let bytes = data.data_header.len();
+                if bytes > self.schema_bytes {
+                    return Err(Status::resource_exhausted(format!(
+                        "a schema of {bytes} bytes is longer than the {} bytes of the longest \
+                         statement this server takes",
+                        self.schema_bytes
+                    )));
+                }
+                return Ok(());
             }
             MessageHeader::RecordBatch => (message.header_as_record_batch(), None),
             MessageHeader::DictionaryBatch => {
@@ -461,7 +475,7 @@ async fn decoded<T>(decoding: impl Future<Output = Result<T, Status>>) -> Result
         .unwrap_or_else(|panic| {
             Err(Status::invalid_argument(format!(
                 "a message could not be decoded: {}",
-                crate::calls::panic_message(panic.as_ref())
+                widesql::panic_message(panic.as_ref())
             )))
         })
 }
@@ -473,7 +487,7 @@ async fn read_parameter_rows(
     input: Input,
 ) -> Result<Bound, Status> {
     let mut bytes = 0usize;
-    let mut check = MessageCheck::new(input.message_bytes.min(max_bytes));
+    let mut check = MessageCheck::new(input.message_bytes.min(max_bytes), input.schema_bytes);
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| {
@@ -597,7 +611,7 @@ mod message_tests {
                 .build(futures::stream::iter([Ok(batch.clone())]))
                 .try_collect()
                 .await?;
-            let mut check = MessageCheck::new(1 << 20);
+            let mut check = MessageCheck::new(1 << 20, 1 << 10);
             for message in messages {
                 check
                     .check(&message)

@@ -113,6 +113,7 @@ impl WideFlightSql {
             idle: self.input_idle,
             ended: self.work.inputs_ended(),
             message_bytes: self.message_decoded_bytes,
+            schema_bytes: self.statement_bytes,
         }
     }
 

@@ -2769,9 +2769,11 @@ async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Re
     use datafusion::arrow::ipc::{root_as_message, CompressionType};
     use prost::Message;
 
-    // A message may hold 1 MiB once decoded, and so 131,072 rows.
+    // A message may hold 1 MiB once decoded, and so 131,072 rows; a
+    // statement, and so a schema, 8 KiB.
     let limits = widesql_server::Limits {
         session_memory: 1 << 20,
+        statement_bytes: 8 << 10,
         ..widesql_server::Limits::default()
     };
     let (_dir, db, server, mut client) = serve_with_table_t(limits).await?;
@@ -2935,8 +2937,21 @@ async fn messages_and_catalog_calls_the_server_cannot_afford_are_refused() -> Re
         message.contains("with the dictionaries before it"),
         "{message}"
     );
+    // A schema of 1,000 columns, longer than the longest statement.
+    let fields: Vec<_> = (0..1000)
+        .map(|i| Field::new(format!("column_{i}"), DataType::Int64, false))
+        .collect();
+    let many = RecordBatch::new_empty(Arc::new(Schema::new(fields)));
+    let (status, message) = put_error(&mut client, ingest_messages("many", &[many], &plain)?)
+        .await
+        .ok_or("an ingest of 1,000 columns ran")?;
+    assert_eq!(status, Some(Code::ResourceExhausted), "{message}");
+    assert!(
+        message.contains("bytes of the longest statement"),
+        "{message}"
+    );
     let tables = query(&mut client, "SHOW TABLES").await?;
-    for table in ["two", "grows", "nulls", "wide"] {
+    for table in ["two", "grows", "nulls", "wide", "many"] {
         assert!(!tables.contains(table), "{tables}");
     }
 
