@@ -318,9 +318,18 @@ fn paced(
 }
 
 /// How to ingest, from the client's table definition options (ADBC's
-/// modes: create, append, create_append, replace).
+/// modes: create, append, create_append, replace); options of the
+/// command's own are refused, since none is taken.
 pub(crate) fn ingest_options(command: &CommandStatementIngest) -> Result<ImportOptions, Status> {
     use arrow_flight::sql::{TableExistsOption as Exists, TableNotExistOption as Missing};
+    if !command.options.is_empty() {
+        let mut names: Vec<_> = command.options.keys().map(|k| format!("'{k}'")).collect();
+        names.sort();
+        return Err(Status::invalid_argument(format!(
+            "this server takes no ingest options, and was given {}",
+            names.join(", ")
+        )));
+    }
     let options = command.table_definition_options.ok_or_else(|| {
         Status::invalid_argument(
             "an ingest must say what to do when the table exists and when it does not",

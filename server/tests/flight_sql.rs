@@ -911,6 +911,23 @@ async fn bulk_ingest_creates_appends_and_replaces_through_the_import_path() -> R
         "an append created a table",
     )?;
     assert!(db.open_table("default", "public", "nobody").is_err());
+    // Options of its own, which this server has none of: refused by name.
+    let command = CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: Missing::Create.into(),
+            if_exists: Exists::Append.into(),
+        }),
+        table: "people".into(),
+        options: [("compress".to_string(), "yes".to_string())].into(),
+        ..Default::default()
+    };
+    let rows = futures::stream::iter([Ok(batch(vec!["o"], vec![1])?)]);
+    let error = refused(
+        client.execute_ingest(command, rows).await,
+        Code::InvalidArgument,
+        "an ingest with an option the server lacks ran",
+    )?;
+    assert!(error.contains("'compress'"), "{error}");
     // replace: the table holds only the new rows.
     ingest(
         &mut client,
