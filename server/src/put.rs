@@ -30,7 +30,7 @@ pub(crate) async fn ingest_stream(
     body: PeekableFlightDataStream,
     input: Input,
 ) -> Result<SendableRecordBatchStream, Status> {
-    let mut check = MessageCheck::new(input.message_bytes, input.schema_bytes);
+    let mut check = MessageCheck::new(input.decoded_bytes, input.schema_bytes);
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| futures::future::ready(check.check(&data).map(|()| data)))
@@ -68,10 +68,7 @@ pub(crate) async fn ingest_stream(
                 })) => Some(Ok(batch)),
                 Ok(Ok(_)) => None,
                 Ok(Err(e)) => Some(Err(DataFusionError::External(Box::new(e)))),
-                Err(panic) => Some(Err(DataFusionError::Execution(format!(
-                    "a message could not be decoded: {}",
-                    widesql::panic_message(panic.as_ref())
-                )))),
+                Err(panic) => Some(Err(DataFusionError::Execution(undecodable(panic)))),
             })
         });
     Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
@@ -83,7 +80,9 @@ pub(crate) async fn ingest_stream(
 pub(crate) struct Input {
     pub(crate) idle: Duration,
     pub(crate) ended: watch::Receiver<bool>,
-    pub(crate) message_bytes: usize,
+    /// The most bytes the buffers of one message may hold once
+    /// decompressed, with the dictionaries the call keeps.
+    pub(crate) decoded_bytes: usize,
     /// The longest schema taken, in bytes of its header: an ingest's
     /// becomes the text of the statement that writes its rows.
     pub(crate) schema_bytes: usize,
@@ -121,8 +120,7 @@ impl MessageCheck {
     }
 
     fn check(&mut self, data: &FlightData) -> Result<(), Status> {
-        use datafusion::arrow::ipc::{root_as_message, CompressionType, MessageHeader};
-        let invalid = |what: &str| Status::invalid_argument(format!("a message {what}"));
+        use datafusion::arrow::ipc::{root_as_message, MessageHeader};
         let message = root_as_message(&data.data_header).map_err(|e| {
             Status::invalid_argument(format!("a message's IPC header cannot be read: {e}"))
         })?;
@@ -130,7 +128,7 @@ impl MessageCheck {
             MessageHeader::Schema => {
                 self.schemas += 1;
                 if self.schemas > 1 {
-                    return Err(invalid(
+                    return Err(invalid_message(
                         "carries a second schema: every row of one call is of its first",
                     ));
                 }
@@ -146,11 +144,11 @@ impl MessageCheck {
             }
             MessageHeader::RecordBatch => (message.header_as_record_batch(), None),
             MessageHeader::DictionaryBatch => {
-                let dictionary = message
-                    .header_as_dictionary_batch()
-                    .ok_or_else(|| invalid("says it holds a dictionary but has no header"))?;
+                let dictionary = message.header_as_dictionary_batch().ok_or_else(|| {
+                    invalid_message("says it holds a dictionary but has no header")
+                })?;
                 if dictionary.isDelta() {
-                    return Err(invalid(
+                    return Err(invalid_message(
                         "carries a dictionary delta, which is not taken: send each dictionary \
                          whole",
                     ));
@@ -158,87 +156,21 @@ impl MessageCheck {
                 (dictionary.data(), Some(dictionary.id()))
             }
             other => {
-                return Err(invalid(&format!(
+                return Err(invalid_message(&format!(
                     "is a {other:?}, which a DoPut body does not carry"
                 )))
             }
         };
-        let batch = batch.ok_or_else(|| invalid("says it holds rows but has no rows' header"))?;
-        let most_rows = self.room / 8;
-        let lengths = std::iter::once(batch.length()).chain(
-            batch
-                .nodes()
-                .into_iter()
-                .flatten()
-                .map(|node| node.length()),
-        );
-        for length in lengths {
-            match usize::try_from(length) {
-                Err(_) => return Err(invalid("claims a negative number of rows")),
-                Ok(rows) if rows > most_rows => {
-                    return Err(Status::resource_exhausted(format!(
-                        "a message claims {rows} rows, more than the {most_rows} one message \
-                         may hold: send fewer rows per message"
-                    )))
-                }
-                Ok(_) => {}
-            }
-        }
-        let buffers: Vec<_> = batch.buffers().into_iter().flatten().collect();
-        let mut variadic = 0usize;
-        for count in batch.variadicBufferCounts().into_iter().flatten() {
-            let count = usize::try_from(count)
-                .map_err(|_| invalid("claims a negative number of buffers"))?;
-            variadic = variadic.saturating_add(count);
-        }
-        if variadic > buffers.len() {
-            return Err(invalid("claims more buffers than it has"));
-        }
-        let body = &data.data_body;
-        let codec = batch.compression().map(|c| c.codec());
-        let mut holds = 0usize;
-        let mut lz4 = Vec::new();
-        for buffer in buffers {
-            let start = usize::try_from(buffer.offset()).ok();
-            let length = usize::try_from(buffer.length()).ok();
-            let at = start
-                .zip(length)
-                .and_then(|(start, length)| Some(start..start.checked_add(length)?))
-                .filter(|at| at.end <= body.len())
-                .ok_or_else(|| invalid("has a buffer outside its body"))?;
-            // A compressed buffer begins with its length once decompressed
-            // (-1: it is not compressed).
-            let size = match body.get(at.start..at.start + 8) {
-                Some(prefix) if codec.is_some() && at.len() >= 8 => {
-                    let mut claimed = [0u8; 8];
-                    claimed.copy_from_slice(prefix);
-                    match i64::from_le_bytes(claimed) {
-                        -1 => at.len() - 8,
-                        claimed => {
-                            let claimed = usize::try_from(claimed).map_err(|_| {
-                                invalid("has a compressed buffer of a negative length")
-                            })?;
-                            // (0: empty, and not decompressed.)
-                            if codec == Some(CompressionType::LZ4_FRAME) && claimed > 0 {
-                                lz4.push((at.start + 8..at.end, claimed));
-                            }
-                            claimed
-                        }
-                    }
-                }
-                _ => at.len(),
-            };
-            holds = holds.saturating_add(size);
-        }
-        let kept: usize = match dictionary {
-            Some(id) => self
-                .dictionaries
-                .iter()
-                .filter(|(other, _)| **other != id)
-                .map(|(_, bytes)| bytes)
-                .sum(),
-            None => self.dictionaries.values().sum(),
-        };
+        let batch =
+            batch.ok_or_else(|| invalid_message("says it holds rows but has no rows' header"))?;
+        self.check_rows(&batch)?;
+        let (holds, lz4) = buffer_sizes(&batch, &data.data_body)?;
+        let kept: usize = self
+            .dictionaries
+            .iter()
+            .filter(|(id, _)| Some(**id) != dictionary)
+            .map(|(_, bytes)| bytes)
+            .sum();
         let total = holds.saturating_add(kept);
         if total > self.room {
             return Err(Status::resource_exhausted(format!(
@@ -248,25 +180,120 @@ impl MessageCheck {
                 self.room
             )));
         }
-        // LZ4's decoder takes a claim as where to start, not where to stop:
-        // each buffer is decompressed here first, into nothing, to see that
-        // it stops there.
         for (at, claimed) in lz4 {
-            let frame = lz4_flex::frame::FrameDecoder::new(&body[at]);
-            let limit = u64::try_from(claimed).unwrap_or(u64::MAX).saturating_add(1);
-            let made = std::io::copy(&mut std::io::Read::take(frame, limit), &mut std::io::sink())
-                .map_err(|e| invalid(&format!("has an LZ4 buffer that cannot be read: {e}")))?;
-            if made > limit - 1 {
-                return Err(invalid(
-                    "has an LZ4 buffer that decompresses to more than it claims",
-                ));
-            }
+            lz4_stops_at_its_claim(&data.data_body[at], claimed)?;
         }
         if let Some(id) = dictionary {
             self.dictionaries.insert(id, holds);
         }
         Ok(())
     }
+
+    /// Refuses a batch, or a column of it, that claims a negative number
+    /// of rows or more than an eighth of the room.
+    fn check_rows(&self, batch: &RecordBatchHeader<'_>) -> Result<(), Status> {
+        let most_rows = self.room / 8;
+        let nodes = batch
+            .nodes()
+            .into_iter()
+            .flatten()
+            .map(|node| node.length());
+        for length in std::iter::once(batch.length()).chain(nodes) {
+            match usize::try_from(length) {
+                Err(_) => return Err(invalid_message("claims a negative number of rows")),
+                Ok(rows) if rows > most_rows => {
+                    return Err(Status::resource_exhausted(format!(
+                        "a message claims {rows} rows, more than the {most_rows} one message \
+                         may hold: send fewer rows per message"
+                    )))
+                }
+                Ok(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where each LZ4 buffer of a message lies in its body, and the size it
+/// claims once decompressed.
+type Lz4Buffers = Vec<(std::ops::Range<usize>, usize)>;
+
+/// A message's header of rows (a batch's, or a dictionary's).
+type RecordBatchHeader<'m> = datafusion::arrow::ipc::RecordBatch<'m>;
+
+fn invalid_message(what: &str) -> Status {
+    Status::invalid_argument(format!("a message {what}"))
+}
+
+/// What the buffers of `batch`, whose body is `body`, hold once
+/// decompressed, and where each LZ4 buffer lies in the body with the size
+/// it claims; refuses buffers outside the body and buffer counts past
+/// those it has.
+fn buffer_sizes(batch: &RecordBatchHeader<'_>, body: &[u8]) -> Result<(usize, Lz4Buffers), Status> {
+    use datafusion::arrow::ipc::CompressionType;
+    let buffers: Vec<_> = batch.buffers().into_iter().flatten().collect();
+    let mut variadic = 0usize;
+    for count in batch.variadicBufferCounts().into_iter().flatten() {
+        let count = usize::try_from(count)
+            .map_err(|_| invalid_message("claims a negative number of buffers"))?;
+        variadic = variadic.saturating_add(count);
+    }
+    if variadic > buffers.len() {
+        return Err(invalid_message("claims more buffers than it has"));
+    }
+    let codec = batch.compression().map(|c| c.codec());
+    let mut holds = 0usize;
+    let mut lz4 = Vec::new();
+    for buffer in buffers {
+        let start = usize::try_from(buffer.offset()).ok();
+        let length = usize::try_from(buffer.length()).ok();
+        let at = start
+            .zip(length)
+            .and_then(|(start, length)| Some(start..start.checked_add(length)?))
+            .filter(|at| at.end <= body.len())
+            .ok_or_else(|| invalid_message("has a buffer outside its body"))?;
+        // A compressed buffer begins with its length once decompressed
+        // (-1: it is not compressed).
+        let size = match body.get(at.start..at.start + 8) {
+            Some(prefix) if codec.is_some() && at.len() >= 8 => {
+                let mut claimed = [0u8; 8];
+                claimed.copy_from_slice(prefix);
+                match i64::from_le_bytes(claimed) {
+                    -1 => at.len() - 8,
+                    claimed => {
+                        let claimed = usize::try_from(claimed).map_err(|_| {
+                            invalid_message("has a compressed buffer of a negative length")
+                        })?;
+                        // (0: empty, and not decompressed.)
+                        if codec == Some(CompressionType::LZ4_FRAME) && claimed > 0 {
+                            lz4.push((at.start + 8..at.end, claimed));
+                        }
+                        claimed
+                    }
+                }
+            }
+            _ => at.len(),
+        };
+        holds = holds.saturating_add(size);
+    }
+    Ok((holds, lz4))
+}
+
+/// Refuses an LZ4 frame that decompresses to more than the `claimed`
+/// bytes. LZ4's decoder takes a claim as where to start, not where to
+/// stop: the frame is decompressed here first, into nothing, to see that
+/// it stops there.
+fn lz4_stops_at_its_claim(frame: &[u8], claimed: usize) -> Result<(), Status> {
+    let frame = lz4_flex::frame::FrameDecoder::new(frame);
+    let limit = u64::try_from(claimed).unwrap_or(u64::MAX).saturating_add(1);
+    let made = std::io::copy(&mut std::io::Read::take(frame, limit), &mut std::io::sink())
+        .map_err(|e| invalid_message(&format!("has an LZ4 buffer that cannot be read: {e}")))?;
+    if made > limit - 1 {
+        return Err(invalid_message(
+            "has an LZ4 buffer that decompresses to more than it claims",
+        ));
+    }
+    Ok(())
 }
 
 /// The messages of a `DoPut` body while the client keeps sending them: it
@@ -481,12 +508,15 @@ async fn decoded<T>(decoding: impl Future<Output = Result<T, Status>>) -> Result
     std::panic::AssertUnwindSafe(decoding)
         .catch_unwind()
         .await
-        .unwrap_or_else(|panic| {
-            Err(Status::invalid_argument(format!(
-                "a message could not be decoded: {}",
-                widesql::panic_message(panic.as_ref())
-            )))
-        })
+        .unwrap_or_else(|panic| Err(Status::invalid_argument(undecodable(panic))))
+}
+
+/// What a panic of the decoder tells the client.
+fn undecodable(panic: Box<dyn std::any::Any + Send>) -> String {
+    format!(
+        "a message could not be decoded: {}",
+        widesql::panic_message(panic.as_ref())
+    )
 }
 
 async fn read_parameter_rows(
@@ -496,7 +526,7 @@ async fn read_parameter_rows(
     input: Input,
 ) -> Result<Bound, Status> {
     let mut bytes = 0usize;
-    let mut check = MessageCheck::new(input.message_bytes.min(max_bytes), input.schema_bytes);
+    let mut check = MessageCheck::new(input.decoded_bytes.min(max_bytes), input.schema_bytes);
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| {

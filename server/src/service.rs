@@ -76,7 +76,7 @@ pub(crate) struct WideFlightSql {
     /// How long a `DoPut` body may pause.
     input_idle: std::time::Duration,
     /// The most bytes one message of a `DoPut` body may hold decoded.
-    message_decoded_bytes: usize,
+    decoded_bytes: usize,
 }
 
 impl WideFlightSql {
@@ -98,7 +98,7 @@ impl WideFlightSql {
             reading: Reading::new(limits.bound_parameter_bytes),
             statement_bytes: limits.statement_bytes,
             input_idle: limits.input_idle,
-            message_decoded_bytes: limits.session_memory,
+            decoded_bytes: limits.session_memory,
         })
     }
 
@@ -112,7 +112,7 @@ impl WideFlightSql {
         Input {
             idle: self.input_idle,
             ended: self.work.inputs_ended(),
-            message_bytes: self.message_decoded_bytes,
+            decoded_bytes: self.decoded_bytes,
             schema_bytes: self.statement_bytes,
         }
     }

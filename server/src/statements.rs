@@ -554,6 +554,13 @@ mod tests {
         Some(Arc::from(name))
     }
 
+    fn about() -> About {
+        About {
+            user: None,
+            kind: "SELECT".into(),
+        }
+    }
+
     /// Places are counted against the limits as the queries waiting are:
     /// statements planned at once cannot pass the server's limit or a
     /// session's, and a place given back (the planning failed) or taken
@@ -588,11 +595,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let db = widesql::Db::open(dir.path())?;
         let frame = db.session().sql("SELECT 1").await?;
-        let about = About {
-            user: None,
-            kind: "SELECT".into(),
-        };
-        let handle = statements.add_pending(place_a, frame, about, None, false);
+        let handle = statements.add_pending(place_a, frame, about(), None, false);
         assert!(
             statements.place_for_pending(&b).is_err(),
             "a and c hold both"
@@ -617,16 +620,12 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let db = widesql::Db::open(dir.path())?;
         let prepared = db.session().prepare("SELECT 1").await?;
-        let about = About {
-            user: None,
-            kind: "SELECT".into(),
-        };
         let a = owner("a");
-        let handle = statements.add_prepared(prepared, a.clone(), about.clone())?;
+        let handle = statements.add_prepared(prepared, a.clone(), about())?;
         statements.prepared(&handle, false, &a)?;
         let place = statements.place_for_pending(&a)?;
         let frame = db.session().sql("SELECT 1").await?;
-        let ticket = statements.add_pending(place, frame, about, None, false);
+        let ticket = statements.add_pending(place, frame, about(), None, false);
         tokio::time::sleep(ttl * 2).await;
         let error = statements
             .take_pending(&ticket, &a)

@@ -99,13 +99,6 @@ impl Frame {
         }
     }
 
-    /// Whether the statement has run already and only its rows are left
-    /// (a key lookup, a write widesql ran, DDL); a query planned to run
-    /// when its rows are asked for has not.
-    pub fn has_run(&self) -> bool {
-        matches!(self.body, Body::Rows { .. })
-    }
-
     /// Whether running it may write: a statement DataFusion planned whose
     /// plan holds a write of rows or files (`INSERT … SELECT`, `COPY`, an
     /// `EXPLAIN ANALYZE` of one), which happens when it runs rather than

@@ -18,8 +18,9 @@ use crate::table::kept::{Judged, KeptCells};
 /// long, into its cells, appended to `out` in key order; with `keep`, only
 /// the cells it keeps. Values share the chunk's memory, or are copies
 /// with `copy_values` (a chunk read ahead shares a buffer with the chunks
-/// around it, which a kept value must not hold). `true` when `keep` pruned cells that may make the row exist
-/// while keeping others (see [`KeptCells::presence`]).
+/// around it, which a kept value must not hold). `true` when `keep`
+/// pruned cells that may make the row exist while keeping others (see
+/// [`KeptCells::presence`]).
 #[expect(
     clippy::too_many_arguments,
     reason = "one chunk, what to keep of it, and the memory to decode it in"
