@@ -10,6 +10,7 @@ use arrow_flight::sql::CommandStatementIngest;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::common::ScalarValue;
 use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use std::collections::HashMap;
@@ -30,7 +31,7 @@ pub(crate) async fn ingest_stream(
     body: PeekableFlightDataStream,
     input: Input,
 ) -> Result<SendableRecordBatchStream, Status> {
-    let mut check = MessageCheck::new(input.decoded_bytes, input.schema_bytes);
+    let mut check = MessageCheck::new(input.decoded_bytes, input.schema_bytes, &input.memory);
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| futures::future::ready(check.check(&data).map(|()| data)))
@@ -86,6 +87,9 @@ pub(crate) struct Input {
     /// The longest schema taken, in bytes of its header: an ingest's
     /// becomes the text of the statement that writes its rows.
     pub(crate) schema_bytes: usize,
+    /// The memory pool of the caller's session, which holds what the
+    /// call's last message takes once decoded (see [`MessageCheck`]).
+    pub(crate) memory: Arc<dyn MemoryPool>,
 }
 
 /// Checks each IPC message of a `DoPut` body before it is decoded, for
@@ -96,12 +100,17 @@ pub(crate) struct Input {
 /// length a header claims (a column of nulls costs no bytes to send), keeps
 /// the last dictionary of each id for the whole call, decodes rows after a
 /// second schema against that schema, and appends each delta of a
-/// dictionary to the dictionary without bound.
+/// dictionary to the dictionary without bound. What a message takes once
+/// decoded is held in its session's memory pool until the next message
+/// or the call's end, so that the calls of one session share its memory
+/// with its queries instead of each taking as much.
 struct MessageCheck {
     /// The most bytes one message's buffers, with the dictionaries kept,
     /// may hold once decompressed; a message holds at most an eighth as
     /// many rows.
     room: usize,
+    /// The last message's bytes once decoded, held in the session's pool.
+    held: MemoryReservation,
     /// The most bytes a schema's header may have.
     schema_bytes: usize,
     schemas: usize,
@@ -110,9 +119,10 @@ struct MessageCheck {
 }
 
 impl MessageCheck {
-    fn new(room: usize, schema_bytes: usize) -> MessageCheck {
+    fn new(room: usize, schema_bytes: usize, memory: &Arc<dyn MemoryPool>) -> MessageCheck {
         MessageCheck {
             room,
+            held: MemoryConsumer::new("a DoPut call's message").register(memory),
             schema_bytes,
             schemas: 0,
             dictionaries: HashMap::new(),
@@ -180,6 +190,14 @@ impl MessageCheck {
                 self.room
             )));
         }
+        self.held.try_resize(total).map_err(|_| {
+            Status::resource_exhausted(format!(
+                "a message's buffers, with the dictionaries before it, hold {total} bytes once \
+                 decompressed, more than the session's memory has free now (its queries and \
+                 other calls hold the rest): send fewer rows per message, or once they have \
+                 ended"
+            ))
+        })?;
         for (at, claimed) in lz4 {
             lz4_stops_at_its_claim(&data.data_body[at], claimed)?;
         }
@@ -526,7 +544,11 @@ async fn read_parameter_rows(
     input: Input,
 ) -> Result<Bound, Status> {
     let mut bytes = 0usize;
-    let mut check = MessageCheck::new(input.decoded_bytes.min(max_bytes), input.schema_bytes);
+    let mut check = MessageCheck::new(
+        input.decoded_bytes.min(max_bytes),
+        input.schema_bytes,
+        &input.memory,
+    );
     let data = paced(body, input)
         .try_filter(|data| futures::future::ready(!data.data_header.is_empty()))
         .and_then(move |data| {
@@ -635,6 +657,7 @@ mod message_tests {
     use datafusion::arrow::array::{RecordBatch, StringArray};
     use datafusion::arrow::ipc::writer::IpcWriteOptions;
     use datafusion::arrow::ipc::CompressionType;
+    use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, UnboundedMemoryPool};
     use futures::TryStreamExt;
     use std::sync::Arc;
 
@@ -650,13 +673,64 @@ mod message_tests {
                 .build(futures::stream::iter([Ok(batch.clone())]))
                 .try_collect()
                 .await?;
-            let mut check = MessageCheck::new(1 << 20, 1 << 10);
+            let mut check = MessageCheck::new(1 << 20, 1 << 10, &unbounded());
             for message in messages {
                 check
                     .check(&message)
                     .map_err(|e| format!("{codec:?}: {e}"))?;
             }
         }
+        Ok(())
+    }
+
+    fn unbounded() -> Arc<dyn MemoryPool> {
+        Arc::new(UnboundedMemoryPool::default())
+    }
+
+    /// What a call's last message takes once decoded is held in its
+    /// session's pool until the next message or the call's end: two calls
+    /// of one session share its memory.
+    #[tokio::test]
+    async fn a_message_holds_its_decoded_bytes_in_the_session_pool(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let column = StringArray::from(vec!["x".repeat(1000); 100]);
+        let batch = RecordBatch::try_from_iter([("a", Arc::new(column) as _)])?;
+        let small = batch.slice(0, 10);
+        let encoded = |batch: RecordBatch| async move {
+            FlightDataEncoderBuilder::new()
+                .build(futures::stream::iter([Ok(batch)]))
+                .try_collect::<Vec<_>>()
+                .await
+        };
+        let (big, small) = (encoded(batch).await?, encoded(small).await?);
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(150_000));
+        let mut first = MessageCheck::new(1 << 20, 1 << 10, &pool);
+        for message in &big {
+            first.check(message)?;
+        }
+        let held = pool.reserved();
+        assert!(held >= 100_000, "the pool holds {held} bytes");
+        // A second call of the session finds too little free.
+        let mut second = MessageCheck::new(1 << 20, 1 << 10, &pool);
+        let refused = big.iter().try_for_each(|m| second.check(m));
+        let error = refused
+            .err()
+            .ok_or("a message past the pool's free bytes passed")?;
+        assert_eq!(error.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            error
+                .message()
+                .contains("more than the session's memory has free now"),
+            "{error}"
+        );
+        // A smaller next message of the first call (its schema aside)
+        // gives bytes back.
+        for message in small.iter().skip(1) {
+            first.check(message)?;
+        }
+        assert!(pool.reserved() < held / 5, "{} bytes held", pool.reserved());
+        drop((first, second));
+        assert_eq!(pool.reserved(), 0);
         Ok(())
     }
 }

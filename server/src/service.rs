@@ -39,7 +39,7 @@ use prost::bytes::Bytes;
 use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
-use widesql::Db;
+use widesql::{Db, Session};
 
 use crate::calls::{statement_kind, Call, Slot, Work};
 use crate::metadata;
@@ -107,13 +107,15 @@ impl WideFlightSql {
         Arc::clone(&self.sessions)
     }
 
-    /// How the body of a `DoPut` call is read (see [`crate::put::Input`]).
-    fn input(&self) -> Input {
+    /// How the body of a `DoPut` call of `session` is read (see
+    /// [`crate::put::Input`]).
+    fn input(&self, session: &Session) -> Input {
         Input {
             idle: self.input_idle,
             ended: self.work.inputs_ended(),
             decoded_bytes: self.decoded_bytes,
             schema_bytes: self.statement_bytes,
+            memory: Arc::clone(&session.context().runtime_env().memory_pool),
         }
     }
 
@@ -130,6 +132,32 @@ impl WideFlightSql {
             .remote_addr()
             .map_or_else(|| "?".to_string(), |a| a.to_string());
         Call::start(&self.db, name, about, client, cancel)
+    }
+
+    /// Answers a catalog call with what `read` finds in the caller's
+    /// session, as a statement: in a slot (listing every table of a large
+    /// catalog with its schema is work like a query's, under the same
+    /// limits), listed in `SHOW ACTIVITY` while it runs, and logged.
+    async fn catalog_call<T, F, R>(
+        &self,
+        name: &'static str,
+        request: &Request<T>,
+        read: F,
+    ) -> Result<Response<DoGetStream>, Status>
+    where
+        F: FnOnce(Session) -> R,
+        R: std::future::Future<Output = Result<RecordBatch, Status>> + Send + 'static,
+    {
+        let session = self.sessions.session_of(request)?;
+        let about = About {
+            user: session.options().user.clone(),
+            kind: name.into(),
+        };
+        let user = about.user.clone();
+        let call = self.call("DoGet", about, request, None);
+        let batch = self.work.run(user.as_deref(), read(session)).await;
+        let rows = batch.as_ref().ok().map(|b| b.num_rows() as u64);
+        call.done(batch, rows).map(one_batch)
     }
 
     /// Refuses a statement text longer than the server takes, before
@@ -542,7 +570,7 @@ impl FlightSqlService for WideFlightSql {
         };
         let user = about.user.clone();
         let call = self.call("DoPutIngest", about, &request, None);
-        let input = match ingest_stream(request.into_inner(), self.input()).await {
+        let input = match ingest_stream(request.into_inner(), self.input(&session)).await {
             Ok(input) => input,
             Err(e) => return call.done(Err(e), None),
         };
@@ -627,7 +655,8 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<DoPutPreparedStatementResult, Status> {
         let owner = self.sessions.caller(&request)?;
         let handle = query.prepared_statement_handle;
-        let (body, input) = (request.into_inner(), self.input());
+        let prepared = self.statements.prepared(&handle, false, &owner)?.prepared;
+        let (body, input) = (request.into_inner(), self.input(prepared.session()));
         let bound = parameter_rows(body, self.parameter_bytes, &self.reading, input).await?;
         self.statements.bind(&handle, bound, &owner)?;
         Ok(DoPutPreparedStatementResult {
@@ -729,7 +758,10 @@ impl FlightSqlService for WideFlightSql {
         // executemany), each row a statement of its own: the rows the
         // request carries, else the rows bound to it since it last ran,
         // taken once the request has been read (a binding runs once).
-        let (body, input) = (request.into_inner(), self.input());
+        let (body, input) = (
+            request.into_inner(),
+            self.input(statement.prepared.session()),
+        );
         let Bound {
             mut rows,
             mut reading,
@@ -799,8 +831,10 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetCatalogs,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let session = self.sessions.session_of(&request)?;
-        Ok(one_batch(metadata::catalogs(&session, query)?))
+        self.catalog_call("GetCatalogs", &request, |session| async move {
+            metadata::catalogs(&session, query)
+        })
+        .await
     }
 
     async fn get_flight_info_schemas(
@@ -819,9 +853,11 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetDbSchemas,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let session = self.sessions.session_of(&request)?;
         let query = metadata::checked_schemas(query)?;
-        Ok(one_batch(metadata::schemas(&session, query)?))
+        self.catalog_call("GetDbSchemas", &request, |session| async move {
+            metadata::schemas(&session, query)
+        })
+        .await
     }
 
     async fn get_flight_info_tables(
@@ -840,9 +876,11 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTables,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let session = self.sessions.session_of(&request)?;
         let query = metadata::checked_tables(query)?;
-        Ok(one_batch(metadata::tables(&session, query).await?))
+        self.catalog_call("GetTables", &request, |session| async move {
+            metadata::tables(&session, query).await
+        })
+        .await
     }
 
     async fn get_flight_info_table_types(
@@ -878,8 +916,10 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetPrimaryKeys,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let session = self.sessions.session_of(&request)?;
-        Ok(one_batch(metadata::primary_keys(&session, query).await?))
+        self.catalog_call("GetPrimaryKeys", &request, |session| async move {
+            metadata::primary_keys(&session, query).await
+        })
+        .await
     }
 
     async fn get_flight_info_sql_info(

@@ -1832,7 +1832,35 @@ async fn limits_stop_the_statement_that_breaks_them_and_no_other() -> Result<(),
     let stream = started_query(&mut first).await?;
     let batches: Vec<RecordBatch> = second.do_get(wrote).await?.try_collect().await?;
     assert_eq!(text_lines(&batches)?, ["1"], "rows the INSERT wrote");
+    // A catalog call's rows are made in a slot too (every table's schema,
+    // of a catalog as large as it may be).
+    let tables = CommandGetTables {
+        table_name_filter_pattern: Some("big".into()),
+        include_schema: true,
+        ..Default::default()
+    };
+    let info = second.get_tables(tables.clone()).await?;
+    let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
+    let error = fetch_error(&mut second, ticket.clone())
+        .await
+        .ok_or("a catalog call ran past the limit of one statement")?;
+    assert_eq!(code(&error), Some(Code::ResourceExhausted), "{error}");
+    assert!(
+        error.to_string().contains("1 statements at once"),
+        "{error}"
+    );
     drop(stream);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while fetch_error(&mut second, ticket.clone()).await.is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the catalog call found no free slot after the query was dropped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let info = second.get_tables(tables).await?;
+    let listed = metadata_batch(&mut second, info).await?;
+    assert_eq!(listed.num_rows(), 1, "the table big");
     server.shutdown().await?;
     Ok(())
 }
@@ -2715,6 +2743,90 @@ async fn password_checks_past_the_servers_share_are_refused_not_queued() -> Resu
     // A refusal is no failed sign-in: the address does not wait.
     let mut later = connect(&server).await?;
     later.handshake("alice", "alice pw").await?;
+    server.shutdown().await?;
+    Ok(())
+}
+
+/// What a `DoPut` message takes once decoded is held in its session's
+/// memory while its call lasts: two ingests of one session share the
+/// session's memory instead of each taking as much.
+#[tokio::test]
+async fn the_ingests_of_one_session_share_its_memory() -> Result<(), BoxError> {
+    let limits = widesql_server::Limits {
+        session_memory: 1 << 20,
+        ..widesql_server::Limits::default()
+    };
+    let (_dir, db, server) = serve_with(limits).await?;
+    db.session()
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, v VARCHAR)")
+        .await?;
+    // 600 rows of 1 KB: more than half of the session's memory.
+    let keys: Vec<String> = (0..600).map(|i| format!("k{i:03}")).collect();
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("_key", DataType::Utf8, false),
+            Field::new("v", DataType::Utf8, true),
+        ])),
+        vec![
+            Arc::new(StringArray::from(keys)),
+            Arc::new(StringArray::from(vec!["x".repeat(1000); 600])),
+        ],
+    )?;
+    let mut first = connect(&server).await?;
+    first.handshake("someone", "").await?;
+    let token = first.token().ok_or("no token")?.clone();
+    let append = (TableNotExistOption::Fail, TableExistsOption::Append);
+    // The first ingest sends its rows, then waits.
+    let command = CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: append.0.into(),
+            if_exists: append.1.into(),
+        }),
+        table: "t".into(),
+        ..Default::default()
+    };
+    let rows = futures::stream::iter([Ok(batch.clone())]).chain(futures::stream::pending());
+    let holding = tokio::spawn(async move { first.execute_ingest(command, rows).await });
+    // A second ingest of the session is refused once the first holds its
+    // message (it may run first: it then writes the same rows again).
+    let mut second = connect(&server).await?;
+    second.set_token(token);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let refusal = loop {
+        match ingest(&mut second, "t", append, vec![batch.clone()]).await {
+            Ok(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await
+            }
+            Ok(_) => return Err("the second ingest was never refused".into()),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(code(&refusal), Some(Code::ResourceExhausted), "{refusal}");
+    assert!(
+        refusal
+            .to_string()
+            .contains("more than the session's memory has free now"),
+        "{refusal}"
+    );
+    // Once the first call is gone, its memory is the session's again.
+    holding.abort();
+    loop {
+        match ingest(&mut second, "t", append, vec![batch.clone()]).await {
+            Ok(written) => {
+                assert_eq!(written, 600);
+                break;
+            }
+            Err(e) if code(&e) == Some(Code::ResourceExhausted) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the first call's memory was not given back: {e}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    assert_eq!(query(&mut second, "SELECT count(*) FROM t").await?, "600");
     server.shutdown().await?;
     Ok(())
 }

@@ -356,6 +356,11 @@ impl Prepared {
     pub fn writes(&self) -> bool {
         matches!(self.planned().value.plan, LogicalPlan::Dml(_))
     }
+
+    /// The session it runs in.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
 }
 
 /// Whether `sql` is one statement that begins with `INSERT`, `UPDATE` or
