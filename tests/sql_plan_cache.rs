@@ -302,10 +302,16 @@ fn settings_and_views_of_a_session_keep_its_plans_apart() -> Result<(), BoxError
     )?;
     assert_eq!(query_in(&other, read)?, rows(&[&["10"]]));
 
-    // A session whose DataFusion context was handed out plans apart: what
-    // its names resolve to may have changed there.
+    // Reading a session's catalog or memory pool changes nothing it
+    // plans with: its statements go on using the shared plans.
     let third = db.session();
     query_in(&third, read)?;
+    let _ = (third.memory_pool(), third.catalog_list());
+    let before = third.plan_cache_stats();
+    query_in(&third, read)?;
+    assert_eq!(delta(before, third.plan_cache_stats()), (1, 0));
+    // A session whose DataFusion context was handed out plans apart: what
+    // its names resolve to may have changed there.
     let _ = third.context();
     let before = third.plan_cache_stats();
     query_in(&third, read)?;

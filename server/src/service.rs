@@ -115,7 +115,7 @@ impl WideFlightSql {
             ended: self.work.inputs_ended(),
             decoded_bytes: self.decoded_bytes,
             schema_bytes: self.statement_bytes,
-            memory: Arc::clone(&session.context().runtime_env().memory_pool),
+            memory: session.memory_pool(),
         }
     }
 
@@ -135,9 +135,11 @@ impl WideFlightSql {
     }
 
     /// Answers a catalog call with what `read` finds in the caller's
-    /// session, as a statement: in a slot (listing every table of a large
+    /// session, as a query: in a slot (listing every table of a large
     /// catalog with its schema is work like a query's, under the same
-    /// limits), listed in `SHOW ACTIVITY` while it runs, and logged.
+    /// limits), listed in `SHOW ACTIVITY` while it runs (`CANCEL` stops
+    /// it), and logged. It reads and writes nothing, so it ends with its
+    /// call when the client goes away.
     async fn catalog_call<T, F, R>(
         &self,
         name: &'static str,
@@ -146,16 +148,20 @@ impl WideFlightSql {
     ) -> Result<Response<DoGetStream>, Status>
     where
         F: FnOnce(Session) -> R,
-        R: std::future::Future<Output = Result<RecordBatch, Status>> + Send + 'static,
+        R: std::future::Future<Output = Result<RecordBatch, Status>>,
     {
         let session = self.sessions.session_of(request)?;
         let about = About {
             user: session.options().user.clone(),
             kind: name.into(),
         };
-        let user = about.user.clone();
-        let call = self.call("DoGet", about, request, None);
-        let batch = self.work.run(user.as_deref(), read(session)).await;
+        let _slot = self.work.slot(about.user.as_deref())?;
+        let (abort, registration) = futures::future::AbortHandle::new_pair();
+        let cancel = Box::new(move || abort.abort()) as Box<dyn Fn() + Send + Sync>;
+        let call = self.call("DoGet", about, request, Some(cancel));
+        let batch = futures::future::Abortable::new(read(session), registration)
+            .await
+            .unwrap_or_else(|_| Err(Status::cancelled("the call was cancelled")));
         let rows = batch.as_ref().ok().map(|b| b.num_rows() as u64);
         call.done(batch, rows).map(one_batch)
     }
@@ -853,9 +859,8 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetDbSchemas,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let query = metadata::checked_schemas(query)?;
         self.catalog_call("GetDbSchemas", &request, |session| async move {
-            metadata::schemas(&session, query)
+            metadata::schemas(&session, metadata::checked_schemas(query)?)
         })
         .await
     }
@@ -876,9 +881,8 @@ impl FlightSqlService for WideFlightSql {
         query: CommandGetTables,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let query = metadata::checked_tables(query)?;
         self.catalog_call("GetTables", &request, |session| async move {
-            metadata::tables(&session, query).await
+            metadata::tables(&session, metadata::checked_tables(query)?).await
         })
         .await
     }

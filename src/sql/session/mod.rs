@@ -351,6 +351,13 @@ impl Session {
         Arc::clone(self.ctx.state_ref().read().catalog_list())
     }
 
+    /// The memory pool the session's queries draw from (see
+    /// [`SessionOptions::memory_limit`]); reading it changes nothing about
+    /// the session, unlike [`Session::context`].
+    pub fn memory_pool(&self) -> Arc<dyn datafusion::execution::memory_pool::MemoryPool> {
+        Arc::clone(&self.ctx.runtime_env().memory_pool)
+    }
+
     /// The project and dataset that unqualified names resolve in now (`SET
     /// datafusion.catalog.default_catalog` changes them).
     pub fn default_names(&self) -> (String, String) {
