@@ -199,10 +199,8 @@ impl<'a> KeyReader<'a> {
         Ok(encoded)
     }
 
-    /// The length of the byte string at the start of what is left,
-    /// escapes and terminator included, and whether it holds an escape.
-    /// Every row key is read this way at least once per row a scan
-    /// reads, so the `0x00` bytes are found with `memchr`.
+    /// The length of the byte string at the start of what is left (escapes
+    /// and terminator included) and whether it holds an escape.
     fn encoded_bytes_len(&self) -> Result<(usize, bool), KeyError> {
         let mut at = 0;
         loop {

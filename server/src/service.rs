@@ -137,9 +137,9 @@ impl WideFlightSql {
     /// Answers a catalog call with what `read` finds in the caller's
     /// session, as a query: in a slot (listing every table of a large
     /// catalog with its schema is work like a query's, under the same
-    /// limits), listed in `SHOW ACTIVITY` while it runs (`CANCEL` stops
-    /// it), and logged. It reads and writes nothing, so it ends with its
-    /// call when the client goes away.
+    /// limits), listed in `SHOW ACTIVITY` while it runs, and logged. It
+    /// reads and writes nothing, so it ends with its call when the client
+    /// goes away.
     async fn catalog_call<T, F, R>(
         &self,
         name: &'static str,
