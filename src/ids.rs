@@ -21,6 +21,7 @@ macro_rules! id_type {
             }
 
             /// The reserved system id ending in `n`.
+            #[allow(dead_code)] // not every kind of id has reserved ones
             pub(crate) const fn reserved(n: u16) -> Self {
                 Self(Uuid::from_u128(RESERVED_BASE | n as u128))
             }
@@ -76,6 +77,10 @@ id_type!(
 id_type!(
     /// Identifies a table within a dataset.
     TableId
+);
+id_type!(
+    /// Identifies a tablet: a contiguous range of a table's row keys.
+    TabletId
 );
 
 #[cfg(test)]

@@ -72,11 +72,11 @@ pub(crate) mod storage;
 pub(crate) mod table;
 
 pub use access::{AccessError, Privilege, Securable};
-pub use catalog::{CatalogError, DropMode, ObjectKind};
+pub use catalog::{CatalogError, DropMode, ObjectKind, Tablet};
 pub use clock::wall_micros;
 pub use db::{Activity, ActivityEntry, Dataset, Db, DbOptions, Project, Running, Table};
 pub use error::{panic_message, Error, ErrorKind, Result};
-pub use ids::{DatasetId, ProjectId, TableId};
+pub use ids::{DatasetId, ProjectId, TableId, TabletId};
 pub use keys::KeyError;
 /// Query results out to Parquet, Arrow IPC, CSV and JSON files.
 pub use sql::files::export;

@@ -400,7 +400,7 @@ fn catalog_system_tables_hold_the_catalog_as_rows() -> TestResult {
         .filter_map(|r| r.value("c", b"spec"))
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .collect();
-    assert_eq!(specs.len(), 6, "five system tables and webtable");
+    assert_eq!(specs.len(), 7, "six system tables and webtable");
     assert!(specs.iter().any(|s| s.contains("\"blobs\"")));
     let projects = db.open_table("_system", "_catalog", "_projects")?;
     let count = projects

@@ -2,6 +2,8 @@
 //! object granted and what it holds; listings show only what a user may
 //! use; grants outlive a restart and changes to them reach cached plans.
 
+mod common;
+
 use widesql::{Db, Error, ErrorKind, Session, SessionOptions};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -14,15 +16,6 @@ fn session_of(db: &Db, user: &str) -> Session {
             ..SessionOptions::default()
         },
     )
-}
-
-/// The rows of a one-statement query as text lines.
-async fn rows(session: &Session, sql: &str) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    let batches = session.sql(sql).await?.collect().await?;
-    Ok(widesql_slt::rows_as_text(&batches)?
-        .into_iter()
-        .map(|row| row.join(" "))
-        .collect())
 }
 
 /// The error of a statement that must fail: it is refused for `user`
@@ -70,12 +63,12 @@ async fn each_privilege_allows_its_statements_only() -> TestResult {
     .await?;
     admin.run("GRANT SELECT ON TABLE t TO alice").await?;
     assert_eq!(
-        rows(&alice, "SELECT n FROM t ORDER BY n").await?,
+        common::lines(&alice, "SELECT n FROM t ORDER BY n").await?,
         ["1", "2"]
     );
     // A key lookup (the front door's fast path) is checked as well.
     assert_eq!(
-        rows(&alice, "SELECT n FROM t WHERE _key = 'b'").await?,
+        common::lines(&alice, "SELECT n FROM t WHERE _key = 'b'").await?,
         ["2"]
     );
     // Other tables, however reached: a subquery, a join, a view, versions.
@@ -161,7 +154,7 @@ async fn each_privilege_allows_its_statements_only() -> TestResult {
         .run("INSERT INTO t VALUES ('c', 3); UPDATE t SET n = n + 10 WHERE _key = 'c'")
         .await?;
     assert_eq!(
-        rows(&alice, "SELECT n FROM t WHERE _key = 'c'").await?,
+        common::lines(&alice, "SELECT n FROM t WHERE _key = 'c'").await?,
         ["13"]
     );
     admin
@@ -259,38 +252,38 @@ async fn a_user_lists_only_what_its_grants_reach() -> TestResult {
     let db = Db::open(dir.path())?;
     setup(&db).await?;
     let alice = session_of(&db, "alice");
-    assert!(rows(&alice, "SHOW TABLES").await?.is_empty());
+    assert!(common::lines(&alice, "SHOW TABLES").await?.is_empty());
     db.session().run("GRANT SELECT ON TABLE t TO alice").await?;
     assert_eq!(
-        rows(&alice, "SHOW TABLES").await?,
+        common::lines(&alice, "SHOW TABLES").await?,
         ["default public t BASE TABLE"]
     );
-    assert_eq!(rows(&alice, "SHOW DATABASES").await?, ["default"]);
+    assert_eq!(common::lines(&alice, "SHOW DATABASES").await?, ["default"]);
     assert_eq!(
-        rows(&alice, "SELECT table_catalog || '.' || table_schema || '.' || table_name FROM information_schema.tables WHERE table_schema <> 'information_schema' ORDER BY 1").await?,
+        common::lines(&alice, "SELECT table_catalog || '.' || table_schema || '.' || table_name FROM information_schema.tables WHERE table_schema <> 'information_schema' ORDER BY 1").await?,
         ["default.public.t"]
     );
     assert_eq!(
-        rows(&alice, "SELECT DISTINCT table_name FROM information_schema.columns WHERE table_schema = 'public'").await?,
+        common::lines(&alice, "SELECT DISTINCT table_name FROM information_schema.columns WHERE table_schema = 'public'").await?,
         ["t"]
     );
     // An admin sees everything, the system tables too.
     let root = session_of(&db, "root");
     assert_eq!(
-        rows(&root, "SELECT count(*) FROM information_schema.tables WHERE table_catalog = '_system' AND table_schema = '_catalog'").await?,
-        ["5"]
+        common::lines(&root, "SELECT count(*) FROM information_schema.tables WHERE table_catalog = '_system' AND table_schema = '_catalog'").await?,
+        ["6"]
     );
     assert_eq!(
-        rows(&root, "SELECT name FROM _system._catalog._users ORDER BY 1").await?,
+        common::lines(&root, "SELECT name FROM _system._catalog._users ORDER BY 1").await?,
         ["alice", "root"]
     );
     // SHOW GRANTS and SHOW USERS.
     assert_eq!(
-        rows(&alice, "SHOW GRANTS").await?,
+        common::lines(&alice, "SHOW GRANTS").await?,
         ["alice SELECT table default.public.t"]
     );
     assert_eq!(
-        rows(&root, "SHOW USERS").await?,
+        common::lines(&root, "SHOW USERS").await?,
         ["alice false", "root true"]
     );
     Ok(())
@@ -326,13 +319,16 @@ async fn passwords_users_and_grants_survive_a_restart() -> TestResult {
         assert_eq!(err.to_string(), "wrong user name or password");
     }
     let alice = session_of(&db, "alice");
-    assert_eq!(rows(&alice, "SELECT count(*) FROM t").await?, ["2"]);
+    assert_eq!(
+        common::lines(&alice, "SELECT count(*) FROM t").await?,
+        ["2"]
+    );
     // A grant on a dropped table does not reach a new table of its name.
     db.session()
         .run("DROP TABLE t; CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
         .await?;
     refused(&alice, "SELECT count(*) FROM t", "SELECT privilege").await?;
-    assert!(rows(&alice, "SHOW GRANTS").await?.is_empty());
+    assert!(common::lines(&alice, "SHOW GRANTS").await?.is_empty());
     // A dropped user's session stops working.
     let root = session_of(&db, "root");
     root.run("DROP USER alice").await?;
@@ -355,7 +351,12 @@ async fn user_statements_are_checked_and_parsed_with_the_rest() -> TestResult {
         .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY); CREATE USER \"Bob\" PASSWORD 'p;w'; GRANT ALL PRIVILEGES ON SCHEMA public TO \"Bob\"; SELECT 1")
         .await?;
     assert_eq!(outputs.len(), 4);
-    assert_eq!(rows(&session, "SHOW GRANTS FOR \"Bob\"").await?.len(), 5);
+    assert_eq!(
+        common::lines(&session, "SHOW GRANTS FOR \"Bob\"")
+            .await?
+            .len(),
+        5
+    );
     let errors = [
         (
             "CREATE USER bob PASSWORD ''",
@@ -527,12 +528,12 @@ async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
     let alice = session_of(&db, "alice");
     alice.run("INSERT INTO t VALUES ('a', 100)").await?;
     assert_eq!(
-        rows(&admin, "SELECT n FROM t WHERE _key = 'a'").await?,
+        common::lines(&admin, "SELECT n FROM t WHERE _key = 'a'").await?,
         ["100"]
     );
     // The value it wrote over is still in the row's history.
     assert_eq!(
-        rows(&admin, "SELECT n FROM history('t') WHERE _key = 'a'").await?,
+        common::lines(&admin, "SELECT n FROM history('t') WHERE _key = 'a'").await?,
         ["[100, 1]"]
     );
     refused(
@@ -567,7 +568,7 @@ async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
         .await?;
     assert_eq!(imported, 1);
     assert_eq!(
-        rows(&admin, "SELECT n FROM t WHERE _key = 'c'").await?,
+        common::lines(&admin, "SELECT n FROM t WHERE _key = 'c'").await?,
         ["7"]
     );
     // Nor does she learn its columns: a column it lacks is not named.
@@ -581,6 +582,9 @@ async fn insert_alone_writes_new_versions_of_an_existing_row() -> TestResult {
         error.to_string().contains("table default.public.secret"),
         "{error}"
     );
-    assert_eq!(rows(&admin, "SELECT count(*) FROM secret").await?, ["1"]);
+    assert_eq!(
+        common::lines(&admin, "SELECT count(*) FROM secret").await?,
+        ["1"]
+    );
     Ok(())
 }

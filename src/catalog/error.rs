@@ -109,6 +109,22 @@ pub enum CatalogError {
         /// What is wrong.
         reason: String,
     },
+    /// A split at a key where a tablet of the table starts already.
+    #[error("table '{table}' already has a tablet starting at {at}")]
+    TabletExists {
+        /// The qualified table name.
+        table: String,
+        /// The key, as SQL shows it.
+        at: String,
+    },
+    /// A split key that is not a key of the table.
+    #[error("cannot split table '{table}': {reason}")]
+    CannotSplit {
+        /// The qualified table name.
+        table: String,
+        /// What is wrong with the key, or the table.
+        reason: String,
+    },
     /// A system row could not be read back.
     #[error("the catalog is corrupt: {0}")]
     Corrupt(String),
@@ -119,14 +135,16 @@ impl CatalogError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             CatalogError::NotFound { .. } => ErrorKind::NotFound,
-            CatalogError::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            CatalogError::AlreadyExists { .. } | CatalogError::TabletExists { .. } => {
+                ErrorKind::AlreadyExists
+            }
             CatalogError::InvalidName { .. } | CatalogError::Reserved { .. } => {
                 ErrorKind::InvalidName
             }
             CatalogError::NotEmpty { .. } => ErrorKind::NotEmpty,
-            CatalogError::InvalidSpec { .. } | CatalogError::Default { .. } => {
-                ErrorKind::InvalidArgument
-            }
+            CatalogError::InvalidSpec { .. }
+            | CatalogError::Default { .. }
+            | CatalogError::CannotSplit { .. } => ErrorKind::InvalidArgument,
             CatalogError::Corrupt(_) => ErrorKind::Corruption,
         }
     }

@@ -19,12 +19,15 @@ mod spec;
 mod state;
 pub mod system;
 mod table;
+mod tablets;
 mod users;
 
 pub use error::{not_found, CatalogError, ObjectKind};
 pub use privileges::{Privilege, Securable};
 pub use spec::{with_family, with_gc, without_family, KEY_COLUMN, ROWID_COLUMN};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
+use tablets::StoredTablet;
+pub use tablets::{key_elements, SplitPoint, Tablet, NO_PRIMARY_KEY};
 pub use users::UserEntry;
 
 use std::collections::BTreeMap;
@@ -120,7 +123,8 @@ impl Catalog {
             catalog.bootstrap()?;
         }
         catalog.remove_orphan_trees()?;
-        catalog.remove_orphan_grants()?;
+        catalog.remove_orphan_rows(system::GRANTS, CatalogState::holds_grant)?;
+        catalog.remove_orphan_rows(system::TABLETS, CatalogState::has_tablet_row)?;
         Ok(catalog)
     }
 

@@ -168,6 +168,7 @@ impl Catalog {
             }
         }
         self.load_access(&mut state)?;
+        self.load_tablets(&mut state)?;
         *self.write_state() = state;
         Ok(())
     }
@@ -250,6 +251,31 @@ impl Catalog {
             self.engine
                 .storage
                 .clear(&space, crate::table::BULK_CHUNK_ROWS)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the rows of `table` whose key `kept` refuses: rows about
+    /// objects that were dropped (a grant, a tablet), which match nothing
+    /// (ids are never reused) until the next open removes them here.
+    pub(super) fn remove_orphan_rows(
+        &self,
+        table: SystemTable,
+        kept: fn(&CatalogState, &[String]) -> bool,
+    ) -> Result<()> {
+        let _ddl = self.ddl_lock();
+        let mut writes = Vec::new();
+        {
+            let state = self.read();
+            for (key, _) in self.rows_of(table)? {
+                if !kept(&state, &key) {
+                    let parts: Vec<&str> = key.iter().map(String::as_str).collect();
+                    writes.push(Self::delete_row(table, &parts)?);
+                }
+            }
+        }
+        if !writes.is_empty() {
+            self.apply(writes)?;
         }
         Ok(())
     }

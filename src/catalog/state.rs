@@ -63,6 +63,8 @@ pub struct CatalogState {
     pub(super) users: BTreeMap<String, UserEntry>,
     /// The grants of each user: (object, privilege).
     pub(super) grants: BTreeMap<String, std::collections::BTreeSet<(Securable, Privilege)>>,
+    /// The stored tablets of each table that was split, by start key.
+    pub(super) tablets: BTreeMap<TableId, BTreeMap<Vec<u8>, StoredTablet>>,
 }
 
 impl CatalogState {

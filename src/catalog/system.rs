@@ -13,6 +13,7 @@
 //! | `_tables` | `…-000000000005` | `dataset_id`, `name` | `id`, `created_at`, `spec` (JSON), `next_family_id` |
 //! | `_users` | `…-000000000006` | `name` | `password_hash` (Argon2id PHC string), `admin`, `created_at` |
 //! | `_grants` | `…-000000000007` | `user`, `object` (`project:<id>`, `dataset:<id>`, `table:<id>`), `privilege` | `granted_at` |
+//! | `_tablets` | `…-000000000008` | `table_id`, `start` (lowercase hex of the first row key's encoding; empty for the first tablet) | `id`, `worker` (empty: this process), `created_at` |
 //!
 //! IDs are stored as their hyphenated text, timestamps as microseconds.
 
@@ -101,10 +102,24 @@ pub const GRANTS: SystemTable = SystemTable {
     columns: &[("granted_at", ValueType::Timestamp)],
 };
 
-/// Every system table. A database made before `_users` and `_grants`
-/// existed gets them (empty) when it is opened: their rows live in the
-/// shared `catalog` tree, under their own prefixes.
-pub const ALL: [SystemTable; 5] = [PROJECTS, DATASETS, TABLES, USERS, GRANTS];
+/// `_tablets`: one row per tablet of a table that was split. A table
+/// without rows here is one tablet, with the table's id, served by this
+/// process.
+pub const TABLETS: SystemTable = SystemTable {
+    id: TableId::reserved(8),
+    name: "_tablets",
+    key: &["table_id", "start"],
+    columns: &[
+        ("id", ValueType::Utf8),
+        ("worker", ValueType::Utf8),
+        ("created_at", ValueType::Timestamp),
+    ],
+};
+
+/// Every system table. A database made before `_users`, `_grants` and
+/// `_tablets` existed gets them (empty) when it is opened: their rows live
+/// in the shared `catalog` tree, under their own prefixes.
+pub const ALL: [SystemTable; 6] = [PROJECTS, DATASETS, TABLES, USERS, GRANTS, TABLETS];
 
 impl SystemTable {
     /// The table's spec: text key columns, one family `c` keeping one

@@ -66,6 +66,17 @@ impl CatalogState {
             .is_some_and(|held| held.contains(&(on, privilege)))
     }
 
+    /// Whether a `_grants` key (`user`, `object`, `privilege`) names a
+    /// grant of the state: not one on a dropped object or of a dropped user.
+    pub(super) fn holds_grant(&self, key: &[String]) -> bool {
+        match key {
+            [user, object, privilege] => Securable::from_key(object)
+                .zip(Privilege::parse(privilege))
+                .is_some_and(|(on, p)| self.held(user, on, p)),
+            _ => true,
+        }
+    }
+
     /// Whether the object a grant is on exists.
     fn securable_exists(&self, on: Securable) -> bool {
         match on {
@@ -95,7 +106,7 @@ impl CatalogState {
 impl Catalog {
     /// Reads `_users` and `_grants` into `state`; grants on objects that
     /// no longer exist are left out (and removed by
-    /// [`Catalog::remove_orphan_grants`]).
+    /// [`Catalog::remove_orphan_rows`]).
     pub(super) fn load_access(&self, state: &mut CatalogState) -> Result<()> {
         for (key, row) in self.rows_of(system::USERS)? {
             let t = system::USERS;
@@ -125,33 +136,6 @@ impl Catalog {
                     .or_default()
                     .insert((on, privilege));
             }
-        }
-        Ok(())
-    }
-
-    /// Removes `_grants` rows whose object was dropped: dropping an
-    /// object leaves its grants, which match nothing (ids are never
-    /// reused) until the next open removes them here.
-    pub(super) fn remove_orphan_grants(&self) -> Result<()> {
-        let _ddl = self.ddl_lock();
-        let mut writes = Vec::new();
-        {
-            let state = self.read();
-            for (key, _) in self.rows_of(system::GRANTS)? {
-                let kept = match key.as_slice() {
-                    [user, object, privilege] => Securable::from_key(object)
-                        .zip(Privilege::parse(privilege))
-                        .is_some_and(|(on, p)| state.held(user, on, p)),
-                    _ => true,
-                };
-                if !kept {
-                    let parts: Vec<&str> = key.iter().map(String::as_str).collect();
-                    writes.push(Self::delete_row(system::GRANTS, &parts)?);
-                }
-            }
-        }
-        if !writes.is_empty() {
-            self.apply(writes)?;
         }
         Ok(())
     }

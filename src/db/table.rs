@@ -1,9 +1,9 @@
 //! [`Table`]: the handle of a wide-column table: reads, mutations, DDL.
 
 use super::{retrying, Dataset, Db};
-use crate::catalog::{self, DropMode, ObjectKind};
+use crate::catalog::{self, CatalogError, DropMode, ObjectKind, SplitPoint, Tablet};
 use crate::error::Result;
-use crate::ids::TableId;
+use crate::ids::{TableId, TabletId};
 use crate::storage::Durability;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
 use crate::table::{
@@ -94,6 +94,32 @@ impl Table {
     /// `project.dataset.table`.
     pub fn qualified_name(&self) -> Result<String> {
         Ok(self.store()?.layout.name.clone())
+    }
+
+    /// Its tablets, in key order: one until it is split
+    /// ([`Table::split_at`]).
+    pub fn tablets(&self) -> Result<Vec<Tablet>> {
+        self.store()?;
+        Ok(self.db.catalog().read().tablets_of(self.id))
+    }
+
+    /// Splits it at each of `keys` (row keys as stored) in one catalog
+    /// change: the tablet that holds a key ends there, and a new tablet
+    /// starts there. No row moves. Returns the new tablets' ids.
+    /// A key that is not one of the table's key type (or a prefix of
+    /// one: a composite key's first columns) is refused, as is any key of
+    /// a table without a primary key.
+    pub fn split_at(&self, keys: &[&[u8]]) -> Result<Vec<TabletId>> {
+        let spec = self.spec()?;
+        let points = keys
+            .iter()
+            .map(|key| SplitPoint::stored(&spec.key, key))
+            .collect::<std::result::Result<Vec<_>, String>>()
+            .map_err(|reason| CatalogError::CannotSplit {
+                table: self.qualified_name().unwrap_or_default(),
+                reason,
+            })?;
+        self.db.catalog().split_table(self.id, points)
     }
 
     /// Its current spec (with family ids assigned).

@@ -41,6 +41,19 @@ pub fn batches_in(
     Ok(runtime().block_on(async { session.sql(sql).await?.collect().await })?)
 }
 
+/// The rows of a one-statement query, from async test code, as text
+/// lines: cells as sqllogictest shows them (`NULL`), joined by spaces.
+pub async fn lines(
+    session: &Session,
+    sql: &str,
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let batches = session.sql(sql).await?.collect().await?;
+    Ok(widesql_slt::rows_as_text(&batches)?
+        .into_iter()
+        .map(|row| row.join(" "))
+        .collect())
+}
+
 /// Runs a query in `session`; every row as its columns' display strings.
 pub fn query_in(session: &Session, sql: &str) -> Result<Vec<Vec<String>>, BoxError> {
     rows_of(&batches_in(session, sql)?)

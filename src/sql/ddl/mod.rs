@@ -20,10 +20,56 @@ pub(crate) mod create;
 pub(crate) mod drop;
 mod options;
 pub(crate) mod show;
+pub(crate) mod tablets;
 pub(crate) mod users;
 
-use crate::error::Error;
-use crate::sql::SqlError;
+use std::fmt;
+
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+
+use crate::error::{Error, Result};
+use crate::sql::{Frame, Session, SqlError};
+use tablets::TabletStatement;
+use users::AccessStatement;
+
+/// A statement widesql's parser reads and DataFusion's does not, at the
+/// same position of a script as DataFusion's parser would, so that a
+/// script mixes them with other statements.
+#[derive(Debug, Clone)]
+pub(crate) enum OwnStatement {
+    /// About users, grants and running statements (see [`users`]).
+    Access(AccessStatement),
+    /// About tablets (see [`tablets`]).
+    Tablets(TabletStatement),
+}
+
+impl OwnStatement {
+    /// The statement at the parser's position; `None`, with nothing
+    /// consumed, when the statement there is DataFusion's.
+    pub(crate) fn parse(parser: &mut Parser<'_>) -> Option<std::result::Result<Self, ParserError>> {
+        if let Some(access) = users::parse_access(parser) {
+            return Some(access.map(OwnStatement::Access));
+        }
+        tablets::parse_tablets(parser).map(|parsed| parsed.map(OwnStatement::Tablets))
+    }
+
+    /// Runs it.
+    pub(crate) async fn run(self, session: &Session) -> Result<Frame> {
+        match self {
+            OwnStatement::Access(statement) => users::run_access(session, statement),
+            OwnStatement::Tablets(statement) => tablets::run_tablets(session, statement).await,
+        }
+    }
+}
+
+impl fmt::Display for OwnStatement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OwnStatement::Access(statement) => statement.fmt(f),
+            OwnStatement::Tablets(statement) => statement.fmt(f),
+        }
+    }
+}
 
 /// The family that holds declared columns no option places elsewhere.
 pub const DEFAULT_FAMILY: &str = "cf";

@@ -26,6 +26,7 @@ use datafusion::physical_plan::{
     ReplaceChildrenOptions,
 };
 
+use crate::catalog::Tablet;
 use crate::sql::error::to_df;
 use crate::sql::read::pushdown::{describe, Interval, KeySet};
 use crate::sql::read::shape::{BatchBuilder, RowsToBatches, Shape};
@@ -100,6 +101,8 @@ pub struct WideScanExec {
     make_builder: MakeBuilder,
     view: &'static str,
     properties: Arc<PlanProperties>,
+    /// The table's tablets, which `EXPLAIN` names when there are several.
+    tablets: Arc<[Tablet]>,
 }
 
 impl fmt::Debug for WideScanExec {
@@ -181,7 +184,45 @@ impl WideScanExec {
             make_builder,
             view,
             properties,
+            tablets: Arc::from(Vec::new()),
         })
+    }
+
+    /// The scan of a table with `tablets`.
+    pub fn with_tablets(mut self, tablets: Arc<[Tablet]>) -> Self {
+        self.tablets = tablets;
+        self
+    }
+
+    /// `tablets=2 of 3 (local)`: the tablets the scan's keys reach and who
+    /// serves them, for a table split into several; `None` otherwise.
+    fn tablets_reached(&self) -> Option<String> {
+        if self.tablets.len() < 2 {
+            return None;
+        }
+        let reached: Vec<&Tablet> = self
+            .tablets
+            .iter()
+            .filter(|tablet| {
+                self.request.keys.intervals().iter().any(|(low, high)| {
+                    tablet.overlaps(
+                        low.as_ref().map(Vec::as_slice),
+                        high.as_ref().map(Vec::as_slice),
+                    )
+                })
+            })
+            .collect();
+        let servers: std::collections::BTreeSet<&str> = reached
+            .iter()
+            .map(|t| t.worker.as_deref().unwrap_or("local"))
+            .collect();
+        let servers: Vec<&str> = servers.into_iter().collect();
+        Some(format!(
+            "tablets={} of {} ({})",
+            reached.len(),
+            self.tablets.len(),
+            servers.join(", ")
+        ))
     }
 
     /// The locality groups the scan reads.
@@ -350,7 +391,11 @@ impl DisplayAs for WideScanExec {
         if let Some(limit) = self.request.limit {
             write!(f, ", limit={limit}")?;
         }
-        write!(f, ", partitions={}", self.partitions.len())
+        write!(f, ", partitions={}", self.partitions.len())?;
+        match self.tablets_reached() {
+            Some(tablets) => write!(f, ", {tablets}"),
+            None => Ok(()),
+        }
     }
 }
 

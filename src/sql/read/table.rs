@@ -24,6 +24,7 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::catalog::Tablet;
 use crate::db::Db;
 use crate::ids::TableId;
 use crate::sql::dml::sink::WideSink;
@@ -57,6 +58,8 @@ pub struct WideTable {
     /// The columns an INSERT into this table left to their DEFAULT (see
     /// [`RowWriter::with_defaulted`]).
     defaulted: Arc<[usize]>,
+    /// Its tablets when it was opened, which `EXPLAIN` names.
+    tablets: Arc<[Tablet]>,
 }
 
 /// A session state used only to parse DEFAULT expressions.
@@ -72,6 +75,7 @@ impl WideTable {
         let Some(store) = db.catalog().store(id) else {
             return Ok(None);
         };
+        let tablets = Arc::from(db.catalog().read().tablets_of(id));
         let shape = Arc::new(Shape::new(&store.layout.spec, with_rowid));
         // With `_rowid` first, the primary key is that raw key alone.
         let mut key_columns = shape.key_columns();
@@ -92,6 +96,7 @@ impl WideTable {
             defaults: OnceLock::new(),
             all_groups: with_rowid,
             defaulted: Arc::from(Vec::new()),
+            tablets,
         }))
     }
 
@@ -156,6 +161,11 @@ impl WideTable {
     /// The table's SQL shape.
     pub fn shape(&self) -> &Arc<Shape> {
         &self.shape
+    }
+
+    /// Its tablets when it was opened.
+    pub fn tablets(&self) -> Arc<[Tablet]> {
+        Arc::clone(&self.tablets)
     }
 
     /// The families a read of the output columns `projection` reads: every
@@ -261,8 +271,10 @@ impl WideTable {
             row_per_row: true,
         };
         let (store, shape) = (self.store.clone(), Arc::clone(&self.shape));
+        let tablets = Arc::clone(&self.tablets);
         off_runtime(move || {
-            let scan = WideScanExec::try_new(store, shape, request, target_partitions)?;
+            let scan = WideScanExec::try_new(store, shape, request, target_partitions)?
+                .with_tablets(tablets);
             Ok(Arc::new(scan) as Arc<dyn ExecutionPlan>)
         })
         .await

@@ -319,9 +319,11 @@ impl TableProvider for CellsView {
         });
         let store = self.table.store().clone();
         let partitions = state.config().target_partitions();
+        let tablets = self.table.tablets();
         off_runtime(move || {
             let scan =
-                WideScanExec::with_builder(store, request, make_builder, "cells", partitions)?;
+                WideScanExec::with_builder(store, request, make_builder, "cells", partitions)?
+                    .with_tablets(tablets);
             Ok(Arc::new(scan) as Arc<dyn ExecutionPlan>)
         })
         .await

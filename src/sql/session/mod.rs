@@ -37,7 +37,7 @@ use datafusion::sql::parser::Statement as DfStatement;
 use crate::catalog::{DEFAULT_DATASET, DEFAULT_PROJECT};
 use crate::db::{retrying_async, Db};
 use crate::error::{Error, Result};
-use crate::sql::ddl::users::AccessStatement;
+use crate::sql::ddl::OwnStatement;
 use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::read::scan::scans_of;
@@ -57,8 +57,8 @@ pub(crate) enum Parsed {
     /// A statement DataFusion's parser reads.
     Sql(DfStatement),
     /// A statement widesql's parser reads (users, grants, running
-    /// statements, `ALTER DATABASE … RENAME`).
-    Access(AccessStatement),
+    /// statements, `ALTER DATABASE … RENAME`, tablets).
+    Own(OwnStatement),
 }
 
 /// The result of one statement of a script.
@@ -386,9 +386,7 @@ impl Session {
         let mut statements = self.parse_script(sql)?;
         match (statements.pop_front(), statements.is_empty()) {
             (Some(Parsed::Sql(statement)), true) => self.frame_of(statement).await,
-            (Some(Parsed::Access(statement)), true) => {
-                crate::sql::ddl::users::run_access(self, statement)
-            }
+            (Some(Parsed::Own(statement)), true) => statement.run(self).await,
             (None, _) => Err(Error::Sql(SqlError::Invalid("no statement to run".into()))),
             (Some(_), false) => Err(Error::Sql(SqlError::Invalid(
                 "the text holds several statements where one is expected".into(),
@@ -436,11 +434,9 @@ impl Session {
         for statement in statements {
             done(match statement {
                 Parsed::Sql(statement) => self.run_statement(statement).await?,
-                Parsed::Access(statement) => {
+                Parsed::Own(statement) => {
                     let sql = statement.to_string();
-                    let (schema, batches) = crate::sql::ddl::users::run_access(self, statement)?
-                        .into_rows()
-                        .await?;
+                    let (schema, batches) = statement.run(self).await?.into_rows().await?;
                     StatementOutput {
                         sql,
                         schema,
@@ -521,7 +517,7 @@ impl Session {
 fn sql_statements(parsed: &VecDeque<Parsed>) -> Vec<&DfStatement> {
     let sql = parsed.iter().filter_map(|statement| match statement {
         Parsed::Sql(statement) => Some(statement),
-        Parsed::Access(_) => None,
+        Parsed::Own(_) => None,
     });
     sql.collect()
 }

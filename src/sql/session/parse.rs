@@ -1,6 +1,6 @@
 //! Statement text into statements: the session's dialect and recursion
 //! limit, the stack bound of [`nesting`](super::nesting), and widesql's own
-//! statements about users and grants among DataFusion's.
+//! statements (users, grants, tablets) among DataFusion's.
 
 use std::collections::VecDeque;
 
@@ -12,14 +12,14 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 
 use super::{sql_statements, Parsed, Session};
 use crate::error::{Error, Result};
-use crate::sql::ddl::users::parse_access;
+use crate::sql::ddl::OwnStatement;
 use crate::sql::from_df;
 use crate::sql::SqlError;
 
 impl Session {
     /// Parses statements with the session's dialect
     /// (`datafusion.sql_parser.dialect`) and recursion limit, as DataFusion
-    /// does, and widesql's statements about users and grants among them.
+    /// does, and widesql's own statements among them.
     /// A script is parsed whole, before any of it runs.
     pub(crate) fn parse_script(&self, sql: &str) -> Result<VecDeque<Parsed>> {
         // Read the settings without cloning the session state.
@@ -68,8 +68,8 @@ impl Session {
                 );
                 return Err(from_df(ParserError::ParserError(message).into()));
             }
-            let statement = match parse_access(&mut parser.parser) {
-                Some(access) => Parsed::Access(access.map_err(|e| from_df(e.into()))?),
+            let statement = match OwnStatement::parse(&mut parser.parser) {
+                Some(own) => Parsed::Own(own.map_err(|e| from_df(e.into()))?),
                 None => Parsed::Sql(parser.parse_statement().map_err(from_df)?),
             };
             statements.push_back(statement);
@@ -85,8 +85,8 @@ impl Session {
             .into_iter()
             .map(|statement| match statement {
                 Parsed::Sql(statement) => Ok(statement),
-                Parsed::Access(access) => Err(Error::Sql(SqlError::Unsupported(format!(
-                    "'{access}' cannot be prepared or used as a query"
+                Parsed::Own(own) => Err(Error::Sql(SqlError::Unsupported(format!(
+                    "'{own}' cannot be prepared or used as a query"
                 )))),
             })
             .collect()
