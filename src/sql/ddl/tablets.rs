@@ -13,6 +13,7 @@
 //! on the table, as `ALTER TABLE` does; listing takes seeing it.
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, StringArray};
@@ -20,10 +21,8 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::util::display::array_value_to_string;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::LogicalPlan;
-use datafusion::sql::sqlparser::ast::{Expr, ObjectName};
+use datafusion::sql::sqlparser::ast::{visit_expressions, Expr, ObjectName};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
@@ -295,24 +294,30 @@ impl KeyType {
 /// expression that reads a table is refused (a split key is a constant).
 async fn constants(session: &Session, parts: &[&Expr]) -> Result<Vec<ScalarValue>> {
     let text: Vec<String> = parts.iter().map(|e| e.to_string()).collect();
+    // Only a subquery reads a table in a scalar expression (no scalar
+    // function reads one). It is refused before planning, which would
+    // resolve the names of the tables it reads.
+    let subquery = parts.iter().any(|part| {
+        visit_expressions(*part, |e| match e {
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {
+                ControlFlow::Break(())
+            }
+            _ => ControlFlow::Continue(()),
+        })
+        .is_break()
+    });
+    if subquery {
+        return Err(sql_error(format!(
+            "a split key is a constant: ({}) reads a table",
+            text.join(", ")
+        )));
+    }
     let context = session.own_context();
     let plan = context
         .state()
         .create_logical_plan(&format!("SELECT {}", text.join(", ")))
         .await
         .map_err(from_df)?;
-    let mut reads = false;
-    plan.apply_with_subqueries(|node| {
-        reads |= matches!(node, LogicalPlan::TableScan(_));
-        Ok(TreeNodeRecursion::Continue)
-    })
-    .map_err(from_df)?;
-    if reads {
-        return Err(sql_error(format!(
-            "a split key is a constant: ({}) reads a table",
-            text.join(", ")
-        )));
-    }
     let batches = context
         .execute_logical_plan(plan)
         .await
