@@ -239,6 +239,8 @@ async fn a_frame_tells_whether_its_statement_changed_something(
         ("SELECT sum(n) FROM t", false),
         ("/* a query */ SELECT count(*) FROM t", false),
         ("SHOW TABLES", false),
+        ("ALTER TABLE t SPLIT AT ('m')", true),
+        ("SHOW TABLETS FROM t", false),
         ("UPDATE t SET n = n + 1 WHERE _key = 'a'", true),
         ("/* a view */ CREATE VIEW v AS SELECT n FROM t", true),
         ("SELECT * FROM v", false),

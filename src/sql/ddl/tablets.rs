@@ -7,10 +7,11 @@
 //!
 //! A split key is a constant of the row key's type: a `_key` value, or for
 //! a table with a composite primary key a tuple of its first key columns'
-//! values (`('eu', 42)`; a single value is the first column's). The
-//! tablet that holds a key ends there and a new one starts there, in one
-//! catalog change; no row moves. Splitting takes the `CREATE` privilege
-//! on the table, as `ALTER TABLE` does; listing takes seeing it.
+//! values (`SPLIT AT (('eu', 42))`; a single value is the first column's).
+//! The tablet that holds a key ends there and a new one starts there, in
+//! one catalog change; no row moves. Splitting takes the `CREATE`
+//! privilege on the table, as `ALTER TABLE` does; listing takes `SELECT`,
+//! as `DESCRIBE` does.
 
 use std::fmt;
 use std::ops::ControlFlow;
@@ -124,10 +125,11 @@ pub(crate) async fn run_tablets(session: &Session, statement: TabletStatement) -
                 points.push(key.split_point(session, expr).await?);
             }
             let made = session.db().catalog().split_table(table.id(), points)?;
-            // The new tablets, as `SHOW TABLETS` lists them.
+            // The new tablets, as `SHOW TABLETS` lists them, as the
+            // result of a statement that changed something.
             let mut tablets = session.db().catalog().read().tablets_of(table.id());
             tablets.retain(|tablet| made.contains(&tablet.id));
-            session.frame(key.listing(&tablets)?)
+            Ok(session.frame(key.listing(&tablets)?)?.that_changed())
         }
         TabletStatement::Show { table: name } => {
             let table = session.open_table(&name)?;
