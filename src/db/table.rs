@@ -109,16 +109,27 @@ impl Table {
     /// A key that is not one of the table's key type (or a prefix of
     /// one: a composite key's first columns) is refused, as is any key of
     /// a table without a primary key.
+    ///
+    /// ```
+    /// # use widesql::{Db, FamilySpec, TableSpec};
+    /// # fn main() -> widesql::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path())?;
+    /// let pages = db.default_dataset()?.create_table("pages", TableSpec::new().with_family(FamilySpec::new("p")))?;
+    /// let made = pages.split_at(&[b"m"])?;
+    /// let tablets = pages.tablets()?;
+    /// assert_eq!(tablets.len(), 2);
+    /// assert_eq!((tablets[1].start.as_slice(), tablets[1].id), (&b"m"[..], made[0]));
+    /// assert!(tablets[0].contains(b"apple") && tablets[1].contains(b"zebra"));
+    /// # Ok(()) }
+    /// ```
     pub fn split_at(&self, keys: &[&[u8]]) -> Result<Vec<TabletId>> {
-        let spec = self.spec()?;
+        let (spec, table) = (self.spec()?, self.qualified_name()?);
         let points = keys
             .iter()
             .map(|key| SplitPoint::stored(&spec.key, key))
             .collect::<std::result::Result<Vec<_>, String>>()
-            .map_err(|reason| CatalogError::CannotSplit {
-                table: self.qualified_name().unwrap_or_default(),
-                reason,
-            })?;
+            .map_err(|reason| CatalogError::CannotSplit { table, reason })?;
         self.db.catalog().split_table(self.id, points)
     }
 
