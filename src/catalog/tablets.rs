@@ -77,11 +77,7 @@ impl SplitPoint {
             .map(|element| match element {
                 Element::Bytes(b) => match std::str::from_utf8(b) {
                     Ok(text) => format!("'{}'", text.replace('\'', "''")),
-                    Err(_) => {
-                        b.iter()
-                            .fold("X'".to_string(), |s, b| s + &format!("{b:02X}"))
-                            + "'"
-                    }
+                    Err(_) => crate::keys::bytes_literal(b),
                 },
                 Element::Int(n) | Element::Timestamp(n) => n.to_string(),
                 Element::Float(f) => f.to_string(),

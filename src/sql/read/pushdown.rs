@@ -440,10 +440,14 @@ pub fn push(shape: &Shape, expr: &Expr) -> Option<Pushed> {
 }
 
 /// Renders intervals for `EXPLAIN`: `['a']` for one key, `['a', 'c')` for
-/// a range, several joined by ` | `.
+/// a range, several joined by ` | `; a key that is not UTF-8 (a number's or
+/// a time's encoding) as its bytes, `X'8000…'`.
 pub fn describe(keys: &KeySet) -> String {
     fn show(b: &[u8]) -> String {
-        format!("'{}'", String::from_utf8_lossy(b).escape_debug())
+        match std::str::from_utf8(b) {
+            Ok(text) => format!("'{}'", text.escape_debug()),
+            Err(_) => crate::keys::bytes_literal(b),
+        }
     }
     let parts: Vec<String> = keys
         .intervals()
