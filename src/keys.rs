@@ -370,12 +370,6 @@ fn float_key_order(a: f64, b: f64) -> Ordering {
     ka.cmp(&kb)
 }
 
-/// Bytes as a SQL literal, `X'00FF'`: how a key that is not text is shown.
-pub fn bytes_literal(bytes: &[u8]) -> String {
-    let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
-    format!("X'{hex}'")
-}
-
 /// A tuple of elements: the encoding of a composite primary key.
 pub type Tuple = Vec<Element>;
 

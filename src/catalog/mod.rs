@@ -27,7 +27,7 @@ pub use privileges::{Privilege, Securable};
 pub use spec::{with_family, with_gc, without_family, KEY_COLUMN, ROWID_COLUMN};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
 use tablets::StoredTablet;
-pub use tablets::{key_elements, SplitPoint, Tablet, NO_PRIMARY_KEY};
+pub use tablets::{bytes_literal, key_elements, key_literal, SplitPoint, Tablet, NO_PRIMARY_KEY};
 pub use users::UserEntry;
 
 use std::collections::BTreeMap;

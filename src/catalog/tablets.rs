@@ -4,8 +4,7 @@
 //! They are rows of `_tablets`, keyed by table and start key. A table with
 //! no rows there is one tablet, with the table's own id, served by this
 //! process, so tables made before `_tablets` existed need nothing written.
-//! A split is a catalog change only: the rows stay where they are, and the
-//! new tablet is served where the tablet it came from was.
+//! A split is a catalog change only: the rows stay where they are.
 
 use std::ops::Bound;
 
@@ -77,7 +76,7 @@ impl SplitPoint {
             .map(|element| match element {
                 Element::Bytes(b) => match std::str::from_utf8(b) {
                     Ok(text) => format!("'{}'", text.replace('\'', "''")),
-                    Err(_) => crate::keys::bytes_literal(b),
+                    Err(_) => bytes_literal(b),
                 },
                 Element::Int(n) | Element::Timestamp(n) => n.to_string(),
                 Element::Float(f) => f.to_string(),
@@ -86,11 +85,23 @@ impl SplitPoint {
             .collect();
         Ok(SplitPoint {
             key: key.to_vec(),
-            shown: match shown.len() {
-                1 => shown.concat(),
-                _ => format!("({})", shown.join(", ")),
-            },
+            shown: key_literal(shown),
         })
+    }
+}
+
+/// Bytes as a SQL literal, `X'00FF'`: how a key that is not text is shown.
+pub fn bytes_literal(bytes: &[u8]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+    format!("X'{hex}'")
+}
+
+/// A key's values as SQL writes it: one value as itself, several as a
+/// tuple.
+pub fn key_literal(mut values: Vec<String>) -> String {
+    match values.len() {
+        1 => values.remove(0),
+        _ => format!("({})", values.join(", ")),
     }
 }
 
@@ -138,16 +149,22 @@ impl CatalogState {
     /// The tablets of table `id`, in key order: its stored ones, or the one
     /// tablet of a table never split.
     pub fn tablets_of(&self, id: TableId) -> Vec<Tablet> {
-        let Some(stored) = self.tablets.get(&id) else {
-            return vec![Tablet {
+        self.split_tablets(id).unwrap_or_else(|| {
+            vec![Tablet {
                 id: TabletId::from_bytes(*id.as_bytes()),
                 start: Vec::new(),
                 end: None,
                 worker: None,
-            }];
-        };
+            }]
+        })
+    }
+
+    /// The tablets of table `id` when it was split; `None` (nothing
+    /// allocated, as every table opened for planning asks) otherwise.
+    pub fn split_tablets(&self, id: TableId) -> Option<Vec<Tablet>> {
+        let stored = self.tablets.get(&id)?;
         let starts: Vec<&Vec<u8>> = stored.keys().collect();
-        stored
+        let tablets = stored
             .iter()
             .enumerate()
             .map(|(i, (start, tablet))| Tablet {
@@ -156,7 +173,8 @@ impl CatalogState {
                 end: starts.get(i + 1).map(|next| (*next).clone()),
                 worker: tablet.worker.clone(),
             })
-            .collect()
+            .collect();
+        Some(tablets)
     }
 
     /// Whether a `_tablets` key (`table_id`, `start`) is of a table that
@@ -213,9 +231,8 @@ impl Catalog {
     }
 
     /// Splits table `id` at each of `points`: the tablet that holds a point
-    /// ends there, and a new tablet, served where that one was, starts
-    /// there. All of them in one atomic catalog change; the table's rows do
-    /// not move. Returns the new tablets' ids, in key order.
+    /// ends there, and a new tablet starts there. All of them in one atomic
+    /// catalog change; the table's rows do not move. Returns the new tablets' ids, in key order.
     pub fn split_table(&self, id: TableId, mut points: Vec<SplitPoint>) -> Result<Vec<TabletId>> {
         let _ddl = self.ddl_lock();
         let entry = self.existing_table(id)?;

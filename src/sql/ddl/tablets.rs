@@ -17,7 +17,7 @@ use std::fmt;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::array::{ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -29,13 +29,16 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::access::{Privilege, Securable};
-use crate::catalog::{key_elements, CatalogError, SplitPoint, Tablet, NO_PRIMARY_KEY};
+use crate::catalog::{
+    bytes_literal, key_elements, key_literal, CatalogError, SplitPoint, Tablet, NO_PRIMARY_KEY,
+};
 use crate::error::Result;
 use crate::keys::Element;
 use crate::sql::{from_df, Frame, Session};
 use crate::table::spec::{RowKeySpec, ValueType};
 
 use super::sql_error;
+use super::users::is_word;
 use crate::sql::values;
 
 /// A statement about tablets.
@@ -57,12 +60,6 @@ impl fmt::Display for TabletStatement {
             TabletStatement::Show { table } => write!(f, "SHOW TABLETS FROM {table}"),
         }
     }
-}
-
-/// Whether the tokens from `n` on are the unquoted word `word`.
-fn is_word(parser: &Parser<'_>, n: usize, word: &str) -> bool {
-    matches!(&parser.peek_nth_token(n).token,
-        Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
 }
 
 /// The tablet statement at the parser's position; `None`, with nothing
@@ -233,7 +230,7 @@ impl KeyType {
         }
         Ok(SplitPoint {
             key,
-            shown: tuple(shown),
+            shown: key_literal(shown),
         })
     }
 
@@ -288,7 +285,7 @@ impl KeyType {
             .zip(self.columns())
             .map(|(element, (_, value_type))| decoded(&value_type, element).map_err(unreadable))
             .collect::<Result<Vec<String>>>()?;
-        Ok(tuple(shown))
+        Ok(key_literal(shown))
     }
 }
 
@@ -391,20 +388,11 @@ fn literal(array: &ArrayRef) -> Result<String> {
         DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
             format!("'{}'", shown.replace('\'', "''"))
         }
-        DataType::Binary | DataType::BinaryView | DataType::LargeBinary => {
-            format!("X'{}'", shown.to_uppercase())
-        }
+        // A BYTEA key's values are made as `Binary` (see `values::arrow_type`).
+        DataType::Binary => bytes_literal(array.as_binary::<i32>().value(0)),
         DataType::Timestamp(..) => format!("TIMESTAMP '{shown}'"),
         DataType::Date32 | DataType::Date64 => format!("DATE '{shown}'"),
         DataType::Time32(_) | DataType::Time64(_) => format!("TIME '{shown}'"),
         _ => shown,
     })
-}
-
-/// One value as itself, several as a tuple.
-fn tuple(mut shown: Vec<String>) -> String {
-    match shown.len() {
-        1 => shown.remove(0),
-        _ => format!("({})", shown.join(", ")),
-    }
 }

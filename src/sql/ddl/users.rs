@@ -165,7 +165,7 @@ impl fmt::Display for AccessStatement {
 }
 
 /// Whether the token `n` ahead is the unquoted word `word`.
-fn is_word(parser: &Parser<'_>, n: usize, word: &str) -> bool {
+pub(super) fn is_word(parser: &Parser<'_>, n: usize, word: &str) -> bool {
     matches!(&parser.peek_nth_token(n).token,
         Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
 }

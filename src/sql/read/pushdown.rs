@@ -446,7 +446,7 @@ pub fn describe(keys: &KeySet) -> String {
     fn show(b: &[u8]) -> String {
         match std::str::from_utf8(b) {
             Ok(text) => format!("'{}'", text.escape_debug()),
-            Err(_) => crate::keys::bytes_literal(b),
+            Err(_) => crate::catalog::bytes_literal(b),
         }
     }
     let parts: Vec<String> = keys

@@ -101,8 +101,8 @@ pub struct WideScanExec {
     make_builder: MakeBuilder,
     view: &'static str,
     properties: Arc<PlanProperties>,
-    /// The table's tablets, which `EXPLAIN` names when there are several.
-    tablets: Arc<[Tablet]>,
+    /// The tablets of a table that was split, which `EXPLAIN` names.
+    tablets: Option<Arc<[Tablet]>>,
 }
 
 impl fmt::Debug for WideScanExec {
@@ -184,24 +184,21 @@ impl WideScanExec {
             make_builder,
             view,
             properties,
-            tablets: Arc::from(Vec::new()),
+            tablets: None,
         })
     }
 
-    /// The scan of a table with `tablets`.
-    pub fn with_tablets(mut self, tablets: Arc<[Tablet]>) -> Self {
+    /// The scan of a table split into `tablets` (`None`: one tablet).
+    pub fn with_tablets(mut self, tablets: Option<Arc<[Tablet]>>) -> Self {
         self.tablets = tablets;
         self
     }
 
     /// `tablets=2 of 3 (local)`: the tablets the scan's keys reach and who
-    /// serves them, for a table split into several; `None` otherwise.
+    /// serves them, for a table that was split; `None` otherwise.
     fn tablets_reached(&self) -> Option<String> {
-        if self.tablets.len() < 2 {
-            return None;
-        }
-        let reached: Vec<&Tablet> = self
-            .tablets
+        let tablets = self.tablets.as_deref()?;
+        let reached: Vec<&Tablet> = tablets
             .iter()
             .filter(|tablet| {
                 self.request.keys.intervals().iter().any(|(low, high)| {
@@ -216,12 +213,11 @@ impl WideScanExec {
             .iter()
             .map(|t| t.worker.as_deref().unwrap_or("local"))
             .collect();
-        let servers: Vec<&str> = servers.into_iter().collect();
         Some(format!(
             "tablets={} of {} ({})",
             reached.len(),
-            self.tablets.len(),
-            servers.join(", ")
+            tablets.len(),
+            servers.into_iter().collect::<Vec<_>>().join(", ")
         ))
     }
 

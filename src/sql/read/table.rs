@@ -58,8 +58,9 @@ pub struct WideTable {
     /// The columns an INSERT into this table left to their DEFAULT (see
     /// [`RowWriter::with_defaulted`]).
     defaulted: Arc<[usize]>,
-    /// Its tablets when it was opened, which `EXPLAIN` names.
-    tablets: Arc<[Tablet]>,
+    /// Its tablets when it was opened, if it was split: `EXPLAIN` names
+    /// them.
+    tablets: Option<Arc<[Tablet]>>,
 }
 
 /// A session state used only to parse DEFAULT expressions.
@@ -75,7 +76,7 @@ impl WideTable {
         let Some(store) = db.catalog().store(id) else {
             return Ok(None);
         };
-        let tablets = Arc::from(db.catalog().read().tablets_of(id));
+        let tablets = db.catalog().read().split_tablets(id).map(Arc::from);
         let shape = Arc::new(Shape::new(&store.layout.spec, with_rowid));
         // With `_rowid` first, the primary key is that raw key alone.
         let mut key_columns = shape.key_columns();
@@ -163,9 +164,9 @@ impl WideTable {
         &self.shape
     }
 
-    /// Its tablets when it was opened.
-    pub fn tablets(&self) -> Arc<[Tablet]> {
-        Arc::clone(&self.tablets)
+    /// Its tablets when it was opened, if it was split.
+    pub fn tablets(&self) -> Option<Arc<[Tablet]>> {
+        self.tablets.clone()
     }
 
     /// The families a read of the output columns `projection` reads: every
@@ -271,7 +272,7 @@ impl WideTable {
             row_per_row: true,
         };
         let (store, shape) = (self.store.clone(), Arc::clone(&self.shape));
-        let tablets = Arc::clone(&self.tablets);
+        let tablets = self.tablets.clone();
         off_runtime(move || {
             let scan = WideScanExec::try_new(store, shape, request, target_partitions)?
                 .with_tablets(tablets);
