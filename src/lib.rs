@@ -74,7 +74,9 @@ pub(crate) mod table;
 pub use access::{AccessError, Privilege, Securable};
 pub use catalog::{CatalogError, DropMode, ObjectKind, Tablet};
 pub use clock::wall_micros;
-pub use db::{Activity, ActivityEntry, Dataset, Db, DbOptions, Project, Running, Table};
+pub use db::{
+    Activity, ActivityEntry, Dataset, Db, DbOptions, Project, Running, Table, WorkerEntry, Workers,
+};
 pub use error::{panic_message, Error, ErrorKind, Result};
 pub use ids::{DatasetId, ProjectId, TableId, TabletId};
 pub use keys::KeyError;

@@ -504,7 +504,7 @@ fn long_scans_reading_ahead_never_see_a_torn_row() -> TestResult {
         let writer = s.spawn(|| -> TestResult {
             for n in 1..=400 * scale() {
                 let i = (n as usize * 37) % LONG_SCAN_ROWS;
-                t.mutate_row(&keys[i], &mutation(n as i64, i % 100 == 0))?;
+                t.mutate_row(&keys[i], &mutation(n as i64, i.is_multiple_of(100)))?;
                 // Writes in bursts: a write makes a scan reopen its
                 // cursors, and between bursts the scans go far enough to
                 // read ahead, so that the next burst meets them doing so.
@@ -535,7 +535,7 @@ fn long_scans_reading_ahead_never_see_a_torn_row() -> TestResult {
                         }
                         let (values, cells) = shape(&row);
                         let i: usize = String::from_utf8_lossy(&row.key[1..]).parse()?;
-                        let wide = i % 100 == 0;
+                        let wide = i.is_multiple_of(100);
                         let expected_cells = if wide { 203 } else { 3 };
                         if !whole(&values) || cells != expected_cells {
                             torn.lock().expect("lock").push(format!(

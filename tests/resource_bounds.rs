@@ -311,7 +311,7 @@ fn large_deletes_and_updates_write_batch_by_batch_as_they_read() -> TestResult {
         .and_then(|n| n.parse().ok())
         .ok_or_else(|| format!("no written count in: {message}"))?;
     assert!(
-        written > 0 && written < 1000 && written % 100 == 0,
+        written > 0 && written < 1000 && written.is_multiple_of(100),
         "{message}"
     );
     assert_eq!(

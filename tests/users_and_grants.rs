@@ -286,6 +286,15 @@ async fn a_user_lists_only_what_its_grants_reach() -> TestResult {
         common::lines(&root, "SHOW USERS").await?,
         ["alice false", "root true"]
     );
+    // The workers of a cluster are listed to an admin only.
+    db.workers().heard_from("http://127.0.0.1:7001");
+    let listed = common::lines(&root, "SHOW WORKERS").await?;
+    assert_eq!(listed.len(), 1);
+    assert!(
+        listed[0].starts_with("http://127.0.0.1:7001 up "),
+        "{listed:?}"
+    );
+    refused(&alice, "SHOW WORKERS", "only an admin").await?;
     Ok(())
 }
 

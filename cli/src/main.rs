@@ -156,6 +156,18 @@ enum Command {
         /// Sessions one user may have open at once.
         #[arg(long, value_name = "N", default_value_t = 512)]
         max_user_sessions: usize,
+        /// Serve as a cluster's master: workers join it. The cluster's
+        /// processes share a secret, read from the WIDESQL_CLUSTER_SECRET
+        /// environment variable.
+        #[arg(long, conflicts_with = "worker")]
+        master: bool,
+        /// Serve as a worker of the master given by --join, with this
+        /// database directory as the worker's own.
+        #[arg(long, requires = "join", conflicts_with_all = ["init_admin", "tls_cert"])]
+        worker: bool,
+        /// The master a worker joins (host:port).
+        #[arg(long, value_name = "MASTER_ADDR", requires = "worker")]
+        join: Option<String>,
     },
 }
 
@@ -265,6 +277,9 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             max_statements,
             max_user_statements,
             max_user_sessions,
+            master,
+            worker: _,
+            join,
         } => serve::run(
             db,
             serve::ServeArgs {
@@ -273,6 +288,11 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                 tls_key,
                 insecure,
                 init_admin,
+                role: match join {
+                    Some(master) => serve::Role::Worker { master },
+                    None if master => serve::Role::Master,
+                    None => serve::Role::Single,
+                },
                 limits: widesql_server::Limits {
                     query_time: std::time::Duration::from_secs(query_timeout),
                     session_memory: session_memory.saturating_mul(1 << 20),

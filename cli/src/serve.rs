@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use widesql::Db;
-use widesql_server::{ServeOptions, Server, TlsIdentity};
+use widesql_server::{
+    ClusterSecret, MasterOptions, ServeOptions, Server, TlsIdentity, WorkerOptions, WorkerServer,
+};
 
 use crate::error::CliError;
 
@@ -17,7 +19,18 @@ pub(crate) struct ServeArgs {
     pub(crate) tls_key: Option<PathBuf>,
     pub(crate) insecure: bool,
     pub(crate) init_admin: Option<String>,
+    pub(crate) role: Role,
     pub(crate) limits: widesql_server::Limits,
+}
+
+/// What the process is.
+pub(crate) enum Role {
+    /// The one process of the database.
+    Single,
+    /// A cluster's master.
+    Master,
+    /// A worker of the master at this address.
+    Worker { master: String },
 }
 
 /// The first admin's password: `WIDESQL_ADMIN_PASSWORD`, or the first line
@@ -41,6 +54,20 @@ fn read(path: PathBuf) -> Result<Vec<u8>, CliError> {
 }
 
 pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
+    log_calls();
+    let master = match args.role {
+        Role::Single => None,
+        Role::Master => Some(MasterOptions::new(ClusterSecret::from_env()?)),
+        Role::Worker { master } => {
+            let options = WorkerOptions {
+                listen: args.listen,
+                master,
+                secret: ClusterSecret::from_env()?,
+                insecure: args.insecure,
+            };
+            return serve_worker(db, options);
+        }
+    };
     if let Some(admin) = &args.init_admin {
         db.create_user(admin, &admin_password()?, true)?;
         eprintln!("created admin user '{admin}'");
@@ -57,15 +84,9 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
         tls,
         insecure: args.insecure,
         limits: args.limits,
+        master,
         ..ServeOptions::default()
     };
-    // One line per call on standard error: who, what, how long, how many
-    // rows, how it ended.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
-        .try_init();
     crate::runtime()?.block_on(async {
         // The handlers are installed before the address is printed: a
         // supervisor that reads the line may stop the server at once.
@@ -77,6 +98,29 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
         server.shutdown().await?;
         Ok(())
     })
+}
+
+/// A worker, until SIGINT or SIGTERM.
+fn serve_worker(db: &Db, options: WorkerOptions) -> Result<(), CliError> {
+    crate::runtime()?.block_on(async {
+        let signals = Signals::install()?;
+        let worker = WorkerServer::start(db.clone(), options).await?;
+        println!("listening on {}", worker.local_addr());
+        signals.wait().await;
+        eprintln!("stopping: the database is flushed");
+        worker.shutdown().await?;
+        Ok(())
+    })
+}
+
+/// One line per call on standard error: who, what, how long, how many
+/// rows, how it ended (and a cluster's joins and heartbeats).
+fn log_calls() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .try_init();
 }
 
 /// SIGINT and SIGTERM, listened for from the moment they are installed.

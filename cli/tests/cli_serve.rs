@@ -2,7 +2,8 @@
 //! calls, stops cleanly on SIGINT and SIGTERM (exit 0, the database
 //! flushed and closed, so another process can open it), refuses an
 //! address that is not a loopback one, serves TLS from certificate files,
-//! and creates its first admin from a password it never takes as a flag.
+//! creates its first admin from a password it never takes as a flag, and
+//! runs as a cluster's master or worker with the cluster's secret.
 
 #![expect(
     clippy::expect_used,
@@ -17,7 +18,7 @@ use std::process::{Command, Stdio};
 fn serve_prints_its_address_and_stops_cleanly_on_sigint_and_sigterm() {
     let dir = tempfile::tempdir().expect("a directory");
     for signal in ["INT", "TERM"] {
-        let (child, addr) = start_serve(dir.path(), &["--listen", "127.0.0.1:0"], None, "");
+        let (child, addr) = start_serve(dir.path(), &["--listen", "127.0.0.1:0"], &[], "");
         assert!(addr.starts_with("127.0.0.1:"), "{addr}");
         stop(child, signal);
     }
@@ -40,12 +41,13 @@ fn serve_refuses_an_address_that_is_not_loopback() {
     assert!(error.contains("--insecure"), "{error}");
 }
 
-/// Starts `widesql serve` with `args`, `password` in the environment (or
-/// on standard input), and returns it with the address it printed.
+/// Starts `widesql serve` with `args`, the environment variables `env`
+/// (the admin's password among them, or else on standard input), and
+/// returns it with the address it printed.
 fn start_serve(
     dir: &std::path::Path,
     args: &[&str],
-    password: Option<&str>,
+    env: &[(&str, &str)],
     stdin: &str,
 ) -> (std::process::Child, String) {
     use std::io::Write;
@@ -56,12 +58,11 @@ fn start_serve(
         .arg("serve")
         .args(args)
         .env_remove("WIDESQL_ADMIN_PASSWORD")
+        .env_remove("WIDESQL_CLUSTER_SECRET")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(password) = password {
-        command.env("WIDESQL_ADMIN_PASSWORD", password);
-    }
     let mut child = command.spawn().expect("serve starts");
     child
         .stdin
@@ -130,7 +131,7 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
     // The password from the environment.
     let mut args = tls.to_vec();
     args.extend(["--init-admin", "admin"]);
-    let (child, addr) = start_serve(&db, &args, Some("from env"), "");
+    let (child, addr) = start_serve(&db, &args, &[("WIDESQL_ADMIN_PASSWORD", "from env")], "");
     let port = addr.rsplit(':').next().expect("a port").to_string();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
@@ -195,7 +196,7 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
     assert!(error.contains("user 'admin' already exists"), "{error}");
     let mut args = tls.to_vec();
     args.extend(["--init-admin", "second"]);
-    let (child, _) = start_serve(&db, &args, None, "from stdin\n");
+    let (child, _) = start_serve(&db, &args, &[], "from stdin\n");
     let log = stop(child, "TERM");
     assert!(
         !log.contains("from stdin"),
@@ -209,4 +210,66 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
         .authenticate("second", "from stdin")
         .expect("the second admin");
     assert!(opened.open_table("default", "public", "t").is_ok());
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_runs_a_master_and_a_worker_that_joins_it_with_the_shared_secret() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (master_db, worker_db) = (dir.path().join("master"), dir.path().join("worker"));
+    let secret = [("WIDESQL_CLUSTER_SECRET", "a-secret-of-the-test-cluster")];
+    let listen = ["--listen", "127.0.0.1:0"];
+    let mut args = listen.to_vec();
+    args.push("--master");
+    let (master, master_addr) = start_serve(&master_db, &args, &secret, "");
+    let mut args = listen.to_vec();
+    args.extend(["--worker", "--join", &master_addr]);
+    // A worker prints its address once it has joined.
+    let (worker, worker_addr) = start_serve(&worker_db, &args, &secret, "");
+    assert!(worker_addr.starts_with("127.0.0.1:"), "{worker_addr}");
+
+    // Another secret, or none, and the worker does not start.
+    for env in [
+        &[("WIDESQL_CLUSTER_SECRET", "another-secret-of-a-cluster")][..],
+        &[],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
+            .arg("--db")
+            .arg(dir.path().join("refused"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--worker", "--join"])
+            .arg(&master_addr)
+            .env_remove("WIDESQL_CLUSTER_SECRET")
+            .envs(env.iter().copied())
+            .output()
+            .expect("the binary runs");
+        assert!(!output.status.success());
+        let error = String::from_utf8_lossy(&output.stderr);
+        let expected = if env.is_empty() {
+            "the cluster secret (WIDESQL_CLUSTER_SECRET) is not set"
+        } else {
+            "cluster secret"
+        };
+        assert!(error.contains(expected), "{error}");
+    }
+    // A master needs the secret too.
+    let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
+        .arg("--db")
+        .arg(dir.path().join("refused"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--master"])
+        .env_remove("WIDESQL_CLUSTER_SECRET")
+        .output()
+        .expect("the binary runs");
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("(WIDESQL_CLUSTER_SECRET) is not set"),
+        "{error}"
+    );
+    stop(worker, "TERM");
+    let log = stop(master, "TERM");
+    assert!(
+        log.contains("worker joined") && log.contains(&format!("http://{worker_addr}")),
+        "{log}"
+    );
+    assert!(!log.contains("a-secret-of-the-test-cluster"), "{log}");
 }

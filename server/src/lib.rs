@@ -15,8 +15,9 @@
 //! - `service`: the Flight SQL calls;
 //! - `calls`: how a statement runs (its task, slot, activity entry and log line);
 //! - `put`: the bodies of `DoPut` calls (parameters, bulk ingest);
+//! - `cluster`: the master's side of a cluster and the worker process;
+//! - `door`: the check of a call's headers before its message is read;
 //! - `sessions`: handshakes, bearer tokens and the session of each;
-//! - `signed_in`: the token checked before a call's message is read;
 //! - `statements`: statements kept between calls (a query between its
 //!   `GetFlightInfo` and `DoGet`, prepared statements, running queries to
 //!   cancel);
@@ -24,14 +25,16 @@
 //! - `status`: widesql's errors as gRPC statuses.
 
 mod calls;
+mod cluster;
 mod connections;
+mod door;
 mod metadata;
 mod put;
 mod server;
 mod service;
 mod sessions;
-mod signed_in;
 mod statements;
 mod status;
 
+pub use cluster::{ClusterSecret, MasterOptions, WorkerOptions, WorkerServer, SECRET_VARIABLE};
 pub use server::{Limits, ServeError, ServeOptions, Server, TlsIdentity};

@@ -13,6 +13,7 @@ use widesql::Db;
 use std::sync::Arc;
 
 use crate::calls::Work;
+use crate::cluster::{ClusterService, MasterOptions, SECRET_VARIABLE};
 use crate::service::WideFlightSql;
 use crate::statements::Statements;
 
@@ -40,6 +41,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Bounds on messages, sessions and statements.
     pub limits: Limits,
+    /// Serve as a cluster's master: workers join it.
+    pub master: Option<MasterOptions>,
 }
 
 /// What a server holds at most.
@@ -126,6 +129,7 @@ impl Default for ServeOptions {
             insecure: false,
             shutdown_grace: Duration::from_secs(30),
             limits: Limits::default(),
+            master: None,
         }
     }
 }
@@ -182,6 +186,17 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The cluster secret is missing or too weak.
+    #[error("the cluster secret ({SECRET_VARIABLE}) {0}")]
+    ClusterSecret(String),
+    /// A worker could not join its master.
+    #[error("cannot join the master at {master}: {}", .status.message())]
+    Join {
+        /// The master's address.
+        master: String,
+        /// What the master (or the connection) answered.
+        status: tonic::Status,
+    },
     /// The service could not be made.
     #[error("the server could not start: {0}")]
     Service(tonic::Status),
@@ -204,17 +219,25 @@ pub struct Server {
     grace: Duration,
 }
 
+/// A listener on `addr`, and the address it took (the port it picked for
+/// port 0).
+pub(crate) async fn bind(
+    addr: SocketAddr,
+) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    Ok((listener, addr))
+}
+
 impl Server {
     /// Binds `options.listen` and serves `db` until [`Server::shutdown`].
     pub async fn start(db: Db, options: ServeOptions) -> Result<Server, ServeError> {
         options.check(db.has_users())?;
-        let addr = options.listen;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let (listener, addr) = bind(options.listen).await?;
         let limits = &options.limits;
         // Keepalives find clients that vanished without closing.
         let incoming = TcpIncoming::from(listener)
@@ -242,7 +265,7 @@ impl Server {
         let service = FlightServiceServer::new(service)
             .max_decoding_message_size(limits.message_bytes)
             .max_encoding_message_size(limits.message_bytes);
-        let service = crate::signed_in::SignedIn::new(service, sessions);
+        let service = crate::door::signed_in(service, sessions);
         let mut builder = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(30)))
             .http2_keepalive_timeout(Some(Duration::from_secs(20)))
@@ -255,8 +278,14 @@ impl Server {
                 .map_err(ServeError::Tls)?;
         }
         let (stop, stopped) = oneshot::channel::<()>();
+        let cluster = options.master.as_ref().map(|master| {
+            master
+                .secret
+                .guard(ClusterService::new(db.clone(), master.heartbeat))
+        });
         let serving = builder
             .add_service(service)
+            .add_optional_service(cluster)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             });

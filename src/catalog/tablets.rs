@@ -319,7 +319,7 @@ fn to_hex(bytes: &[u8]) -> String {
 
 fn from_hex(text: &str) -> Option<Vec<u8>> {
     let lower_hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-    if text.len() % 2 != 0 || !text.chars().all(lower_hex) {
+    if !text.len().is_multiple_of(2) || !text.chars().all(lower_hex) {
         return None;
     }
     (0..text.len())

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Weak};
 
-use super::{open_databases, Activity, Dataset, DbInner, DbOptions, Project, Table};
+use super::{open_databases, Activity, Dataset, DbInner, DbOptions, Project, Table, Workers};
 
 use crate::catalog::{self, Catalog, DropMode, ObjectKind};
 use crate::error::Result;
@@ -92,6 +92,7 @@ impl Db {
             catalog,
             path,
             activity: super::Activity::default(),
+            workers: super::Workers::default(),
             _stop_compaction: options.compaction_interval.map(|_| stop),
         });
         if let Some(every) = options.compaction_interval {
@@ -136,6 +137,12 @@ impl Db {
     /// stops one.
     pub fn activity(&self) -> &Activity {
         &self.inner.activity
+    }
+
+    /// The workers that joined this database's process, when it is a
+    /// cluster's master; `SHOW WORKERS` lists them.
+    pub fn workers(&self) -> &Workers {
+        &self.inner.workers
     }
 
     /// Waits until every write is durable on disk.

@@ -13,6 +13,7 @@ mod registry;
 mod retry;
 mod table;
 mod users;
+mod workers;
 
 pub use activity::{Activity, ActivityEntry, Running};
 pub use database::Db;
@@ -22,3 +23,4 @@ pub use project::Project;
 use registry::{open_databases, DbInner};
 pub(crate) use retry::{retrying, retrying_async};
 pub use table::Table;
+pub use workers::{WorkerEntry, Workers};

@@ -14,6 +14,7 @@ pub(super) struct DbInner {
     pub(super) path: PathBuf,
     /// What runs now (`SHOW ACTIVITY`).
     pub(super) activity: super::Activity,
+    pub(super) workers: super::Workers,
     /// Dropping it stops the background compaction thread.
     pub(super) _stop_compaction: Option<mpsc::Sender<()>>,
 }

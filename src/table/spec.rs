@@ -122,7 +122,7 @@ impl<'de> Deserialize<'de> for ArrowType {
 /// The type of the one field of the Arrow IPC schema whose bytes are `hex`.
 fn type_of_ipc_schema(hex: &str) -> Result<DataType, String> {
     let digits = hex.as_bytes();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
     let bytes = digits

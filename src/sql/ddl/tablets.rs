@@ -3,6 +3,7 @@
 //! ```text
 //! ALTER TABLE t SPLIT AT (key [, …])
 //! SHOW TABLETS { FROM | IN } t
+//! SHOW WORKERS
 //! ```
 //!
 //! A split key is a constant of the row key's type: a `_key` value, or for
@@ -11,7 +12,9 @@
 //! The tablet that holds a key ends there and a new one starts there, in
 //! one catalog change; no row moves. Splitting takes the `CREATE`
 //! privilege on the table, as `ALTER TABLE` does; listing takes `SELECT`,
-//! as `DESCRIBE` does.
+//! as `DESCRIBE` does. `SHOW WORKERS` lists the workers that joined a
+//! cluster's master ([`crate::Workers`]) and takes an admin, as `SHOW
+//! USERS` does: their addresses are the cluster's.
 
 use std::fmt;
 use std::ops::ControlFlow;
@@ -38,7 +41,7 @@ use crate::sql::{from_df, Frame, Session};
 use crate::table::spec::{RowKeySpec, ValueType};
 
 use super::sql_error;
-use super::users::is_word;
+use super::users::{is_word, utc_time_type, utc_times};
 use crate::sql::values;
 
 /// A statement about tablets.
@@ -48,6 +51,8 @@ pub(crate) enum TabletStatement {
     Split { table: ObjectName, keys: Vec<Expr> },
     /// `SHOW TABLETS FROM t`.
     Show { table: ObjectName },
+    /// `SHOW WORKERS`.
+    ShowWorkers,
 }
 
 impl fmt::Display for TabletStatement {
@@ -58,6 +63,7 @@ impl fmt::Display for TabletStatement {
                 write!(f, "ALTER TABLE {table} SPLIT AT ({})", keys.join(", "))
             }
             TabletStatement::Show { table } => write!(f, "SHOW TABLETS FROM {table}"),
+            TabletStatement::ShowWorkers => write!(f, "SHOW WORKERS"),
         }
     }
 }
@@ -67,6 +73,11 @@ impl fmt::Display for TabletStatement {
 pub(crate) fn parse_tablets(
     parser: &mut Parser<'_>,
 ) -> Option<std::result::Result<TabletStatement, ParserError>> {
+    if is_word(parser, 0, "SHOW") && is_word(parser, 1, "WORKERS") {
+        parser.advance_token();
+        parser.advance_token();
+        return Some(Ok(TabletStatement::ShowWorkers));
+    }
     if is_word(parser, 0, "SHOW") && is_word(parser, 1, "TABLETS") {
         parser.advance_token();
         parser.advance_token();
@@ -136,7 +147,38 @@ pub(crate) async fn run_tablets(session: &Session, statement: TabletStatement) -
             let tablets = session.db().catalog().read().tablets_of(table.id());
             session.frame(key.listing(&tablets)?)
         }
+        TabletStatement::ShowWorkers => {
+            session.require_admin("list workers")?;
+            session.frame(workers_batch(&session.db().workers().list())?)
+        }
     }
+}
+
+/// `SHOW WORKERS`: each worker's address, whether it is up, when it
+/// joined and when it was last heard from.
+fn workers_batch(workers: &[crate::WorkerEntry]) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("worker", DataType::Utf8, false),
+            Field::new("state", DataType::Utf8, false),
+            Field::new("joined", utc_time_type(), false),
+            Field::new("last_heard", utc_time_type(), false),
+        ])),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                workers.iter().map(|w| w.address.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(workers.iter().map(|w| {
+                if w.up {
+                    "up"
+                } else {
+                    "down"
+                }
+            }))),
+            utc_times(workers.iter().map(|w| w.joined)),
+            utc_times(workers.iter().map(|w| w.last_heard)),
+        ],
+    )?)
 }
 
 /// A table's row key, as split keys are read and shown.

@@ -473,21 +473,13 @@ fn activity_batch(session: &Session) -> Result<RecordBatch> {
         .into_iter()
         .filter(|e| all || e.user == session.options.user)
         .collect();
-    let micros = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-    };
     Ok(RecordBatch::try_new(
         Arc::new(Schema::new(vec![
             Field::new("id", DataType::UInt64, false),
             Field::new("user", DataType::Utf8, true),
             Field::new("client", DataType::Utf8, false),
             Field::new("kind", DataType::Utf8, false),
-            Field::new(
-                "started",
-                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-                false,
-            ),
+            Field::new("started", utc_time_type(), false),
             Field::new("running_ms", DataType::UInt64, false),
         ])),
         vec![
@@ -501,17 +493,27 @@ fn activity_batch(session: &Session) -> Result<RecordBatch> {
             Arc::new(StringArray::from_iter_values(
                 entries.iter().map(|e| e.kind.as_str()),
             )),
-            Arc::new(
-                TimestampMicrosecondArray::from_iter_values(
-                    entries.iter().map(|e| micros(e.started)),
-                )
-                .with_timezone("UTC"),
-            ),
+            utc_times(entries.iter().map(|e| e.started)),
             Arc::new(UInt64Array::from_iter_values(
                 entries.iter().map(|e| e.running_micros / 1000),
             )),
         ],
     )?)
+}
+
+/// A column of UTC timestamps in microseconds, as the `SHOW` statements
+/// list times.
+pub(super) fn utc_times(times: impl Iterator<Item = std::time::SystemTime>) -> ArrayRef {
+    let micros = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    };
+    Arc::new(TimestampMicrosecondArray::from_iter_values(times.map(micros)).with_timezone("UTC"))
+}
+
+/// The type of the columns [`utc_times`] makes.
+pub(super) fn utc_time_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
 /// The object a `GRANT` names.

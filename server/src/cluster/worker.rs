@@ -1,0 +1,157 @@
+//! A worker process: it owns a database directory of its own, serves
+//! datafusion-distributed's worker service (the tasks of distributed
+//! queries the master sends it) behind the cluster secret, and joins the
+//! master, calling again every heartbeat so that the master knows it is
+//! up. A master that restarts learns of it at its next heartbeat.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use datafusion_distributed::Worker;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Endpoint};
+use widesql::Db;
+
+use super::protocol::join;
+use super::ClusterSecret;
+use crate::ServeError;
+
+/// How a worker listens and which master it joins.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// The address to listen on (port 0 picks a free one); the worker is
+    /// named by it.
+    pub listen: SocketAddr,
+    /// The master's address, `host:port` or `http://host:port`.
+    pub master: String,
+    /// The secret the cluster shares.
+    pub secret: ClusterSecret,
+    /// Listen on an address other than a loopback one: calls between the
+    /// processes of a cluster are authenticated by the secret but not
+    /// encrypted.
+    pub insecure: bool,
+}
+
+/// A running worker.
+pub struct WorkerServer {
+    addr: SocketAddr,
+    db: Db,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), tonic::transport::Error>>,
+    heartbeat: JoinHandle<()>,
+}
+
+impl WorkerServer {
+    /// Binds `options.listen`, serves, and joins the master: it fails when
+    /// the master cannot be reached or refuses the worker (a wrong secret,
+    /// a process that is not a master).
+    pub async fn start(db: Db, options: WorkerOptions) -> Result<WorkerServer, ServeError> {
+        let addr = options.listen;
+        if !addr.ip().is_loopback() && !options.insecure {
+            return Err(ServeError::Insecure {
+                addr,
+                reason: "calls between the processes of a cluster are not encrypted",
+            });
+        }
+        let (listener, addr) = crate::server::bind(addr).await?;
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let worker = options.secret.guard(Worker::default().into_worker_server());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tonic::transport::Server::builder()
+            .add_service(worker)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stopped.await;
+            });
+        let task = tokio::spawn(serving);
+        let name = format!("http://{addr}");
+        let master = master_channel(&options.master)?;
+        let first = join(&master, &options.secret, &name)
+            .await
+            .map_err(|status| ServeError::Join {
+                master: options.master.clone(),
+                status: match status.code() {
+                    tonic::Code::Unimplemented => tonic::Status::unimplemented(
+                        "it is not a cluster's master (a master is started with --master)",
+                    ),
+                    _ => status,
+                },
+            })?;
+        let heartbeat = tokio::spawn(heartbeats(
+            master,
+            options.secret,
+            name,
+            Duration::from_millis(first.heartbeat_millis.max(1)),
+        ));
+        Ok(WorkerServer {
+            addr,
+            db,
+            stop: Some(stop),
+            task,
+            heartbeat,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops calling the master and taking calls, and flushes the
+    /// database.
+    pub async fn shutdown(mut self) -> Result<(), ServeError> {
+        self.heartbeat.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let served = (&mut self.task).await.unwrap_or(Ok(()));
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
+            .await
+            .map_err(ServeError::Flush)??;
+        served.map_err(ServeError::Transport)
+    }
+}
+
+/// A channel to the master, connected on first use (and again after the
+/// master restarts).
+fn master_channel(master: &str) -> Result<Channel, ServeError> {
+    let url = if master.contains("://") {
+        master.to_string()
+    } else {
+        format!("http://{master}")
+    };
+    let refused = |why: String| ServeError::Join {
+        master: master.to_string(),
+        status: tonic::Status::invalid_argument(why),
+    };
+    let endpoint = Endpoint::from_shared(url)
+        .map_err(|e| refused(format!("not an address: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(5));
+    Ok(endpoint.connect_lazy())
+}
+
+/// Calls the master every `every`, as long as the worker runs; a failed
+/// call is logged and the next one tried at the next beat.
+async fn heartbeats(master: Channel, secret: ClusterSecret, name: String, mut every: Duration) {
+    let mut reached = true;
+    loop {
+        tokio::time::sleep(every).await;
+        match join(&master, &secret, &name).await {
+            Ok(reply) => {
+                if !reached {
+                    tracing::info!("the master is reached again");
+                }
+                reached = true;
+                every = Duration::from_millis(reply.heartbeat_millis.max(1));
+            }
+            Err(status) if reached => {
+                tracing::warn!(status = %status.message(), "the master did not take a heartbeat");
+                reached = false;
+            }
+            Err(_) => {}
+        }
+    }
+}

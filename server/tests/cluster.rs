@@ -1,0 +1,257 @@
+//! A cluster on 127.0.0.1: workers join a master with the shared secret
+//! and are listed by `SHOW WORKERS`, up while they call and down once they
+//! stop, up again when they come back; calls between the processes
+//! without the secret, and workers of another secret or of a process that
+//! is not a master, are refused.
+
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::util::display::array_value_to_string;
+use tonic::transport::Endpoint;
+use tonic::Code;
+use widesql::Db;
+use widesql_server::{
+    ClusterSecret, MasterOptions, ServeError, ServeOptions, Server, WorkerOptions, WorkerServer,
+};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const SECRET: &str = "a-secret-of-the-test-cluster";
+
+/// A free loopback port.
+const ANY_PORT: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+fn secret(text: &str) -> Result<ClusterSecret, BoxError> {
+    Ok(ClusterSecret::new(text)?)
+}
+
+/// A master on a free loopback port whose workers beat every 50 ms.
+async fn master() -> Result<(tempfile::TempDir, Db, Server), BoxError> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path())?;
+    let master = MasterOptions {
+        heartbeat: Duration::from_millis(50),
+        ..MasterOptions::new(secret(SECRET)?)
+    };
+    let options = ServeOptions {
+        listen: "127.0.0.1:0".parse()?,
+        master: Some(master),
+        ..ServeOptions::default()
+    };
+    let server = Server::start(db.clone(), options).await?;
+    Ok((dir, db, server))
+}
+
+/// A worker of `master` on `listen`, over the database `db`.
+async fn worker(
+    db: &Db,
+    master: &Server,
+    listen: std::net::SocketAddr,
+    secret_text: &str,
+) -> Result<WorkerServer, ServeError> {
+    let options = WorkerOptions {
+        listen,
+        master: master.local_addr().to_string(),
+        secret: ClusterSecret::new(secret_text)?,
+        insecure: false,
+    };
+    WorkerServer::start(db.clone(), options).await
+}
+
+/// `SHOW WORKERS` on `db`, as "worker state" lines.
+async fn workers(db: &Db) -> Result<Vec<String>, BoxError> {
+    let batches = db.session().sql("SHOW WORKERS").await?.collect().await?;
+    let mut lines = Vec::new();
+    for batch in &batches {
+        for row in 0..batch.num_rows() {
+            lines.push(format!(
+                "{} {}",
+                array_value_to_string(batch.column(0), row)?,
+                array_value_to_string(batch.column(1), row)?
+            ));
+        }
+    }
+    Ok(lines)
+}
+
+/// Waits (up to ten seconds) until `SHOW WORKERS` on `db` lists `expected`.
+async fn until_workers(db: &Db, expected: &[String]) -> Result<(), BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = workers(db).await?;
+        if listed == expected {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("SHOW WORKERS lists {listed:?}, not {expected:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn workers_join_and_are_down_once_they_stop_and_up_when_back() -> Result<(), BoxError> {
+    let (_dir, db, master) = master().await?;
+    assert!(workers(&db).await?.is_empty());
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let dbs = [Db::open(dirs[0].path())?, Db::open(dirs[1].path())?];
+    let first = worker(&dbs[0], &master, ANY_PORT, SECRET).await?;
+    let second = worker(&dbs[1], &master, ANY_PORT, SECRET).await?;
+    let (a, b) = (first.local_addr(), second.local_addr());
+    let mut expected = vec![format!("http://{a} up"), format!("http://{b} up")];
+    expected.sort();
+    until_workers(&db, &expected).await?;
+
+    first.shutdown().await?;
+    let down = |addr: std::net::SocketAddr, up: std::net::SocketAddr| {
+        let mut lines = vec![format!("http://{addr} down"), format!("http://{up} up")];
+        lines.sort();
+        lines
+    };
+    until_workers(&db, &down(a, b)).await?;
+
+    // Back on the same address: the same worker.
+    let again = worker(&dbs[0], &master, a, SECRET).await?;
+    until_workers(&db, &expected).await?;
+    again.shutdown().await?;
+    second.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_worker_of_another_secret_or_of_a_process_that_is_no_master_is_refused(
+) -> Result<(), BoxError> {
+    let (_dir, db, master) = master().await?;
+    let dir = tempfile::tempdir()?;
+    let worker_db = Db::open(dir.path())?;
+    let Err(ServeError::Join { status, .. }) = worker(
+        &worker_db,
+        &master,
+        ANY_PORT,
+        "another-secret-of-another-cluster",
+    )
+    .await
+    else {
+        return Err("a worker of another secret joined".into());
+    };
+    assert_eq!(status.code(), Code::Unauthenticated);
+    assert!(status.message().contains("cluster secret"), "{status}");
+    assert!(workers(&db).await?.is_empty());
+
+    let single_dir = tempfile::tempdir()?;
+    let single = Server::start(
+        Db::open(single_dir.path())?,
+        ServeOptions {
+            listen: "127.0.0.1:0".parse()?,
+            ..ServeOptions::default()
+        },
+    )
+    .await?;
+    let Err(refused) = worker(&worker_db, &single, ANY_PORT, SECRET).await else {
+        return Err("a worker joined a process that is no master".into());
+    };
+    assert!(
+        refused.to_string().contains("not a cluster's master"),
+        "{refused}"
+    );
+    single.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+/// Calls `path` at `addr` with an empty message, carrying `secret` or
+/// none, and returns the code it ends with.
+async fn call(
+    addr: std::net::SocketAddr,
+    path: &'static str,
+    secret: Option<&str>,
+) -> Result<Code, BoxError> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
+    let mut client = tonic::client::Grpc::new(channel);
+    client.ready().await?;
+    let mut request = tonic::Request::new(());
+    if let Some(secret) = secret {
+        request
+            .metadata_mut()
+            .insert("x-widesql-cluster-secret", secret.parse()?);
+    }
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    let answer = client
+        .unary(request, http::uri::PathAndQuery::from_static(path), codec)
+        .await;
+    Ok(answer.map_or_else(|status| status.code(), |_| Code::Ok))
+}
+
+#[tokio::test]
+async fn calls_between_the_processes_need_the_secret() -> Result<(), BoxError> {
+    let (_dir, _db, master) = master().await?;
+    let dir = tempfile::tempdir()?;
+    let worker_db = Db::open(dir.path())?;
+    let worker = worker(&worker_db, &master, ANY_PORT, SECRET).await?;
+    let join = "/widesql.cluster.Cluster/Join";
+    let info = "/worker.WorkerService/GetWorkerInfo";
+    for (addr, path) in [(master.local_addr(), join), (worker.local_addr(), info)] {
+        assert_eq!(
+            call(addr, path, None).await?,
+            Code::Unauthenticated,
+            "{path}"
+        );
+        assert_eq!(
+            call(addr, path, Some("another-secret-of-another-cluster")).await?,
+            Code::Unauthenticated,
+            "{path}"
+        );
+    }
+    // With the secret the calls are taken: a join without an address is
+    // refused for what it says, the worker's own call answers.
+    assert_eq!(
+        call(master.local_addr(), join, Some(SECRET)).await?,
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        call(worker.local_addr(), info, Some(SECRET)).await?,
+        Code::Ok
+    );
+    worker.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_worker_needs_a_master_to_reach_and_a_loopback_address() -> Result<(), BoxError> {
+    let (_dir, _db, master) = master().await?;
+    let dir = tempfile::tempdir()?;
+    let worker_db = Db::open(dir.path())?;
+    // A port nobody listens on: the one of a listener just closed.
+    let closed = std::net::TcpListener::bind(ANY_PORT)?.local_addr()?;
+    let options = WorkerOptions {
+        listen: ANY_PORT,
+        master: closed.to_string(),
+        secret: secret(SECRET)?,
+        insecure: false,
+    };
+    match WorkerServer::start(worker_db.clone(), options.clone()).await {
+        Err(ServeError::Join { master, status }) => {
+            assert_eq!(master, closed.to_string());
+            assert_eq!(status.code(), Code::Unavailable, "{status}");
+        }
+        Err(other) => return Err(format!("refused for another reason: {other}").into()),
+        Ok(_) => return Err("a worker started without a master".into()),
+    }
+    let anywhere = WorkerOptions {
+        listen: "0.0.0.0:0".parse()?,
+        master: master.local_addr().to_string(),
+        ..options
+    };
+    let Err(refused) = WorkerServer::start(worker_db, anywhere).await else {
+        return Err("a worker listened on every address".into());
+    };
+    assert!(matches!(refused, ServeError::Insecure { .. }), "{refused}");
+    assert!(refused.to_string().contains("--insecure"), "{refused}");
+    master.shutdown().await?;
+    Ok(())
+}
