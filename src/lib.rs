@@ -107,6 +107,8 @@ pub use table::{
 /// release.
 #[doc(hidden)]
 pub mod internals {
+    pub use crate::catalog::WorkerStores;
+    pub use crate::db::{apply_held, held_entries};
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
         FORMAT_VERSION,
@@ -115,7 +117,16 @@ pub mod internals {
     pub use crate::sql::values::{
         append_cell, append_element, builder, encode_cell, encode_element,
     };
-    pub use crate::storage::{Backend, BackendTree, Fault, MemoryBackend, SledBackend};
+
+    /// Makes `db` reach the workers its tablet map names through `stores`
+    /// (the server calls it on a cluster's master).
+    pub fn reach_workers(db: &crate::Db, stores: std::sync::Arc<dyn WorkerStores>) {
+        db.catalog().reach_workers(stores);
+    }
+    pub use crate::storage::{
+        Backend, BackendError, BackendIter, BackendTree, Bytes, Fault, MemoryBackend, SledBackend,
+        TreeWrites, Write,
+    };
     pub use crate::table::chunks::{encode_chunk, ChunkReader};
     pub use crate::table::entries::ENTRY_BYTES;
 

@@ -36,5 +36,7 @@ mod sessions;
 mod statements;
 mod status;
 
-pub use cluster::{ClusterSecret, MasterOptions, WorkerOptions, WorkerServer, SECRET_VARIABLE};
+pub use cluster::{
+    ClusterSecret, MasterOptions, RemoteStore, WorkerOptions, WorkerServer, SECRET_VARIABLE,
+};
 pub use server::{Limits, ServeError, ServeOptions, Server, TlsIdentity};

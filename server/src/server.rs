@@ -13,7 +13,7 @@ use widesql::Db;
 use std::sync::Arc;
 
 use crate::calls::Work;
-use crate::cluster::{ClusterService, MasterOptions, SECRET_VARIABLE};
+use crate::cluster::{ClusterService, MasterOptions, MasterStores, SECRET_VARIABLE};
 use crate::service::WideFlightSql;
 use crate::statements::Statements;
 
@@ -279,6 +279,10 @@ impl Server {
         }
         let (stop, stopped) = oneshot::channel::<()>();
         let cluster = options.master.as_ref().map(|master| {
+            let stores = MasterStores {
+                secret: master.secret.clone(),
+            };
+            widesql::internals::reach_workers(&db, Arc::new(stores));
             master
                 .secret
                 .guard(ClusterService::new(db.clone(), master.heartbeat))

@@ -255,3 +255,129 @@ async fn a_worker_needs_a_master_to_reach_and_a_loopback_address() -> Result<(),
     master.shutdown().await?;
     Ok(())
 }
+
+/// A tree name of a user table: `t:` and a table id's 16 bytes.
+fn table_tree() -> Vec<u8> {
+    let mut name = b"t:".to_vec();
+    name.extend_from_slice(uuid::Uuid::now_v7().as_bytes());
+    name
+}
+
+/// Every entry of `tree` in `(lo, hi)`, as `key=value` text.
+fn entries(
+    tree: &dyn widesql::internals::BackendTree,
+    lo: std::ops::Bound<Vec<u8>>,
+    hi: std::ops::Bound<Vec<u8>>,
+    reverse: bool,
+) -> Result<Vec<String>, BoxError> {
+    tree.range(lo, hi, reverse)
+        .map(|entry| {
+            let (k, v) = entry?;
+            Ok(format!(
+                "{}={}",
+                String::from_utf8_lossy(&k),
+                String::from_utf8_lossy(&v)
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_master_reads_and_writes_the_tablet_data_a_worker_holds() -> Result<(), BoxError> {
+    use std::ops::Bound;
+    use widesql::internals::{Backend, Bytes, Write};
+    let (_dir, _db, master) = master().await?;
+    let dir = tempfile::tempdir()?;
+    let worker_db = Db::open(dir.path())?;
+    let worker = worker(&worker_db, &master, ANY_PORT, SECRET).await?;
+    let url = format!("http://{}", worker.local_addr());
+    let store = widesql_server::RemoteStore::new(&url, secret(SECRET)?)?;
+    let name = table_tree();
+    let tree = store.open_tree(&name)?;
+    // Storage calls are synchronous: they run on a blocking thread, as the
+    // master's scans and writes do.
+    let (store, tree) = tokio::task::spawn_blocking(move || -> Result<_, BoxError> {
+        // More entries than one chunk of a scan carries.
+        let writes: Vec<Write> = (0..2500)
+            .map(|i| {
+                Write::Put(
+                    Bytes::from(format!("k{i:05}")),
+                    Bytes::from(format!("v{i}")),
+                )
+            })
+            .collect();
+        store.apply_and_flush(&[(std::sync::Arc::clone(&tree), writes)], true)?;
+        let all = entries(tree.as_ref(), Bound::Unbounded, Bound::Unbounded, false)?;
+        assert_eq!(all.len(), 2500);
+        assert_eq!(all[0], "k00000=v0");
+        assert_eq!(all[2499], "k02499=v2499");
+        let last = entries(tree.as_ref(), Bound::Unbounded, Bound::Unbounded, true)?;
+        assert_eq!(last[0], "k02499=v2499");
+        assert_eq!(
+            entries(
+                tree.as_ref(),
+                Bound::Excluded(b"k00010".to_vec()),
+                Bound::Included(b"k00012".to_vec()),
+                false
+            )?,
+            ["k00011=v11", "k00012=v12"]
+        );
+        assert_eq!(
+            tree.get(b"k00007")?.map(|v| v.to_vec()),
+            Some(b"v7".to_vec())
+        );
+        assert_eq!(tree.get(b"nothing")?, None);
+        store.apply(&[(
+            std::sync::Arc::clone(&tree),
+            vec![Write::Delete(Bytes::from("k00007"))],
+        )])?;
+        assert_eq!(tree.get(b"k00007")?, None);
+        Ok((store, tree))
+    })
+    .await??;
+    // The worker keeps them in its own database, under the same tree name.
+    let held: Vec<_> = widesql::internals::held_entries(
+        &worker_db,
+        &name,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+    )?
+    .collect::<Result<_, _>>()?;
+    assert_eq!(held.len(), 2499);
+
+    // Only tables' trees: never the worker's own catalog.
+    let catalog = store.open_tree(b"_catalog")?;
+    let refused = tokio::task::spawn_blocking(move || {
+        catalog
+            .range(Bound::Unbounded, Bound::Unbounded, false)
+            .next()
+            .map(|entry| entry.map(|_| ()))
+    })
+    .await?;
+    let refused = refused.ok_or("a scan of the catalog answered nothing")?;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("not the tree of a table")),
+        "{refused:?}"
+    );
+
+    // A worker that stopped: its calls fail at once, naming it.
+    worker.shutdown().await?;
+    let failed = tokio::task::spawn_blocking(move || {
+        let scanned = tree.get(b"k00001").map(|_| ());
+        let written = store.apply(&[(tree, vec![Write::Delete(Bytes::from("k00001"))])]);
+        (scanned, written)
+    })
+    .await?;
+    for result in [failed.0, failed.1] {
+        let error = result.expect_err("a stopped worker answers nothing");
+        assert!(
+            error.to_string().starts_with(&format!("worker {url}: ")),
+            "{error}"
+        );
+    }
+    master.shutdown().await?;
+    Ok(())
+}

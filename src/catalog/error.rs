@@ -125,6 +125,14 @@ pub enum CatalogError {
         /// What is wrong with the key, or the table.
         reason: String,
     },
+    /// A tablet cannot move as asked.
+    #[error("cannot move a tablet of table '{table}': {reason}")]
+    CannotMove {
+        /// The qualified table name.
+        table: String,
+        /// Why.
+        reason: String,
+    },
     /// A system row could not be read back.
     #[error("the catalog is corrupt: {0}")]
     Corrupt(String),
@@ -144,7 +152,8 @@ impl CatalogError {
             CatalogError::NotEmpty { .. } => ErrorKind::NotEmpty,
             CatalogError::InvalidSpec { .. }
             | CatalogError::Default { .. }
-            | CatalogError::CannotSplit { .. } => ErrorKind::InvalidArgument,
+            | CatalogError::CannotSplit { .. }
+            | CatalogError::CannotMove { .. } => ErrorKind::InvalidArgument,
             CatalogError::Corrupt(_) => ErrorKind::Corruption,
         }
     }

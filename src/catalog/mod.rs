@@ -14,6 +14,7 @@ mod error;
 pub(crate) mod names;
 mod privileges;
 mod project;
+mod routing;
 mod rows;
 mod spec;
 mod state;
@@ -24,6 +25,7 @@ mod users;
 
 pub use error::{not_found, CatalogError, ObjectKind};
 pub use privileges::{Privilege, Securable};
+pub use routing::WorkerStores;
 pub use spec::{with_family, with_gc, without_family, KEY_COLUMN, ROWID_COLUMN};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
 use tablets::StoredTablet;
@@ -71,6 +73,8 @@ pub struct Catalog {
     /// Counts changes to the in-memory state: what a name resolves to can
     /// only have changed when this moved (see [`Catalog::generation`]).
     generation: AtomicU64,
+    /// The stores of the workers the tablet map names.
+    workers: routing::Workers,
 }
 
 /// A table whose tree exists and can be written, but that no catalog row
@@ -117,6 +121,7 @@ impl Catalog {
             system_stores,
             staged: Mutex::new(std::collections::HashSet::new()),
             generation: AtomicU64::new(0),
+            workers: routing::Workers::default(),
         };
         catalog.load()?;
         if catalog.read().project(system::SYSTEM_PROJECT).is_none() {
@@ -125,6 +130,7 @@ impl Catalog {
         catalog.remove_orphan_trees()?;
         catalog.remove_orphan_rows(system::GRANTS, CatalogState::holds_grant)?;
         catalog.remove_orphan_rows(system::TABLETS, CatalogState::has_tablet_row)?;
+        catalog.remove_moved_away()?;
         Ok(catalog)
     }
 

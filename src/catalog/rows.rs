@@ -169,6 +169,7 @@ impl Catalog {
         }
         self.load_access(&mut state)?;
         self.load_tablets(&mut state)?;
+        self.route_layouts(&mut state)?;
         *self.write_state() = state;
         Ok(())
     }

@@ -410,14 +410,15 @@ impl Catalog {
                 family.hidden_before = family.hidden_before.max(Some(now.saturating_sub(old_age)));
             }
         }
-        let layout = Arc::new(Layout::new(
+        let layout = Layout::new(
             &self.engine.storage,
             id,
             path,
             spec.clone(),
             &Placement::OwnTree,
             false,
-        )?);
+        )?;
+        let layout = Arc::new(self.routed(&self.read(), id, layout)?);
         let row = Self::table_row(
             id,
             entry.dataset,

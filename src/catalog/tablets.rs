@@ -53,8 +53,8 @@ impl Tablet {
 /// A tablet as `_tablets` stores it (its start is the map's key).
 #[derive(Debug, Clone)]
 pub(crate) struct StoredTablet {
-    id: TabletId,
-    worker: Option<String>,
+    pub(super) id: TabletId,
+    pub(super) worker: Option<String>,
 }
 
 /// A key to split a table at: its encoding, and how it is shown in
@@ -294,7 +294,7 @@ impl Catalog {
         Ok(made)
     }
 
-    fn tablet_row(
+    pub(super) fn tablet_row(
         table: TableId,
         start: &[u8],
         id: TabletId,

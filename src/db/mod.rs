@@ -7,6 +7,7 @@
 mod activity;
 mod database;
 mod dataset;
+mod held;
 mod options;
 mod project;
 mod registry;
@@ -18,6 +19,7 @@ mod workers;
 pub use activity::{Activity, ActivityEntry, Running};
 pub use database::Db;
 pub use dataset::Dataset;
+pub use held::{apply_held, held_entries};
 pub use options::DbOptions;
 pub use project::Project;
 use registry::{open_databases, DbInner};

@@ -51,6 +51,16 @@ pub trait Backend: Send + Sync + Debug {
     fn apply(&self, batch: &[TreeWrites]) -> Result<(), BackendError>;
     /// Waits until every applied write is durable.
     fn flush(&self) -> Result<(), BackendError>;
+    /// Applies `batch` as [`Backend::apply`] does and, when `durable`,
+    /// waits until it is durable: one call where a store's calls cross a
+    /// network.
+    fn apply_and_flush(&self, batch: &[TreeWrites], durable: bool) -> Result<(), BackendError> {
+        self.apply(batch)?;
+        if durable {
+            self.flush()?;
+        }
+        Ok(())
+    }
     /// Bytes the store occupies on disk (or in memory).
     fn size_on_disk(&self) -> Result<u64, BackendError>;
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use super::{Bytes, Tree, TreeWrites, Write};
+use super::{Backend, Bytes, Tree, TreeWrites, Write};
 
 /// When a write reaches the disk.
 ///
@@ -51,6 +51,16 @@ pub struct WriteBatch {
     /// Bytes of the keys and values written, which the store holds in
     /// memory, several times over, until the batch is applied.
     bytes: usize,
+    /// The writes to keys other stores hold, by store.
+    pub(super) away: Vec<AwayWrites>,
+}
+
+/// The writes of a batch to one other store.
+#[derive(Debug)]
+pub(super) struct AwayWrites {
+    pub(super) store: Arc<dyn Backend>,
+    pub(super) name: Arc<str>,
+    pub(super) trees: Vec<TreeWrites>,
 }
 
 impl WriteBatch {
@@ -86,19 +96,66 @@ impl WriteBatch {
         &mut self.trees[at].1
     }
 
+    /// The writes of `key` of `tree`: this store's, or those of the other
+    /// store that holds the key.
+    fn writes_of_key(&mut self, tree: &Tree, key: &[u8]) -> &mut Vec<Write> {
+        let Some(super::routes::AwayHome {
+            store,
+            name,
+            tree: away_tree,
+        }) = tree.away_home(key)
+        else {
+            return self.writes_for(tree);
+        };
+        if !self
+            .epochs
+            .iter()
+            .any(|e| Arc::ptr_eq(e, &tree.write_epoch))
+        {
+            self.epochs.push(Arc::clone(&tree.write_epoch));
+        }
+        let part = match self
+            .away
+            .iter()
+            .position(|part| std::ptr::addr_eq(Arc::as_ptr(&part.store), Arc::as_ptr(store)))
+        {
+            Some(at) => at,
+            None => {
+                self.away.push(AwayWrites {
+                    store: Arc::clone(store),
+                    name: Arc::clone(name),
+                    trees: Vec::new(),
+                });
+                self.away.len() - 1
+            }
+        };
+        let trees = &mut self.away[part].trees;
+        let at = match trees.iter().position(|(t, _)| t.name() == away_tree.name()) {
+            Some(at) => at,
+            None => {
+                trees.push((Arc::clone(away_tree), Vec::new()));
+                trees.len() - 1
+            }
+        };
+        &mut trees[at].1
+    }
+
     /// Sets `key` to `value` in `tree`.
     pub fn put(&mut self, tree: &Tree, key: impl Into<Bytes>, value: impl Into<Bytes>) {
-        let key = stored(tree, key.into());
+        let key = key.into();
         let value = value.into();
-        self.bytes += key.len() + value.len();
-        self.writes_for(tree).push(Write::Put(key, value));
+        self.bytes += tree.prefix.len() + key.len() + value.len();
+        let stored = stored(tree, key.clone());
+        self.writes_of_key(tree, &key)
+            .push(Write::Put(stored, value));
     }
 
     /// Removes `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
-        let key = stored(tree, key.into());
-        self.bytes += key.len();
-        self.writes_for(tree).push(Write::Delete(key));
+        let key = key.into();
+        self.bytes += tree.prefix.len() + key.len();
+        let stored = stored(tree, key.clone());
+        self.writes_of_key(tree, &key).push(Write::Delete(stored));
     }
 
     /// Bytes of the keys and values written so far.

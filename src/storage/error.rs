@@ -62,6 +62,26 @@ pub enum StorageError {
         /// What happened.
         reason: String,
     },
+    /// Another store that holds some of a table's keys (a worker's) failed
+    /// or could not be reached; nothing of the write was applied.
+    #[error("{home}: {source}")]
+    Away {
+        /// The store, as its tablet and worker.
+        home: String,
+        /// What it reported.
+        source: BackendError,
+    },
+    /// A write to keys that several stores hold was applied by some of
+    /// them and not by the one named; the rest was not tried.
+    #[error("the write was applied by {} but not by {failed}: {source}", .applied.join(", "))]
+    PartlyApplied {
+        /// The stores that applied their part.
+        applied: Vec<String>,
+        /// The store that failed.
+        failed: String,
+        /// What it reported.
+        source: BackendError,
+    },
     /// The directory holds something that is not a widesql database.
     #[error("'{path}' is not a widesql database: {reason}")]
     NotWidesql {

@@ -29,6 +29,7 @@ mod error;
 mod memory;
 mod range;
 mod read_ahead;
+mod routes;
 mod sled_backend;
 
 use std::collections::HashMap;
@@ -47,6 +48,7 @@ pub use commit::{CommitStats, Health};
 pub use error::StorageError;
 pub use memory::{Fault, MemoryBackend};
 pub use range::RangeIter;
+pub use routes::{Home, KeyRange, Routes};
 pub use sled_backend::SledBackend;
 
 const META_FORMAT: &[u8] = b"widesql/format";
@@ -111,6 +113,9 @@ pub struct Tree {
     /// [`Tree::write_epoch`].
     write_epoch: Arc<AtomicU64>,
     path: Arc<str>,
+    /// The ranges of this key space that other stores hold, with each
+    /// range's tree (this one's for a range held here).
+    routed: Option<Arc<routes::Routed>>,
 }
 
 impl Storage {
@@ -229,6 +234,7 @@ impl Storage {
             keys_read: Arc::new(AtomicU64::new(0)),
             write_epoch: Arc::new(AtomicU64::new(0)),
             path: Arc::from(self.path_str()),
+            routed: None,
         };
         trees.insert(id, tree.clone());
         Ok(tree)
@@ -301,16 +307,56 @@ impl Storage {
     /// them or none are on disk, and no reader sees a part of them. An
     /// [`Durability::Immediate`] batch is on disk when this returns: it
     /// waits for the flush of its group (see [`commit`]).
+    ///
+    /// A batch that writes keys other stores hold ([`Routes`]) is applied
+    /// home by home, this store's part first: each part atomically, the
+    /// whole not. A part that fails stops the rest, and the error names
+    /// the homes whose parts were applied.
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
-        if batch.trees.is_empty() {
-            return Ok(());
+        let durable = batch.durability == Durability::Immediate;
+        if batch.away.is_empty() {
+            if batch.trees.is_empty() {
+                return Ok(());
+            }
+            let work = commit::Work::Apply {
+                writes: batch.trees,
+                epochs: batch.epochs,
+            };
+            return self.commit(work, durable).map(|_| ());
         }
-        let work = commit::Work::Apply {
-            writes: batch.trees,
-            epochs: batch.epochs,
-        };
-        self.commit(work, batch.durability == Durability::Immediate)
-            .map(|_| ())
+        let mut applied: Vec<String> = Vec::new();
+        if !batch.trees.is_empty() {
+            let work = commit::Work::Apply {
+                writes: batch.trees,
+                epochs: Vec::new(),
+            };
+            self.commit(work, durable)?;
+            applied.push("this process".into());
+        }
+        let mut failed = None;
+        for part in &batch.away {
+            if let Err(source) = part.store.apply_and_flush(&part.trees, durable) {
+                failed = Some((part.name.to_string(), source));
+                break;
+            }
+            applied.push(part.name.to_string());
+        }
+        // Readers compare epochs to notice a batch that changed the trees:
+        // a part that was applied did.
+        if !applied.is_empty() {
+            for epoch in &batch.epochs {
+                epoch.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some((home, source)) if applied.is_empty() => Err(StorageError::Away { home, source }),
+            Some((failed, source)) => Err(StorageError::PartlyApplied {
+                applied,
+                failed,
+                source,
+            }),
+        }
     }
 
     /// Waits until every applied write is durable on disk.
@@ -354,28 +400,52 @@ impl Storage {
 }
 
 impl Tree {
+    /// `(lo, hi)` of this key space as bounds of its backend tree.
+    fn stored_bounds(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        if self.prefix.is_empty() {
+            return (lo, hi);
+        }
+        let within = |bound: Bound<Vec<u8>>| match bound {
+            Bound::Included(key) => Bound::Included(self.stored_key(&key)),
+            Bound::Excluded(key) => Bound::Excluded(self.stored_key(&key)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let lo = match within(lo) {
+            Bound::Unbounded => Bound::Included(self.prefix.to_vec()),
+            bound => bound,
+        };
+        let hi = match within(hi) {
+            Bound::Unbounded => match prefix_successor(&self.prefix) {
+                Some(end) => Bound::Excluded(end),
+                None => Bound::Unbounded,
+            },
+            bound => bound,
+        };
+        (lo, hi)
+    }
+
     /// The entries with keys in `(lo, hi)`, in key order or reversed.
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> RangeIter {
-        let inner = if self.prefix.is_empty() {
-            self.inner.range(lo, hi, reverse)
-        } else {
-            let within = |bound: Bound<Vec<u8>>| match bound {
-                Bound::Included(key) => Bound::Included(self.stored_key(&key)),
-                Bound::Excluded(key) => Bound::Excluded(self.stored_key(&key)),
-                Bound::Unbounded => Bound::Unbounded,
-            };
-            let lo = match within(lo) {
-                Bound::Unbounded => Bound::Included(self.prefix.to_vec()),
-                bound => bound,
-            };
-            let hi = match within(hi) {
-                Bound::Unbounded => match prefix_successor(&self.prefix) {
-                    Some(end) => Bound::Excluded(end),
-                    None => Bound::Unbounded,
-                },
-                bound => bound,
-            };
-            self.inner.range(lo, hi, reverse)
+        let inner = match self.routed.as_deref() {
+            None => {
+                let (lo, hi) = self.stored_bounds(lo, hi);
+                self.inner.range(lo, hi, reverse)
+            }
+            Some(routed) => {
+                let pieces = routed
+                    .routes
+                    .pieces(&lo, &hi)
+                    .into_iter()
+                    .map(|(index, (lo, hi))| {
+                        (Arc::clone(&routed.trees[index]), self.stored_bounds(lo, hi))
+                    })
+                    .collect();
+                routes::routed_scan(pieces, reverse)
+            }
         };
         RangeIter::new(
             inner,

@@ -342,6 +342,25 @@ impl Layout {
         })
     }
 
+    /// The same layout, its key spaces' ranges stored as `routes` says
+    /// (the tablets workers hold).
+    pub fn with_routes(&self, routes: &crate::storage::Routes) -> Result<Layout, StorageError> {
+        let groups = self
+            .groups
+            .iter()
+            .map(|g| {
+                Ok(Group {
+                    name: g.name.clone(),
+                    tree: g.tree.with_routes(routes.clone())?,
+                })
+            })
+            .collect::<Result<_, StorageError>>()?;
+        Ok(Layout {
+            groups,
+            ..self.clone()
+        })
+    }
+
     /// The same layout under a new name (the table or its dataset was
     /// renamed). It shares the superseded mark and the compaction state
     /// with this one: a rename changes no cell, so a write planned before

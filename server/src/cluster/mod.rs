@@ -6,17 +6,21 @@
 //! serves the cluster's own service ([`protocol`]), which workers call to
 //! join and then every heartbeat; `SHOW WORKERS` lists them. A worker
 //! ([`worker`]) owns a database directory of its own and serves
-//! datafusion-distributed's worker service. Every call between the
+//! datafusion-distributed's worker service and the tablet data it holds
+//! ([`data`]), which the master reaches as a storage backend. Every call between the
 //! processes carries the secret they share ([`secret`]), and each
 //! process's cluster services refuse a call without it before reading its
 //! message.
 
+mod data;
 mod protocol;
 mod secret;
 mod worker;
 
 use std::time::Duration;
 
+pub(crate) use data::MasterStores;
+pub use data::RemoteStore;
 pub(crate) use protocol::ClusterService;
 pub use secret::{ClusterSecret, SECRET_VARIABLE};
 pub use worker::{WorkerOptions, WorkerServer};

@@ -14,6 +14,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint};
 use widesql::Db;
 
+use super::data::TabletDataService;
 use super::protocol::join;
 use super::ClusterSecret;
 use crate::ServeError;
@@ -59,8 +60,10 @@ impl WorkerServer {
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let worker = options.secret.guard(Worker::default().into_worker_server());
         let (stop, stopped) = oneshot::channel::<()>();
+        let data = options.secret.guard(TabletDataService::new(db.clone()));
         let serving = tonic::transport::Server::builder()
             .add_service(worker)
+            .add_service(data)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             });

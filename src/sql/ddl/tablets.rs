@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! ALTER TABLE t SPLIT AT (key [, …])
+//! ALTER TABLE t MOVE TABLET AT (key) TO { 'worker' | LOCAL }
 //! SHOW TABLETS { FROM | IN } t
 //! SHOW WORKERS
 //! ```
@@ -12,7 +13,10 @@
 //! The tablet that holds a key ends there and a new one starts there, in
 //! one catalog change; no row moves. Splitting takes the `CREATE`
 //! privilege on the table, as `ALTER TABLE` does; listing takes `SELECT`,
-//! as `DESCRIBE` does. `SHOW WORKERS` lists the workers that joined a
+//! as `DESCRIBE` does. Moving the tablet that holds a key to a worker
+//! that is up (or back to this process, `LOCAL`) takes an admin: where
+//! rows live is the cluster's business ([`crate::catalog::Catalog::move_tablet`]).
+//! `SHOW WORKERS` lists the workers that joined a
 //! cluster's master ([`crate::Workers`]) and takes an admin, as `SHOW
 //! USERS` does: their addresses are the cluster's.
 
@@ -49,6 +53,13 @@ use crate::sql::values;
 pub(crate) enum TabletStatement {
     /// `ALTER TABLE t SPLIT AT (key, …)`.
     Split { table: ObjectName, keys: Vec<Expr> },
+    /// `ALTER TABLE t MOVE TABLET AT (key) TO 'worker'`; `to` is `None`
+    /// for `LOCAL`.
+    Move {
+        table: ObjectName,
+        key: Box<Expr>,
+        to: Option<String>,
+    },
     /// `SHOW TABLETS FROM t`.
     Show { table: ObjectName },
     /// `SHOW WORKERS`.
@@ -61,6 +72,13 @@ impl fmt::Display for TabletStatement {
             TabletStatement::Split { table, keys } => {
                 let keys: Vec<String> = keys.iter().map(Expr::to_string).collect();
                 write!(f, "ALTER TABLE {table} SPLIT AT ({})", keys.join(", "))
+            }
+            TabletStatement::Move { table, key, to } => {
+                write!(f, "ALTER TABLE {table} MOVE TABLET AT ({key}) TO ")?;
+                match to {
+                    Some(worker) => write!(f, "'{}'", worker.replace('\'', "''")),
+                    None => write!(f, "LOCAL"),
+                }
             }
             TabletStatement::Show { table } => write!(f, "SHOW TABLETS FROM {table}"),
             TabletStatement::ShowWorkers => write!(f, "SHOW WORKERS"),
@@ -102,12 +120,35 @@ pub(crate) fn parse_tablets(
             _ => break,
         }
     }
-    if !is_word(parser, n, "SPLIT") {
+    let moving = is_word(parser, n, "MOVE") && is_word(parser, n + 1, "TABLET");
+    if !moving && !is_word(parser, n, "SPLIT") {
         return None;
     }
     parser.advance_token();
     parser.advance_token();
-    Some(parse_split(parser))
+    Some(if moving {
+        parse_move(parser)
+    } else {
+        parse_split(parser)
+    })
+}
+
+fn parse_move(parser: &mut Parser<'_>) -> std::result::Result<TabletStatement, ParserError> {
+    let table = parser.parse_object_name(false)?;
+    parser.advance_token(); // MOVE
+    parser.advance_token(); // TABLET
+    parser.expect_keyword_is(Keyword::AT)?;
+    parser.expect_token(&Token::LParen)?;
+    let key = Box::new(parser.parse_expr()?);
+    parser.expect_token(&Token::RParen)?;
+    parser.expect_keyword_is(Keyword::TO)?;
+    let to = if is_word(parser, 0, "LOCAL") {
+        parser.advance_token();
+        None
+    } else {
+        Some(parser.parse_literal_string()?)
+    };
+    Ok(TabletStatement::Move { table, key, to })
 }
 
 fn parse_split(parser: &mut Parser<'_>) -> std::result::Result<TabletStatement, ParserError> {
@@ -137,6 +178,39 @@ pub(crate) async fn run_tablets(session: &Session, statement: TabletStatement) -
             // result of a statement that changed something.
             let mut tablets = session.db().catalog().read().tablets_of(table.id());
             tablets.retain(|tablet| made.contains(&tablet.id));
+            Ok(session.frame(key.listing(&tablets)?)?.that_changed())
+        }
+        TabletStatement::Move {
+            table: name,
+            key: expr,
+            to,
+        } => {
+            session.require_admin("move tablets")?;
+            let table = session.open_table(&name)?;
+            let qualified = table.qualified_name()?;
+            let key = KeyType::of(&table.spec()?.key, &qualified);
+            let point = key.split_point(session, &expr).await?;
+            if let Some(worker) = &to {
+                if !session.db().workers().up().contains(worker) {
+                    return Err(CatalogError::CannotMove {
+                        table: qualified,
+                        reason: format!(
+                            "'{worker}' is not a worker that is up (SHOW WORKERS lists them)"
+                        ),
+                    }
+                    .into());
+                }
+            }
+            // The rows are copied on a thread that may wait for the disk
+            // and for the workers.
+            let db = session.db().clone();
+            let id = table.id();
+            let moved =
+                tokio::task::spawn_blocking(move || db.catalog().move_tablet(id, &point.key, to))
+                    .await
+                    .map_err(|e| sql_error(format!("the move stopped: {e}")))??;
+            let mut tablets = session.db().catalog().read().tablets_of(id);
+            tablets.retain(|tablet| tablet.id == moved);
             Ok(session.frame(key.listing(&tablets)?)?.that_changed())
         }
         TabletStatement::Show { table: name } => {

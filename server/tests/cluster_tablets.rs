@@ -1,0 +1,345 @@
+//! Tablets on workers: a tablet moves to a worker (and on, and back), its
+//! rows are then read and written there, a worker that is down fails the
+//! statements that need it and no other, and a master opened again finds
+//! its tablets where the tablet map says.
+
+use std::ops::Bound;
+use std::time::{Duration, Instant};
+
+use widesql::{Db, Session};
+use widesql_server::{
+    ClusterSecret, MasterOptions, ServeOptions, Server, WorkerOptions, WorkerServer,
+};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const SECRET: &str = "a-secret-of-the-test-cluster";
+
+fn any_port() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A master over `dir` on a free loopback port, workers beating every
+/// 50 ms.
+async fn master(dir: &std::path::Path) -> Result<(Db, Server), BoxError> {
+    let db = Db::open(dir)?;
+    let master = MasterOptions {
+        heartbeat: Duration::from_millis(50),
+        ..MasterOptions::new(ClusterSecret::new(SECRET)?)
+    };
+    let options = ServeOptions {
+        listen: any_port(),
+        master: Some(master),
+        ..ServeOptions::default()
+    };
+    let server = Server::start(db.clone(), options).await?;
+    Ok((db, server))
+}
+
+/// A worker over `db` joining `master`, on `listen`.
+async fn worker(
+    db: &Db,
+    master: &Server,
+    listen: std::net::SocketAddr,
+) -> Result<WorkerServer, BoxError> {
+    let options = WorkerOptions {
+        listen,
+        master: master.local_addr().to_string(),
+        secret: ClusterSecret::new(SECRET)?,
+        insecure: false,
+    };
+    Ok(WorkerServer::start(db.clone(), options).await?)
+}
+
+/// The rows of `sql` as text lines.
+async fn lines(session: &Session, sql: &str) -> Result<Vec<String>, BoxError> {
+    let batches = session.sql(sql).await?.collect().await?;
+    let mut lines = Vec::new();
+    for batch in &batches {
+        for row in 0..batch.num_rows() {
+            let cells = batch
+                .columns()
+                .iter()
+                .map(|c| datafusion::arrow::util::display::array_value_to_string(c, row))
+                .collect::<Result<Vec<_>, _>>()?;
+            lines.push(cells.join(" "));
+        }
+    }
+    Ok(lines)
+}
+
+/// Waits until the master lists `count` workers that are up.
+async fn until_up(db: &Db, count: usize) -> Result<(), BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while db.workers().up().len() < count {
+        if Instant::now() > deadline {
+            return Err(format!("{:?} are up, not {count}", db.workers().up()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// How many entries the table tree of `table` holds in `db`.
+fn held(db: &Db, table: widesql::TableId) -> Result<usize, BoxError> {
+    let mut name = b"t:".to_vec();
+    name.extend_from_slice(table.as_bytes());
+    let entries =
+        widesql::internals::held_entries(db, &name, Bound::Unbounded, Bound::Unbounded, false)?;
+    Ok(entries.count())
+}
+
+const ALL: &str = "SELECT _key, v FROM t ORDER BY _key";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tablet_moves_to_workers_and_back_and_its_rows_follow() -> Result<(), BoxError> {
+    let dirs = [
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+    ];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_dbs = [Db::open(dirs[1].path())?, Db::open(dirs[2].path())?];
+    let w1 = worker(&worker_dbs[0], &master, any_port()).await?;
+    let w2 = worker(&worker_dbs[1], &master, any_port()).await?;
+    let (url1, url2) = (
+        format!("http://{}", w1.local_addr()),
+        format!("http://{}", w2.local_addr()),
+    );
+    until_up(&db, 2).await?;
+    let session = db.session();
+    session
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT); \
+             INSERT INTO t SELECT chr(97 + value), value FROM generate_series(0, 25) AS s(value); \
+             ALTER TABLE t SPLIT AT ('h', 'p')",
+        )
+        .await?;
+    let table = db.open_table("default", "public", "t")?.id();
+    let before = lines(&session, ALL).await?;
+    assert_eq!(before.len(), 26);
+
+    let moved = lines(
+        &session,
+        &format!("ALTER TABLE t MOVE TABLET AT ('k') TO '{url1}'"),
+    )
+    .await?;
+    assert_eq!(moved.len(), 1);
+    assert!(moved[0].ends_with(&format!("'h' 'p' {url1}")), "{moved:?}");
+    assert_eq!(lines(&session, ALL).await?, before);
+    // Its rows, h to o, are in the worker's database.
+    assert!(held(&worker_dbs[0], table)? >= 8);
+    let explain = lines(
+        &session,
+        "EXPLAIN SELECT * FROM t WHERE _key >= 'k' AND _key < 'l'",
+    )
+    .await?;
+    assert!(
+        explain
+            .concat()
+            .contains(&format!("tablets=1 of 3 ({url1})")),
+        "{explain:?}"
+    );
+
+    // Writes to its keys go there; the others stay here.
+    session
+        .run(
+            "INSERT INTO t VALUES ('kk', 100), ('zz', 200); \
+             UPDATE t SET v = v + 1000 WHERE _key IN ('k', 'a'); \
+             DELETE FROM t WHERE _key IN ('l', 'b')",
+        )
+        .await?;
+    let mut expected: Vec<String> = before
+        .iter()
+        .filter(|l| !l.starts_with("l ") && !l.starts_with("b "))
+        .map(|l| match l.as_str() {
+            "a 0" => "a 1000".to_string(),
+            "k 10" => "k 1010".to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    expected.push("kk 100".into());
+    expected.push("zz 200".into());
+    expected.sort();
+    assert_eq!(lines(&session, ALL).await?, expected);
+
+    // On to the second worker, then back to the master.
+    session
+        .run(&format!("ALTER TABLE t MOVE TABLET AT ('h') TO '{url2}'"))
+        .await?;
+    assert_eq!(lines(&session, ALL).await?, expected);
+    assert!(held(&worker_dbs[1], table)? >= 8);
+    let shown = lines(&session, "SHOW TABLETS FROM t").await?;
+    assert!(shown[1].ends_with(&url2), "{shown:?}");
+    session
+        .run("ALTER TABLE t MOVE TABLET AT ('h') TO LOCAL")
+        .await?;
+    assert_eq!(lines(&session, ALL).await?, expected);
+    assert!(lines(&session, "SHOW TABLETS FROM t")
+        .await?
+        .iter()
+        .all(|l| l.ends_with(" local")));
+    // The first worker still holds its copy from the first move, 'kk'
+    // among it: a move there again clears it first.
+    session
+        .run(&format!(
+            "DELETE FROM t WHERE _key = 'kk'; ALTER TABLE t MOVE TABLET AT ('h') TO '{url1}'"
+        ))
+        .await?;
+    expected.retain(|l| l != "kk 100");
+    assert_eq!(lines(&session, ALL).await?, expected);
+
+    // Refused: a worker that is not up, the home it has.
+    for (sql, said) in [
+        (
+            "ALTER TABLE t MOVE TABLET AT ('a') TO 'http://127.0.0.1:9'",
+            "is not a worker that is up",
+        ),
+        (
+            "ALTER TABLE t MOVE TABLET AT ('a') TO LOCAL",
+            "already served by this process",
+        ),
+    ] {
+        let error = session.run(sql).await.expect_err(sql);
+        assert!(error.to_string().contains(said), "{sql}: {error}");
+    }
+    // The master keeps its copy of the tablet it moved last until it
+    // opens the database again.
+    let kept = held(&db, table)?;
+    w1.shutdown().await?;
+    w2.shutdown().await?;
+    master.shutdown().await?;
+    drop(session);
+    drop(db);
+    let reopened = Db::open(dirs[0].path())?;
+    let after = held(&reopened, table)?;
+    assert!(after < kept, "the moved rows are gone: {after} of {kept}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Result<(), BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let w1 = worker(&worker_db, &master, any_port()).await?;
+    let addr = w1.local_addr();
+    let url = format!("http://{addr}");
+    until_up(&db, 1).await?;
+    let session = db.session();
+    session
+        .run(&format!(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT); \
+             INSERT INTO t VALUES ('a', 1), ('m', 2), ('x', 3); \
+             ALTER TABLE t SPLIT AT ('k'); \
+             ALTER TABLE t MOVE TABLET AT ('m') TO '{url}'"
+        ))
+        .await?;
+    w1.shutdown().await?;
+    // A move that cannot read its tablet changes nothing.
+    let error = session
+        .run("ALTER TABLE t MOVE TABLET AT ('m') TO LOCAL")
+        .await
+        .expect_err("the source is down");
+    assert!(
+        error.to_string().contains(&format!("worker {url}")),
+        "{error}"
+    );
+    assert!(lines(&session, "SHOW TABLETS FROM t").await?[1].ends_with(&url));
+    // The first tablet is here: reads and writes of its keys go on.
+    assert_eq!(
+        lines(&session, "SELECT v FROM t WHERE _key < 'k'").await?,
+        ["1"]
+    );
+    session.run("INSERT INTO t VALUES ('b', 4)").await?;
+    // The second is on the worker that stopped: they fail, naming both.
+    for sql in ["SELECT count(*) FROM t", "INSERT INTO t VALUES ('n', 5)"] {
+        let started = Instant::now();
+        let error = session.run(sql).await.expect_err(sql).to_string();
+        assert!(error.contains(&format!("worker {url}")), "{sql}: {error}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{sql} took {:?}",
+            started.elapsed()
+        );
+    }
+    // Back on its address, the worker serves its tablet again.
+    let again = worker(&worker_db, &master, addr).await?;
+    assert_eq!(
+        lines(&session, "SELECT _key, v FROM t ORDER BY _key").await?,
+        ["a 1", "b 4", "m 2", "x 3"]
+    );
+    // A master opened again finds the tablet where the map says.
+    master.shutdown().await?;
+    drop(session);
+    drop(db);
+    // Opened by a process that is no master, the directory serves the
+    // tablets the master holds, and no other.
+    let embedded = Db::open(dirs[0].path())?;
+    let session = embedded.session();
+    assert_eq!(
+        lines(&session, "SELECT v FROM t WHERE _key < 'k' ORDER BY v").await?,
+        ["1", "4"]
+    );
+    let error = session
+        .run("SELECT count(*) FROM t")
+        .await
+        .expect_err("no master");
+    assert!(
+        error.to_string().contains("only a cluster's master"),
+        "{error}"
+    );
+    drop(session);
+    drop(embedded);
+    let (db, master) = self::master(dirs[0].path()).await?;
+    assert_eq!(
+        lines(&db.session(), "SELECT _key, v FROM t ORDER BY _key").await?,
+        ["a 1", "b 4", "m 2", "x 3"]
+    );
+    again.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_while_a_tablet_moves_are_all_at_its_new_home() -> Result<(), BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let w1 = worker(&worker_db, &master, any_port()).await?;
+    let url = format!("http://{}", w1.local_addr());
+    until_up(&db, 1).await?;
+    db.session()
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT); \
+             INSERT INTO t SELECT concat('k', CAST(value AS VARCHAR)), value \
+             FROM generate_series(0, 19999) AS s(value)",
+        )
+        .await?;
+    let writer = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let session = db.session();
+            for i in 0..100 {
+                session
+                    .run(&format!("INSERT INTO t VALUES ('w{i}', {i})"))
+                    .await?;
+            }
+            Ok::<_, widesql::Error>(())
+        })
+    };
+    db.session()
+        .run(&format!("ALTER TABLE t MOVE TABLET AT ('k') TO '{url}'"))
+        .await?;
+    writer.await??;
+    assert_eq!(
+        lines(&db.session(), "SELECT count(*) FROM t").await?,
+        ["20100"]
+    );
+    // Every row is on the worker, the table's one tablet there.
+    let table = db.open_table("default", "public", "t")?.id();
+    assert!(held(&worker_db, table)? >= 20100);
+    w1.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! Where each tablet's rows are stored, and moving a tablet.
+//!
+//! A tablet the tablet map gives a worker is stored in that worker's
+//! database, under the same tree and keys; the table's key spaces then
+//! carry [`Routes`] that send each key range's reads and writes to its
+//! home. A process reaches workers once it is a cluster's master: the
+//! server hands the catalog a [`WorkerStores`]; until then, a read or
+//! write of a tablet a worker holds fails, naming it.
+//!
+//! Moving a tablet ([`Catalog::move_tablet`]) holds every write to the
+//! database, clears the target's copy of the tablet's range (what a move
+//! that stopped half-way left there), copies the rows, makes the target
+//! the tablet's home in one catalog change, and lets writes go on. A crash
+//! before the catalog change leaves the tablet where it was; after it, the
+//! tablet is at its target. The source's copy stays, so that a query that
+//! began before the move reads it whole; a copy in this process's store
+//! is removed at the next open, one on a worker is never read again and
+//! is cleared by the next move of that range to it.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::*;
+use crate::ids::TabletId;
+use crate::storage::{
+    Backend, BackendError, BackendIter, BackendTree, Durability, Home, KeyRange, Routes, Tree,
+    TreeWrites, WriteBatch,
+};
+
+/// How a cluster's master reaches the stores of its workers.
+pub trait WorkerStores: Send + Sync + Debug {
+    /// The store of the worker that serves at `worker` (`http://host:port`).
+    fn store(&self, worker: &str) -> Result<Arc<dyn Backend>, BackendError>;
+}
+
+/// The workers' stores, once the process is a master.
+pub(crate) type Reach = Arc<OnceLock<Arc<dyn WorkerStores>>>;
+
+/// A worker's store, found when first used.
+#[derive(Debug)]
+struct WorkerStore {
+    worker: String,
+    reach: Reach,
+    store: OnceLock<Arc<dyn Backend>>,
+}
+
+impl WorkerStore {
+    fn get(&self) -> Result<&Arc<dyn Backend>, BackendError> {
+        if let Some(store) = self.store.get() {
+            return Ok(store);
+        }
+        let stores = self.reach.get().ok_or_else(|| {
+            format!(
+                "worker {} holds it, and only a cluster's master (widesql serve --master) \
+                 reaches workers",
+                self.worker
+            )
+        })?;
+        let store = stores.store(&self.worker)?;
+        Ok(self.store.get_or_init(|| store))
+    }
+}
+
+/// [`WorkerStore`] as a backend: every call finds the store first.
+#[derive(Debug, Clone)]
+struct LazyStore(Arc<WorkerStore>);
+
+impl Backend for LazyStore {
+    fn open_tree(&self, name: &[u8]) -> Result<Arc<dyn BackendTree>, BackendError> {
+        Ok(Arc::new(LazyTree {
+            store: self.clone(),
+            name: name.to_vec(),
+        }))
+    }
+    fn drop_tree(&self, name: &[u8]) -> Result<bool, BackendError> {
+        self.0.get()?.drop_tree(name)
+    }
+    fn tree_names(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    fn meta_get(&self, key: &[u8]) -> Result<Option<crate::storage::Bytes>, BackendError> {
+        self.0.get()?.meta_get(key)
+    }
+    fn meta_put_durable(&self, key: &[u8], value: &[u8]) -> Result<(), BackendError> {
+        self.0.get()?.meta_put_durable(key, value)
+    }
+    fn is_empty(&self) -> bool {
+        false
+    }
+    fn apply(&self, batch: &[TreeWrites]) -> Result<(), BackendError> {
+        self.apply_and_flush(batch, false)
+    }
+    fn flush(&self) -> Result<(), BackendError> {
+        self.0.get()?.flush()
+    }
+    fn apply_and_flush(&self, batch: &[TreeWrites], durable: bool) -> Result<(), BackendError> {
+        let store = self.0.get()?;
+        // The batch's trees are this store's lazy ones: named again on the
+        // worker's own store.
+        let trees = batch
+            .iter()
+            .map(|(tree, writes)| Ok((store.open_tree(tree.name())?, writes.clone())))
+            .collect::<Result<Vec<TreeWrites>, BackendError>>()?;
+        store.apply_and_flush(&trees, durable)
+    }
+    fn size_on_disk(&self) -> Result<u64, BackendError> {
+        Ok(0)
+    }
+}
+
+#[derive(Debug)]
+struct LazyTree {
+    store: LazyStore,
+    name: Vec<u8>,
+}
+
+impl BackendTree for LazyTree {
+    fn name(&self) -> &[u8] {
+        &self.name
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<crate::storage::Bytes>, BackendError> {
+        self.store.0.get()?.open_tree(&self.name)?.get(key)
+    }
+    fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> BackendIter {
+        match self
+            .store
+            .0
+            .get()
+            .and_then(|store| store.open_tree(&self.name))
+        {
+            Ok(tree) => tree.range(lo, hi, reverse),
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The stores of the workers named in the tablet map, by address.
+#[derive(Debug, Default)]
+pub(crate) struct Workers {
+    pub(crate) reach: Reach,
+    stores: Mutex<HashMap<String, Arc<WorkerStore>>>,
+}
+
+impl Workers {
+    fn store(&self, worker: &str) -> Arc<dyn Backend> {
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let store = stores.entry(worker.to_string()).or_insert_with(|| {
+            Arc::new(WorkerStore {
+                worker: worker.to_string(),
+                reach: Arc::clone(&self.reach),
+                store: OnceLock::new(),
+            })
+        });
+        Arc::new(LazyStore(Arc::clone(store)))
+    }
+}
+
+/// The home of a tablet for messages: `tablet … on worker …`.
+fn home(workers: &Workers, tablet: &StoredTablet) -> Home {
+    match &tablet.worker {
+        None => Home::Here,
+        Some(worker) => Home::Away {
+            store: workers.store(worker),
+            name: Arc::from(format!("tablet {} on worker {worker}", tablet.id)),
+        },
+    }
+}
+
+/// Routes that send every key to `home`.
+fn all_to(home: Home) -> Routes {
+    Routes::new(vec![(Vec::new(), home)])
+        .unwrap_or_else(|| unreachable!("one range from the first key"))
+}
+
+/// Entries a move copies or deletes per batch at most.
+const MOVE_BATCH_ENTRIES: usize = 1024;
+/// Bytes a move copies per batch at most.
+const MOVE_BATCH_BYTES: usize = 4 << 20;
+
+impl Catalog {
+    /// Makes this process reach the workers the tablet map names through
+    /// `stores` (the server calls it on a cluster's master).
+    pub fn reach_workers(&self, stores: Arc<dyn WorkerStores>) {
+        let _ = self.workers.reach.set(stores);
+    }
+
+    /// The routes of table `id`'s key spaces, when a worker holds one of
+    /// its tablets.
+    pub(super) fn routes_of(&self, state: &CatalogState, id: TableId) -> Option<Routes> {
+        let tablets = state.tablets.get(&id)?;
+        if tablets.values().all(|t| t.worker.is_none()) {
+            return None;
+        }
+        Routes::new(
+            tablets
+                .iter()
+                .map(|(start, tablet)| (stored_start(start), home(&self.workers, tablet)))
+                .collect(),
+        )
+    }
+
+    /// `layout`, its key spaces routed as table `id`'s tablets are stored.
+    pub(super) fn routed(
+        &self,
+        state: &CatalogState,
+        id: TableId,
+        layout: Layout,
+    ) -> Result<Layout> {
+        match self.routes_of(state, id) {
+            Some(routes) => Ok(layout.with_routes(&routes)?),
+            None => Ok(layout),
+        }
+    }
+
+    /// Routes the layouts of the tables a worker holds tablets of (at
+    /// open, once the tablet map is loaded).
+    pub(super) fn route_layouts(&self, state: &mut CatalogState) -> Result<()> {
+        let routed: Vec<TableId> = state.tablets.keys().copied().collect();
+        for id in routed {
+            let Some(entry) = state.table(id) else {
+                continue;
+            };
+            let layout = self.routed(state, id, (*entry.layout).clone())?;
+            let mut entry = entry.clone();
+            entry.layout = Arc::new(layout);
+            state.insert_table(entry);
+        }
+        Ok(())
+    }
+
+    /// Removes from this process's store the rows of tablets a worker
+    /// holds: the copy a move that stopped after its catalog change left.
+    pub(super) fn remove_moved_away(&self) -> Result<()> {
+        let moved: Vec<(TableId, Vec<KeyRange>)> = {
+            let state = self.read();
+            state
+                .tablets
+                .keys()
+                .map(|id| {
+                    let ranges = state
+                        .tablets_of(*id)
+                        .iter()
+                        .filter(|tablet| tablet.worker.is_some())
+                        .map(bounds)
+                        .collect();
+                    (*id, ranges)
+                })
+                .collect()
+        };
+        for (id, ranges) in moved {
+            for tree in self.local_key_spaces(id)? {
+                for (lo, hi) in &ranges {
+                    self.delete_range(&tree, lo, hi)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The key spaces of table `id` in this process's store, unrouted.
+    fn local_key_spaces(&self, id: TableId) -> Result<Vec<Tree>> {
+        let Some(entry) = self.read().table(id).cloned() else {
+            return Ok(Vec::new());
+        };
+        let name = crate::table::layout::table_tree_name(id);
+        Ok(entry
+            .layout
+            .groups
+            .iter()
+            .map(|g| {
+                self.engine
+                    .storage
+                    .key_space(&name, &crate::table::layout::group_key_prefix(&g.name))
+            })
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Deletes the entries of `tree` in `(lo, hi)`, batch by batch.
+    fn delete_range(&self, tree: &Tree, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Result<()> {
+        loop {
+            let keys = tree
+                .range(lo.clone(), hi.clone(), false)
+                .take(MOVE_BATCH_ENTRIES)
+                .map(|entry| entry.map(|(key, _)| key))
+                .collect::<Result<Vec<_>, _>>()?;
+            if keys.is_empty() {
+                return Ok(());
+            }
+            let mut batch = WriteBatch::with_durability(Durability::Eventual);
+            for key in keys {
+                batch.delete(tree, key);
+            }
+            self.engine.storage.apply(batch)?;
+        }
+    }
+
+    /// Copies the entries of `from` in `(lo, hi)` to `to`, batch by batch.
+    fn copy_range(
+        &self,
+        from: &Tree,
+        to: &Tree,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::with_durability(Durability::Eventual);
+        let mut entries = 0;
+        for entry in from.range(lo.clone(), hi.clone(), false) {
+            let (key, value) = entry?;
+            batch.put(to, key, value);
+            entries += 1;
+            if entries >= MOVE_BATCH_ENTRIES || batch.bytes() >= MOVE_BATCH_BYTES {
+                let full = std::mem::replace(
+                    &mut batch,
+                    WriteBatch::with_durability(Durability::Eventual),
+                );
+                self.engine.storage.apply(full)?;
+                entries = 0;
+            }
+        }
+        self.engine.storage.apply(batch).map_err(Into::into)
+    }
+
+    /// Moves the tablet of table `id` that holds the key `at` to `worker`
+    /// (`None`: this process), as the module doc says; returns its id.
+    pub fn move_tablet(&self, id: TableId, at: &[u8], worker: Option<String>) -> Result<TabletId> {
+        let _ddl = self.ddl_lock();
+        let entry = self.existing_table(id)?;
+        Self::refuse_system_table(&entry, "move a tablet of")?;
+        let current = self.read().tablets_of(id);
+        let Some(tablet) = current.iter().find(|t| t.contains(at)).cloned() else {
+            return Err(CatalogError::Corrupt(format!(
+                "no tablet of {} holds the key",
+                entry.layout.name
+            ))
+            .into());
+        };
+        if tablet.worker == worker {
+            return Err(CatalogError::CannotMove {
+                table: entry.layout.name.clone(),
+                reason: format!(
+                    "tablet {} is already served by {}",
+                    tablet.id,
+                    worker.as_deref().unwrap_or("this process")
+                ),
+            }
+            .into());
+        }
+        let (lo, hi) = bounds(&tablet);
+        let stored = |worker: &Option<String>| StoredTablet {
+            id: tablet.id,
+            worker: worker.clone(),
+        };
+        let source = all_to(home(&self.workers, &stored(&tablet.worker)));
+        let target = all_to(home(&self.workers, &stored(&worker)));
+        let local = self.local_key_spaces(id)?;
+        let writes_wait = self.engine.locks.write_every();
+        for tree in &local {
+            let (from, to) = (
+                tree.with_routes(source.clone())?,
+                tree.with_routes(target.clone())?,
+            );
+            self.delete_range(&to, &lo, &hi)?;
+            self.copy_range(&from, &to, &lo, &hi)?;
+        }
+        if let Home::Away { store, name } = home(&self.workers, &stored(&worker)) {
+            store
+                .flush()
+                .map_err(|source| crate::storage::StorageError::Away {
+                    home: name.to_string(),
+                    source,
+                })?;
+        }
+        let now = self.timestamp()?;
+        // A table never split gets its first tablet's row here.
+        self.apply(vec![Self::tablet_row(
+            id,
+            &tablet.start,
+            tablet.id,
+            worker.as_deref(),
+            now,
+        )?])?;
+        {
+            let mut state = self.write_state();
+            let tablets = state.tablets.entry(id).or_default();
+            tablets.insert(tablet.start.clone(), stored(&worker));
+            let fresh = Layout::new(
+                &self.engine.storage,
+                id,
+                entry.layout.name.clone(),
+                entry.spec().clone(),
+                &Placement::OwnTree,
+                false,
+            )?;
+            let layout = Arc::new(self.routed(&state, id, fresh)?);
+            state.insert_table(TableEntry {
+                layout,
+                ..entry.clone()
+            });
+        }
+        writes_wait.supersede(&entry.layout);
+        Ok(tablet.id)
+    }
+}
+
+/// Where the stored keys of the rows from `start` on begin: a cell's key
+/// starts with its row key as an escaped, terminated byte string, which
+/// sorts as the row keys do.
+fn stored_start(start: &[u8]) -> Vec<u8> {
+    if start.is_empty() {
+        return Vec::new();
+    }
+    let mut stored = Vec::with_capacity(start.len() + 2);
+    crate::keys::put_bytes(&mut stored, start);
+    stored
+}
+
+/// The range of a tablet's stored keys.
+fn bounds(tablet: &Tablet) -> KeyRange {
+    let hi = match &tablet.end {
+        Some(end) => Bound::Excluded(stored_start(end)),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(stored_start(&tablet.start)), hi)
+}
