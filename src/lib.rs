@@ -108,7 +108,7 @@ pub use table::{
 #[doc(hidden)]
 pub mod internals {
     pub use crate::catalog::WorkerStores;
-    pub use crate::db::{apply_held, held_entries};
+    pub use crate::db::{apply_held, held_entries, stored_entries};
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
         FORMAT_VERSION,

@@ -192,7 +192,12 @@ impl Catalog {
     /// The routes of table `id`'s key spaces, when a worker holds one of
     /// its tablets.
     pub(super) fn routes_of(&self, state: &CatalogState, id: TableId) -> Option<Routes> {
-        let tablets = state.tablets.get(&id)?;
+        self.routes_from(state.tablets.get(&id)?)
+    }
+
+    /// The routes of a table whose stored tablets are `tablets`, when a
+    /// worker holds one of them.
+    fn routes_from(&self, tablets: &BTreeMap<Vec<u8>, StoredTablet>) -> Option<Routes> {
         if tablets.values().all(|t| t.worker.is_none()) {
             return None;
         }
@@ -375,6 +380,21 @@ impl Catalog {
                     source,
                 })?;
         }
+        // The new map and layout are made before the catalog changes, so
+        // that nothing can fail between the change and its use.
+        let mut tablets = self.read().tablets.get(&id).cloned().unwrap_or_default();
+        tablets.insert(tablet.start.clone(), stored(&worker));
+        let mut layout = Layout::new(
+            &self.engine.storage,
+            id,
+            entry.layout.name.clone(),
+            entry.spec().clone(),
+            &Placement::OwnTree,
+            false,
+        )?;
+        if let Some(routes) = self.routes_from(&tablets) {
+            layout = layout.with_routes(&routes)?;
+        }
         let now = self.timestamp()?;
         // A table never split gets its first tablet's row here.
         self.apply(vec![Self::tablet_row(
@@ -386,19 +406,9 @@ impl Catalog {
         )?])?;
         {
             let mut state = self.write_state();
-            let tablets = state.tablets.entry(id).or_default();
-            tablets.insert(tablet.start.clone(), stored(&worker));
-            let fresh = Layout::new(
-                &self.engine.storage,
-                id,
-                entry.layout.name.clone(),
-                entry.spec().clone(),
-                &Placement::OwnTree,
-                false,
-            )?;
-            let layout = Arc::new(self.routed(&state, id, fresh)?);
+            state.tablets.insert(id, tablets);
             state.insert_table(TableEntry {
-                layout,
+                layout: Arc::new(layout),
                 ..entry.clone()
             });
         }

@@ -1,19 +1,23 @@
 //! The tablet data a worker holds for its master: the keys of the tablets
-//! it serves, kept in its own database under the same table tree names
-//! and keys as the master would keep them. The worker's service reads and
-//! writes them through these two calls; only table trees are reachable,
-//! never the worker's own catalog.
+//! it serves, with the keys the master would keep them under. The master
+//! names a table's tree (`t:` and the table's id); the worker keeps it in
+//! a tree of its own, `h:` and that id ([`held_tree_name`]), which its
+//! catalog does not take for a tree of one of its own tables, so that
+//! opening the worker's database never removes it as an orphan. The
+//! worker's service reads and writes them through these two calls; only
+//! those trees are reachable, never the worker's own catalog or tables.
 
 use std::ops::Bound;
 
 use crate::storage::{RangeIter, Write, WriteBatch};
-use crate::table::layout::parse_table_tree_name;
+use crate::table::layout::{held_tree_name, parse_table_tree_name, table_tree_name};
 use crate::{Db, Result};
 
-/// Refuses a name that is not a user table's tree.
+/// The tree a worker holds the tablets of its master's table tree `name`
+/// in; a name that is not a user table's tree is refused.
 fn table_tree(db: &Db, name: &[u8]) -> Result<crate::storage::Tree> {
     match parse_table_tree_name(name) {
-        Some(id) if !id.is_reserved() => Ok(db.inner.engine.storage.tree(name)?),
+        Some(id) if !id.is_reserved() => Ok(db.inner.engine.storage.tree(&held_tree_name(id))?),
         _ => Err(crate::table::TableError::InvalidArgument {
             table: String::from_utf8_lossy(name).into_owned(),
             message: "not the tree of a table".into(),
@@ -57,4 +61,17 @@ pub fn apply_held(db: &Db, writes: Vec<(Vec<u8>, Vec<Write>)>, durable: bool) ->
         return Ok(storage.flush()?);
     }
     Ok(storage.apply(batch)?)
+}
+
+/// How many entries table `table`'s own tree holds in `db` (its rows this
+/// process stores, whatever the tablet map says): for tests of what a
+/// move leaves behind.
+pub fn stored_entries(db: &Db, table: crate::TableId) -> Result<usize> {
+    let tree = db.inner.engine.storage.tree(&table_tree_name(table))?;
+    let mut count = 0;
+    for entry in tree.range(Bound::Unbounded, Bound::Unbounded, false) {
+        entry?;
+        count += 1;
+    }
+    Ok(count)
 }

@@ -63,7 +63,9 @@ pub enum StorageError {
         reason: String,
     },
     /// Another store that holds some of a table's keys (a worker's) failed
-    /// or could not be reached; nothing of the write was applied.
+    /// or could not be reached. This store applied nothing of the write;
+    /// that one applied its part atomically or not at all, and when the
+    /// call broke off, which of the two is unknown.
     #[error("{home}: {source}")]
     Away {
         /// The store, as its tablet and worker.

@@ -342,11 +342,9 @@ impl Storage {
             applied.push(part.name.to_string());
         }
         // Readers compare epochs to notice a batch that changed the trees:
-        // a part that was applied did.
-        if !applied.is_empty() {
-            for epoch in &batch.epochs {
-                epoch.fetch_add(1, Ordering::SeqCst);
-            }
+        // a part that was applied did, and a call that broke off may have.
+        for epoch in &batch.epochs {
+            epoch.fetch_add(1, Ordering::SeqCst);
         }
         match failed {
             None => Ok(()),

@@ -24,6 +24,15 @@ pub fn table_tree_name(id: TableId) -> Vec<u8> {
     name
 }
 
+/// The tree in which a worker holds the tablets of its master's table
+/// `id` (see `db::held`): not a table tree of the worker's own.
+pub fn held_tree_name(id: TableId) -> Vec<u8> {
+    let mut name = Vec::with_capacity(2 + 16);
+    name.extend_from_slice(b"h:");
+    name.extend_from_slice(id.as_bytes());
+    name
+}
+
 /// The table a tree belongs to, if it is a table tree.
 pub fn parse_table_tree_name(name: &[u8]) -> Option<TableId> {
     let rest = name.strip_prefix(TABLE_TREE_TAG)?;

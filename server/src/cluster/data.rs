@@ -34,6 +34,11 @@ use super::ClusterSecret;
 const SCAN: &str = "/widesql.cluster.TabletData/Scan";
 const APPLY: &str = "/widesql.cluster.TabletData/Apply";
 
+/// How long a call to a worker may wait for its answer, or a scan for its
+/// next chunk, before it fails: a worker that hangs must not hold the
+/// row locks of the writes waiting for it.
+const CALL_WAIT: Duration = Duration::from_secs(30);
+
 /// Entries a chunk of a scan holds at most.
 const CHUNK_ENTRIES: usize = 1024;
 /// Bytes of keys and values a chunk holds at most (one entry may pass it).
@@ -61,13 +66,17 @@ pub(crate) struct ScanRequest {
     reverse: bool,
 }
 
-/// A chunk of a scan's entries, in order.
+/// A chunk of a scan's entries, in order. The last one says so: a scan
+/// whose stream ends without it stopped early (its worker's thread died)
+/// and is an error, never a shorter range.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct Entries {
     #[prost(bytes = "vec", repeated, tag = "1")]
     keys: Vec<Vec<u8>>,
     #[prost(bytes = "vec", repeated, tag = "2")]
     values: Vec<Vec<u8>>,
+    #[prost(bool, tag = "3")]
+    last: bool,
 }
 
 /// One write; no value: a delete.
@@ -231,9 +240,8 @@ impl ServerStreamingService<ScanRequest> for TabletDataService {
                     bytes = 0;
                 }
             }
-            if !chunk.keys.is_empty() {
-                let _ = chunks.blocking_send(Ok(chunk));
-            }
+            chunk.last = true;
+            let _ = chunks.blocking_send(Ok(chunk));
         });
         let stream = futures::stream::unfold(received, |mut received| async move {
             received.recv().await.map(|chunk| (chunk, received))
@@ -336,6 +344,11 @@ impl RemoteStore {
         let endpoint = Endpoint::from_shared(worker.to_string())
             .map_err(|e| format!("'{worker}' is not a worker address: {e}"))?
             .connect_timeout(Duration::from_secs(2))
+            .timeout(CALL_WAIT)
+            // Pings find a worker whose host went away mid-call.
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
             .tcp_nodelay(true);
         // The channel's background task runs on the cluster's runtime.
         let _inside = io().enter();
@@ -494,10 +507,17 @@ impl BackendTree for RemoteTree {
                     return;
                 }
             };
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|status| client.failed(&status));
-                let failed = chunk.is_err();
-                if futures::SinkExt::send(&mut chunks, chunk).await.is_err() || failed {
+            loop {
+                let chunk = match tokio::time::timeout(CALL_WAIT, stream.next()).await {
+                    Ok(Some(chunk)) => chunk.map_err(|status| client.failed(&status)),
+                    Ok(None) => Err(client.failed(&Status::data_loss("the scan ended early"))),
+                    Err(_) => Err(client.failed(&Status::deadline_exceeded(format!(
+                        "no entries for {} s",
+                        CALL_WAIT.as_secs()
+                    )))),
+                };
+                let end = chunk.as_ref().map_or(true, |c| c.last);
+                if futures::SinkExt::send(&mut chunks, chunk).await.is_err() || end {
                     return;
                 }
             }
@@ -507,7 +527,7 @@ impl BackendTree for RemoteTree {
         Box::new(
             chunks.flat_map(|chunk| -> Box<dyn Iterator<Item = _> + Send> {
                 match chunk {
-                    Ok(Entries { keys, values }) => Box::new(
+                    Ok(Entries { keys, values, .. }) => Box::new(
                         keys.into_iter()
                             .zip(values)
                             .map(|(k, v)| Ok((Bytes::from(k), Bytes::from(v)))),

@@ -70,17 +70,24 @@ impl WorkerServer {
         let task = tokio::spawn(serving);
         let name = format!("http://{addr}");
         let master = master_channel(&options.master)?;
-        let first = join(&master, &options.secret, &name)
-            .await
-            .map_err(|status| ServeError::Join {
-                master: options.master.clone(),
-                status: match status.code() {
+        let first = match join(&master, &options.secret, &name).await {
+            Ok(first) => first,
+            Err(status) => {
+                // Not a worker after all: it stops serving.
+                let _ = stop.send(());
+                task.abort();
+                let status = match status.code() {
                     tonic::Code::Unimplemented => tonic::Status::unimplemented(
                         "it is not a cluster's master (a master is started with --master)",
                     ),
                     _ => status,
-                },
-            })?;
+                };
+                return Err(ServeError::Join {
+                    master: options.master.clone(),
+                    status,
+                });
+            }
+        };
         let heartbeat = tokio::spawn(heartbeats(
             master,
             options.secret,
