@@ -138,15 +138,23 @@ fn from_bound(bound: Bound<Vec<u8>>) -> Option<KeyBound> {
     }
 }
 
+/// Scans a worker runs at once: each holds a blocking thread while its
+/// reader is slow, and writes need those threads too.
+const SCANS_AT_ONCE: usize = 64;
+
 /// The worker's side: the tablet data of its own database.
 #[derive(Clone)]
 pub(crate) struct TabletDataService {
     db: Db,
+    scans: Arc<tokio::sync::Semaphore>,
 }
 
 impl TabletDataService {
     pub(crate) fn new(db: Db) -> Self {
-        TabletDataService { db }
+        TabletDataService {
+            db,
+            scans: Arc::new(tokio::sync::Semaphore::new(SCANS_AT_ONCE)),
+        }
     }
 }
 
@@ -196,12 +204,18 @@ impl ServerStreamingService<ScanRequest> for TabletDataService {
     type Future = std::future::Ready<Result<Response<Self::ResponseStream>, Status>>;
 
     fn call(&mut self, request: Request<ScanRequest>) -> Self::Future {
+        let Ok(running) = Arc::clone(&self.scans).try_acquire_owned() else {
+            return std::future::ready(Err(Status::resource_exhausted(format!(
+                "the worker runs {SCANS_AT_ONCE} scans already"
+            ))));
+        };
         let scan = request.into_inner();
         let db = self.db.clone();
         let (chunks, received) = tokio::sync::mpsc::channel::<Result<Entries, Status>>(2);
         // The scan reads the store on a blocking thread; the channel holds
         // two chunks, so a slow master holds no more of them.
         tokio::task::spawn_blocking(move || {
+            let _running = running;
             let entries = held_entries(
                 &db,
                 &scan.tree,

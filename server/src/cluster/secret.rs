@@ -75,19 +75,20 @@ impl ClusterSecret {
         *request.metadata_mut() = tonic::metadata::MetadataMap::from_headers(headers);
     }
 
-    /// Whether the headers carry this secret, compared in a time that does
-    /// not tell how many leading bytes matched.
+    /// Whether the headers carry this secret, compared in a time that
+    /// tells neither how many leading bytes matched nor the secret's
+    /// length (every byte of the longer of the two is compared).
     fn carried_by(&self, headers: &http::HeaderMap) -> bool {
         let Some(given) = headers.get(SECRET_HEADER) else {
             return false;
         };
         let (given, ours) = (given.as_bytes(), self.0.as_bytes());
-        let differences = given
-            .iter()
-            .zip(ours)
-            .fold(given.len() ^ ours.len(), |acc, (a, b)| {
-                acc | usize::from(a ^ b)
-            });
+        let longer = given.len().max(ours.len());
+        let differences = (0..longer).fold(given.len() ^ ours.len(), |acc, i| {
+            let a = given.get(i).copied().unwrap_or(0);
+            let b = ours.get(i).copied().unwrap_or(0);
+            acc | usize::from(a ^ b)
+        });
         differences == 0
     }
 
