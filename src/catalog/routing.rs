@@ -227,12 +227,12 @@ impl Catalog {
     pub(super) fn route_layouts(&self, state: &mut CatalogState) -> Result<()> {
         let routed: Vec<TableId> = state.tablets.keys().copied().collect();
         for id in routed {
-            let Some(entry) = state.table(id) else {
+            // Tables split but served here keep their layout as loaded.
+            let (Some(entry), Some(routes)) = (state.table(id), self.routes_of(state, id)) else {
                 continue;
             };
-            let layout = self.routed(state, id, (*entry.layout).clone())?;
             let mut entry = entry.clone();
-            entry.layout = Arc::new(layout);
+            entry.layout = Arc::new(entry.layout.with_routes(&routes)?);
             state.insert_table(entry);
         }
         Ok(())
@@ -257,7 +257,7 @@ impl Catalog {
                 })
                 .collect()
         };
-        for (id, ranges) in moved {
+        for (id, ranges) in moved.into_iter().filter(|(_, ranges)| !ranges.is_empty()) {
             for tree in self.local_key_spaces(id)? {
                 for (lo, hi) in &ranges {
                     self.delete_range(&tree, lo, hi)?;

@@ -145,17 +145,18 @@ impl WriteBatch {
         let key = key.into();
         let value = value.into();
         self.bytes += tree.prefix.len() + key.len() + value.len();
-        let stored = stored(tree, key.clone());
-        self.writes_of_key(tree, &key)
-            .push(Write::Put(stored, value));
+        // The key's home is found first, so that the key itself moves
+        // into the write, uncopied.
+        let writes = self.writes_of_key(tree, &key);
+        writes.push(Write::Put(stored(tree, key), value));
     }
 
     /// Removes `key` from `tree`.
     pub fn delete(&mut self, tree: &Tree, key: impl Into<Bytes>) {
         let key = key.into();
         self.bytes += tree.prefix.len() + key.len();
-        let stored = stored(tree, key.clone());
-        self.writes_of_key(tree, &key).push(Write::Delete(stored));
+        let writes = self.writes_of_key(tree, &key);
+        writes.push(Write::Delete(stored(tree, key)));
     }
 
     /// Bytes of the keys and values written so far.
