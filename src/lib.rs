@@ -108,12 +108,14 @@ pub use table::{
 #[doc(hidden)]
 pub mod internals {
     pub use crate::catalog::WorkerStores;
-    pub use crate::db::{apply_held, held_entries, stored_entries};
+    pub use crate::db::{apply_held, held_entries, held_keys_read, stored_entries};
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
         FORMAT_VERSION,
     };
     pub use crate::sql::read::pushdown::{Interval, KeySet};
+    pub use crate::sql::read::shipped::{held_scan, ship_scan, worker_tasks, WorkerTask};
+    pub use crate::sql::session::{extend_sessions, with_functions, SessionHook};
     pub use crate::sql::values::{
         append_cell, append_element, builder, encode_cell, encode_element,
     };

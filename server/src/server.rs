@@ -278,18 +278,26 @@ impl Server {
                 .map_err(ServeError::Tls)?;
         }
         let (stop, stopped) = oneshot::channel::<()>();
-        let cluster = options.master.as_ref().map(|master| {
-            let stores = MasterStores {
-                secret: master.secret.clone(),
-            };
-            widesql::internals::reach_workers(&db, Arc::new(stores));
-            master
-                .secret
-                .guard(ClusterService::new(db.clone(), master.heartbeat))
-        });
+        let (cluster, worker) = match &options.master {
+            Some(master) => {
+                let stores = MasterStores {
+                    secret: master.secret.clone(),
+                };
+                widesql::internals::reach_workers(&db, Arc::new(stores));
+                let worker = crate::cluster::distribute_queries(&db, &master.secret, addr)
+                    .map_err(|e| ServeError::Service(tonic::Status::internal(e.to_string())))?;
+                let cluster = ClusterService::new(db.clone(), master.heartbeat);
+                (
+                    Some(master.secret.guard(cluster)),
+                    Some(master.secret.guard(worker.into_worker_server())),
+                )
+            }
+            None => (None, None),
+        };
         let serving = builder
             .add_service(service)
             .add_optional_service(cluster)
+            .add_optional_service(worker)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             });

@@ -92,7 +92,8 @@ impl Db {
             catalog,
             path,
             activity: super::Activity::default(),
-            workers: super::Workers::default(),
+            workers: Arc::default(),
+            extension: std::sync::OnceLock::new(),
             _stop_compaction: options.compaction_interval.map(|_| stop),
         });
         if let Some(every) = options.compaction_interval {
@@ -141,8 +142,19 @@ impl Db {
 
     /// The workers that joined this database's process, when it is a
     /// cluster's master; `SHOW WORKERS` lists them.
-    pub fn workers(&self) -> &Workers {
+    pub fn workers(&self) -> &Arc<Workers> {
         &self.inner.workers
+    }
+
+    /// What a layer above keeps for this database ([`Db::set_extension`]).
+    pub(crate) fn extension(&self) -> Option<&Arc<dyn std::any::Any + Send + Sync>> {
+        self.inner.extension.get()
+    }
+
+    /// Keeps `extension` for a layer above; `false` when one was kept
+    /// already (it is set once).
+    pub(crate) fn set_extension(&self, extension: Arc<dyn std::any::Any + Send + Sync>) -> bool {
+        self.inner.extension.set(extension).is_ok()
     }
 
     /// Waits until every write is durable on disk.

@@ -16,14 +16,8 @@ use crate::{Db, Result};
 /// The tree a worker holds the tablets of its master's table tree `name`
 /// in; a name that is not a user table's tree is refused.
 fn table_tree(db: &Db, name: &[u8]) -> Result<crate::storage::Tree> {
-    match parse_table_tree_name(name) {
-        Some(id) if !id.is_reserved() => Ok(db.inner.engine.storage.tree(&held_tree_name(id))?),
-        _ => Err(crate::table::TableError::InvalidArgument {
-            table: String::from_utf8_lossy(name).into_owned(),
-            message: "not the tree of a table".into(),
-        }
-        .into()),
-    }
+    let id = held_table(name)?;
+    Ok(db.inner.engine.storage.tree(&held_tree_name(id))?)
 }
 
 /// The entries of the table tree `name` in `(lo, hi)`, in key order or
@@ -39,28 +33,107 @@ pub fn held_entries(
 }
 
 /// Applies `writes` to table trees atomically; durable on return when
-/// `durable`.
+/// `durable`. Each write goes through its locality group's key space,
+/// under the worker's lock of its row, as a write of the worker's own
+/// would: a scan the worker runs of these tablets (a task of a
+/// distributed query) then never reads half of a row's batch.
 pub fn apply_held(db: &Db, writes: Vec<(Vec<u8>, Vec<Write>)>, durable: bool) -> Result<()> {
     let durability = match durable {
         true => crate::storage::Durability::Immediate,
         false => crate::storage::Durability::Eventual,
     };
+    let storage = &db.inner.engine.storage;
     let mut batch = WriteBatch::with_durability(durability);
+    let mut stripes = Vec::new();
     for (name, tree_writes) in writes {
-        let tree = table_tree(db, &name)?;
+        let id = held_table(&name)?;
+        let whole = table_tree(db, &name)?;
         for write in tree_writes {
+            let key = match &write {
+                Write::Put(key, _) | Write::Delete(key) => key.clone(),
+            };
+            let (tree, at) = match split_cell_key(&key) {
+                Some((group, row)) => {
+                    stripes.push(db.inner.engine.locks.stripe(id.as_bytes(), row));
+                    (storage.key_space(&held_tree_name(id), group)?, group.len())
+                }
+                None => (whole.clone(), 0),
+            };
+            let rest = key.slice(at, key.len() - at);
             match write {
-                Write::Put(key, value) => batch.put(&tree, key, value),
-                Write::Delete(key) => batch.delete(&tree, key),
+                Write::Put(_, value) => batch.put(&tree, rest, value),
+                Write::Delete(_) => batch.delete(&tree, rest),
             }
         }
     }
-    let storage = &db.inner.engine.storage;
     if durable && batch.bytes() == 0 {
         // No writes: a flush, so that what came before is durable.
         return Ok(storage.flush()?);
     }
+    let _rows = db.inner.engine.locks.write_all(stripes);
     Ok(storage.apply(batch)?)
+}
+
+/// The table whose tree is `name`, when it is a user table's.
+fn held_table(name: &[u8]) -> Result<crate::TableId> {
+    match parse_table_tree_name(name) {
+        Some(id) if !id.is_reserved() => Ok(id),
+        _ => Err(crate::table::TableError::InvalidArgument {
+            table: String::from_utf8_lossy(name).into_owned(),
+            message: "not the tree of a table".into(),
+        }
+        .into()),
+    }
+}
+
+/// A table tree's key split into its locality group's key prefix and its
+/// encoded row key (what row locks are taken on); `None` for a key that
+/// does not start with both.
+fn split_cell_key(key: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut reader = crate::keys::KeyReader::new(key);
+    let group = reader.encoded_bytes().ok()?;
+    let row = reader.encoded_bytes().ok()?;
+    Some((group, row))
+}
+
+/// A read-only store over the tablets of the master's table `id` (named
+/// `name`, declared as `spec`) that `db` holds: a task of a distributed
+/// query reads them through it as the master would read its own.
+pub fn held_store(
+    db: &Db,
+    id: crate::TableId,
+    name: String,
+    spec: crate::table::spec::TableSpec,
+) -> Result<crate::table::TableStore> {
+    held_table(&table_tree_name(id))?;
+    let engine = &db.inner.engine;
+    let layout = crate::table::layout::Layout::new(
+        &engine.storage,
+        id,
+        name,
+        spec,
+        &crate::table::layout::Placement::Held,
+        true,
+    )?;
+    Ok(crate::table::TableStore::new(
+        std::sync::Arc::clone(engine),
+        std::sync::Arc::new(layout),
+    ))
+}
+
+/// How many keys the tasks `db` ran over its tablets of table `table`
+/// (of its master) visited since it opened: for tests that a query ran
+/// where its tablets are. The master's own reads of them
+/// ([`held_entries`]) are not counted.
+pub fn held_keys_read(db: &Db, table: crate::TableId) -> Result<u64> {
+    let storage = &db.inner.engine.storage;
+    let name = held_tree_name(table);
+    let prefixes = crate::table::layout::stored_group_prefixes(&storage.tree(&name)?)?;
+    let mut read = 0;
+    for prefix in prefixes {
+        read += storage.key_space(&name, &prefix)?.keys_read();
+    }
+    Ok(read)
 }
 
 /// How many entries table `table`'s own tree holds in `db` (its rows this

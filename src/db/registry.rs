@@ -14,7 +14,10 @@ pub(super) struct DbInner {
     pub(super) path: PathBuf,
     /// What runs now (`SHOW ACTIVITY`).
     pub(super) activity: super::Activity,
-    pub(super) workers: super::Workers,
+    pub(super) workers: Arc<super::Workers>,
+    /// What a layer above keeps for this database, set once (the SQL
+    /// layer's extension of every session on a cluster's master).
+    pub(super) extension: OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// Dropping it stops the background compaction thread.
     pub(super) _stop_compaction: Option<mpsc::Sender<()>>,
 }

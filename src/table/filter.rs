@@ -20,7 +20,7 @@ fn in_bounds(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, x: &[u8]) -> bool {
 }
 
 /// A range of row keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowRange {
     /// Where the range starts.
     pub start: Bound<Vec<u8>>,
@@ -65,7 +65,7 @@ impl RowRange {
 }
 
 /// A set of rows: single keys and key ranges. Overlaps are read once.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowSet {
     /// Single row keys.
     pub keys: Vec<Vec<u8>>,

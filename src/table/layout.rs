@@ -93,6 +93,9 @@ pub enum Placement {
     /// The table's own tree, named by [`table_tree_name`], with a key
     /// space per locality group ([`group_key_prefix`]).
     OwnTree,
+    /// The tree in which a worker holds its master's tablets of the table
+    /// ([`held_tree_name`]), with the same key spaces as its own tree.
+    Held,
     /// Every family in one shared tree, keys after a prefix.
     Shared {
         /// The shared tree's name.
@@ -282,8 +285,11 @@ impl Layout {
         let mut groups: Vec<Group> = Vec::new();
         let mut prefix = Vec::new();
         match placement {
-            Placement::OwnTree => {
-                let tree = table_tree_name(id);
+            Placement::OwnTree | Placement::Held => {
+                let tree = match placement {
+                    Placement::Held => held_tree_name(id),
+                    _ => table_tree_name(id),
+                };
                 for group in spec.locality_groups() {
                     groups.push(Group {
                         name: group.to_string(),

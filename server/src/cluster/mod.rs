@@ -7,13 +7,16 @@
 //! join and then every heartbeat; `SHOW WORKERS` lists them. A worker
 //! ([`worker`]) owns a database directory of its own and serves
 //! datafusion-distributed's worker service and the tablet data it holds
-//! ([`data`]), which the master reaches as a storage backend. Every call between the
+//! ([`data`]), which the master reaches as a storage backend. A master's
+//! queries run on its workers where their tablets are ([`reads`]). Every
+//! call between the
 //! processes carries the secret they share ([`secret`]), and each
 //! process's cluster services refuse a call without it before reading its
 //! message.
 
 mod data;
 mod protocol;
+mod reads;
 mod secret;
 mod worker;
 
@@ -22,6 +25,7 @@ use std::time::Duration;
 pub(crate) use data::MasterStores;
 pub use data::RemoteStore;
 pub(crate) use protocol::ClusterService;
+pub(crate) use reads::{distribute_queries, worker_service};
 pub use secret::{ClusterSecret, SECRET_VARIABLE};
 pub use worker::{WorkerOptions, WorkerServer};
 

@@ -7,7 +7,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use datafusion_distributed::Worker;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
@@ -16,7 +15,7 @@ use widesql::Db;
 
 use super::data::TabletDataService;
 use super::protocol::join;
-use super::ClusterSecret;
+use super::{worker_service, ClusterSecret};
 use crate::ServeError;
 
 /// How a worker listens and which master it joins.
@@ -58,7 +57,8 @@ impl WorkerServer {
         }
         let (listener, addr) = crate::server::bind(addr).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let worker = options.secret.guard(Worker::default().into_worker_server());
+        let worker = worker_service(db.clone(), options.secret.clone()).into_worker_server();
+        let worker = options.secret.guard(worker);
         let (stop, stopped) = oneshot::channel::<()>();
         let data = options.secret.guard(TabletDataService::new(db.clone()));
         let serving = tonic::transport::Server::builder()

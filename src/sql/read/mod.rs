@@ -7,12 +7,14 @@
 //! groups it needs and shaping rows into record batches ([`shape`]). A
 //! query that only compares the key with values skips DataFusion's planner
 //! ([`key_lookup`]). [`versions`] are the table functions over stored
-//! versions (`cells`, `history`, `as_of`).
+//! versions (`cells`, `history`, `as_of`). On a cluster's master, a scan of
+//! tablets that workers hold runs on them ([`shipped`]).
 
 pub mod catalog;
 pub mod key_lookup;
 pub mod pushdown;
 pub mod scan;
 pub mod shape;
+pub mod shipped;
 pub mod table;
 pub mod versions;

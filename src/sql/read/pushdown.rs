@@ -23,7 +23,7 @@ use crate::table::{RowRange, RowSet};
 pub type Interval = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 /// A union of disjoint, sorted row-key intervals.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KeySet {
     intervals: Vec<Interval>,
 }

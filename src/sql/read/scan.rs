@@ -30,6 +30,7 @@ use crate::catalog::Tablet;
 use crate::sql::error::to_df;
 use crate::sql::read::pushdown::{describe, Interval, KeySet};
 use crate::sql::read::shape::{BatchBuilder, RowsToBatches, Shape};
+use crate::sql::read::shipped::ScanView;
 use crate::table::KeptCells;
 use crate::table::{Filter, ReadOptions, RowRange, RowSet, Scanner, TableStore};
 
@@ -93,6 +94,7 @@ pub(crate) use leaf_plan_methods;
 pub const RECORD_BATCH_BYTES: usize = 16 << 20;
 
 /// Scans a widesql table.
+#[derive(Clone)]
 pub struct WideScanExec {
     store: TableStore,
     request: ScanRequest,
@@ -103,6 +105,11 @@ pub struct WideScanExec {
     properties: Arc<PlanProperties>,
     /// The tablets of a table that was split, which `EXPLAIN` names.
     tablets: Option<Arc<[Tablet]>>,
+    /// The view of the table it reads, when a worker can run it on the
+    /// tablets it holds (see [`crate::sql::read::shipped`]).
+    pub(super) shippable: Option<ScanView>,
+    /// What `EXPLAIN` says of the tablets a worker's task reads.
+    pub(super) task: Option<String>,
 }
 
 impl fmt::Debug for WideScanExec {
@@ -117,12 +124,18 @@ impl fmt::Debug for WideScanExec {
 
 /// How many scans in `plan` read the table `id`: a statement whose input
 /// reads the table it writes only through its own target scan may write
-/// while it reads (see [`crate::sql::dml::apply::apply_input`]).
+/// while it reads (see [`crate::sql::dml::apply::apply_input`]). A
+/// distributed leaf (a cluster's scan split into the tasks of its
+/// workers) keeps its scans out of the plan's children, so it counts as
+/// reading every table.
 pub fn scans_of(plan: &Arc<dyn ExecutionPlan>, id: crate::ids::TableId) -> usize {
     let mut scans = 0;
     let visited = plan.apply(|node| {
         if let Some(scan) = node.downcast_ref::<WideScanExec>() {
             scans += usize::from(scan.store.layout.id == id);
+        } else if node.name() == "DistributedLeafExec" {
+            scans = usize::MAX;
+            return Ok(TreeNodeRecursion::Stop);
         }
         Ok(TreeNodeRecursion::Continue)
     });
@@ -185,7 +198,28 @@ impl WideScanExec {
             view,
             properties,
             tablets: None,
+            shippable: None,
+            task: None,
         })
+    }
+
+    /// The same scan reading `partitions`, one per output partition.
+    pub(super) fn with_partitions(mut self, partitions: Vec<RowSet>) -> Self {
+        let properties = PlanProperties::clone(&self.properties)
+            .with_partitioning(Partitioning::UnknownPartitioning(partitions.len()));
+        self.properties = Arc::new(properties);
+        self.partitions = partitions;
+        self
+    }
+
+    /// The scan's store, request, view, tablets and partitions.
+    pub(super) fn parts(&self) -> (&TableStore, &ScanRequest, &[RowSet], Option<&[Tablet]>) {
+        (
+            &self.store,
+            &self.request,
+            &self.partitions,
+            self.tablets.as_deref(),
+        )
     }
 
     /// The scan of a table split into `tablets` (`None`: one tablet).
@@ -198,17 +232,7 @@ impl WideScanExec {
     /// serves them, for a table that was split; `None` otherwise.
     fn tablets_reached(&self) -> Option<String> {
         let tablets = self.tablets.as_deref()?;
-        let reached: Vec<&Tablet> = tablets
-            .iter()
-            .filter(|tablet| {
-                self.request.keys.intervals().iter().any(|(low, high)| {
-                    tablet.overlaps(
-                        low.as_ref().map(Vec::as_slice),
-                        high.as_ref().map(Vec::as_slice),
-                    )
-                })
-            })
-            .collect();
+        let reached = self.reached()?;
         let servers: std::collections::BTreeSet<&str> = reached
             .iter()
             .map(|t| t.worker.as_deref().unwrap_or("local"))
@@ -219,6 +243,11 @@ impl WideScanExec {
             tablets.len(),
             servers.into_iter().collect::<Vec<_>>().join(", ")
         ))
+    }
+
+    /// The tablets the scan's keys reach, for a table that was split.
+    pub(super) fn reached(&self) -> Option<Vec<&Tablet>> {
+        Some(reached(self.tablets.as_deref()?, &self.request.keys))
     }
 
     /// The locality groups the scan reads.
@@ -240,6 +269,21 @@ impl WideScanExec {
         names.dedup();
         names
     }
+}
+
+/// The tablets of `tablets` that keys of `keys` may lie in.
+pub(super) fn reached<'t>(tablets: &'t [Tablet], keys: &KeySet) -> Vec<&'t Tablet> {
+    tablets
+        .iter()
+        .filter(|tablet| {
+            keys.intervals().iter().any(|(low, high)| {
+                tablet.overlaps(
+                    low.as_ref().map(Vec::as_slice),
+                    high.as_ref().map(Vec::as_slice),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Scans of fewer rows are not split, unless they read
@@ -388,6 +432,9 @@ impl DisplayAs for WideScanExec {
             write!(f, ", limit={limit}")?;
         }
         write!(f, ", partitions={}", self.partitions.len())?;
+        if let Some(task) = &self.task {
+            return write!(f, ", {task}");
+        }
         match self.tablets_reached() {
             Some(tablets) => write!(f, ", {tablets}"),
             None => Ok(()),

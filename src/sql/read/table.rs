@@ -31,8 +31,9 @@ use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::error::to_df;
 use crate::sql::read::pushdown::{push, KeySet};
-use crate::sql::read::scan::{scans_of, ScanRequest, WideScanExec};
+use crate::sql::read::scan::{self, scans_of, ScanRequest, WideScanExec};
 use crate::sql::read::shape::{Shape, Source};
+use crate::sql::read::shipped::ScanView;
 use crate::sql::runtime::off_runtime;
 use crate::table::KeptCells;
 use crate::table::{Filter, TableStore};
@@ -77,6 +78,15 @@ impl WideTable {
             return Ok(None);
         };
         let tablets = db.catalog().read().split_tablets(id).map(Arc::from);
+        Ok(Some(Self::of_store(store, with_rowid, tablets)))
+    }
+
+    /// The table whose cells `store` reads; see [`WideTable::open`].
+    pub(super) fn of_store(
+        store: TableStore,
+        with_rowid: bool,
+        tablets: Option<Arc<[Tablet]>>,
+    ) -> WideTable {
         let shape = Arc::new(Shape::new(&store.layout.spec, with_rowid));
         // With `_rowid` first, the primary key is that raw key alone.
         let mut key_columns = shape.key_columns();
@@ -88,7 +98,7 @@ impl WideTable {
         } else {
             Constraints::new_unverified(vec![Constraint::PrimaryKey(key_columns)])
         };
-        Ok(Some(WideTable {
+        WideTable {
             store,
             shape,
             constraints,
@@ -98,7 +108,28 @@ impl WideTable {
             all_groups: with_rowid,
             defaulted: Arc::from(Vec::new()),
             tablets,
-        }))
+        }
+    }
+
+    /// The view this table reads, when a worker can read it too: not the
+    /// `_rowid` view of DELETE and UPDATE, which run on the master.
+    pub(super) fn view(&self) -> Option<ScanView> {
+        (!self.all_groups).then_some(ScanView {
+            history: self.history,
+            as_of: self.as_of,
+        })
+    }
+
+    /// This table read as `view` says.
+    pub(super) fn with_view(self, view: ScanView) -> WideTable {
+        let table = match view.history {
+            Some(versions) => self.history(versions),
+            None => self,
+        };
+        match view.as_of {
+            Some(micros) => table.at_time(micros),
+            None => table,
+        }
     }
 
     /// The history view of this table: each column holds its versions,
@@ -271,11 +302,21 @@ impl WideTable {
             limit,
             row_per_row: true,
         };
+        // Workers split a scan of their tablets by tablet: sampling its
+        // keys to split it here would call them while planning.
+        let on_workers = self.tablets.as_deref().is_some_and(|tablets| {
+            scan::reached(tablets, &request.keys)
+                .iter()
+                .all(|t| t.worker.is_some())
+        });
+        let target_partitions = if on_workers { 1 } else { target_partitions };
         let (store, shape) = (self.store.clone(), Arc::clone(&self.shape));
         let tablets = self.tablets.clone();
+        let view = self.view();
         off_runtime(move || {
-            let scan = WideScanExec::try_new(store, shape, request, target_partitions)?
+            let mut scan = WideScanExec::try_new(store, shape, request, target_partitions)?
                 .with_tablets(tablets);
+            scan.shippable = view;
             Ok(Arc::new(scan) as Arc<dyn ExecutionPlan>)
         })
         .await

@@ -249,7 +249,15 @@ impl Session {
             }
             None => state,
         };
-        let state = planned::with_planner(state).build();
+        let state = planned::with_planner(state);
+        let state = match db
+            .extension()
+            .and_then(|e| e.downcast_ref::<SessionExtension>())
+        {
+            Some(SessionExtension(extend)) => extend(state),
+            None => state,
+        };
+        let state = state.build();
         let ctx = SessionContext::new_with_state(state);
         ctx.register_udaf(checked::checked_sum());
         ctx.register_udtf(
@@ -520,4 +528,32 @@ fn sql_statements(parsed: &VecDeque<Parsed>) -> Vec<&DfStatement> {
         Parsed::Own(_) => None,
     });
     sql.collect()
+}
+
+/// Changes every session's state as it is built: a cluster's master adds
+/// its distributed planner ([`extend_sessions`]).
+pub type SessionHook = Arc<dyn Fn(SessionStateBuilder) -> SessionStateBuilder + Send + Sync>;
+
+/// The [`SessionHook`] a database keeps.
+struct SessionExtension(SessionHook);
+
+/// Makes every session of `db` opened from now on go through `hook`;
+/// `false` when a hook was set already.
+pub fn extend_sessions(db: &Db, hook: SessionHook) -> bool {
+    db.set_extension(Arc::new(SessionExtension(hook)))
+}
+
+/// `builder` with the functions widesql's plans may hold besides
+/// DataFusion's (its checked `sum` and integer operators): a worker
+/// decodes a master's plans in such a state.
+pub fn with_functions(mut builder: SessionStateBuilder) -> SessionStateBuilder {
+    builder
+        .aggregate_functions()
+        .get_or_insert_with(Vec::new)
+        .push(Arc::new(checked::checked_sum()));
+    builder
+        .scalar_functions()
+        .get_or_insert_with(Vec::new)
+        .extend(checked::checked_operators().into_iter().map(Arc::new));
+    builder
 }

@@ -45,6 +45,17 @@ mod sum;
 
 pub(in crate::sql) use sum::checked_sum;
 
+/// The checked operators as functions, for a state that decodes plans
+/// that call them by name (a cluster's worker).
+pub(in crate::sql) fn checked_operators() -> Vec<ScalarUDF> {
+    [Operator::Plus, Operator::Minus, Operator::Multiply]
+        .into_iter()
+        .map(CheckedOperator::of)
+        .chain([CheckedOperator::negation()])
+        .map(ScalarUDF::new_from_impl)
+        .collect()
+}
+
 /// The analyzer rule; see the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct CheckedIntegers;

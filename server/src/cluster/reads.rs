@@ -1,0 +1,281 @@
+//! Queries on a cluster, through datafusion-distributed. A master's
+//! sessions plan with its distributed planner; the handlers here make a
+//! scan whose keys reach only tablets that workers hold one task per
+//! worker ([`widesql::internals::worker_tasks`]) and send each task to the
+//! worker that holds its tablets. The filters, partial aggregates and
+//! projections above the scan run in the same task; the master merges.
+//! A worker decodes a task's scan over the tablets it holds
+//! ([`widesql::internals::held_scan`]). Every call between the processes
+//! carries the cluster secret.
+//!
+//! A scan that stays on the master (it reaches a tablet the master
+//! serves, or the tablets of one worker only, or it has a `LIMIT`) reads
+//! the workers' tablets through the storage routes, as before.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{internal_err, DataFusionError, Result};
+use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_distributed::grpc::{
+    create_worker_client, BoxCloneSyncChannel, DefaultChannelResolver,
+};
+use datafusion_distributed::{
+    ChannelResolver, DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExt,
+    DistributedLeafExec, NetworkBoundaryExt, RouteTasksEvent, RouteTasksEventResponse,
+    ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Worker,
+    WorkerChannel, WorkerQueryContext, WorkerResolver,
+};
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use tower::ServiceExt;
+use url::Url;
+use widesql::internals::{self, SessionHook};
+use widesql::{Db, Workers};
+
+use super::ClusterSecret;
+
+/// Makes every session `db` opens plan its queries over the workers that
+/// joined it (the master calls it once, when it starts, with the address
+/// it serves on). The master is a worker too, for the stages of one task
+/// (a scan that stays on the master, a merge): it runs them in process,
+/// and serves their output to the workers from the worker service this
+/// returns.
+pub(crate) fn distribute_queries(
+    db: &Db,
+    secret: &ClusterSecret,
+    addr: std::net::SocketAddr,
+) -> Result<Worker> {
+    let workers = Arc::clone(db.workers());
+    let channels = SecretChannels::new(secret.clone());
+    let here = worker_of(None, channels.clone());
+    let here_url = worker_url(&format!("http://{addr}"))?;
+    let local = here.clone();
+    let hook: SessionHook = Arc::new(move |builder: SessionStateBuilder| {
+        builder
+            .with_distributed_local_worker_context(local.to_local_worker_context(here_url.clone()))
+            .with_distributed_worker_resolver(UpWorkers(Arc::clone(&workers)))
+            .with_distributed_channel_resolver(channels.clone())
+            .with_distributed_user_codec(ScanCodec { db: None })
+            .with_distributed_desired_task_count_handler(desired_tasks(Arc::clone(&workers)))
+            .with_distributed_scale_up_leaf_node_handler(scale_up)
+            .with_distributed_route_tasks_handler(route_tasks(Arc::clone(&workers)))
+            .with_distributed_planner()
+    });
+    internals::extend_sessions(db, hook);
+    Ok(here)
+}
+
+/// datafusion-distributed's worker service, running the tasks it is sent
+/// over the tablets `db` holds.
+pub(crate) fn worker_service(db: Db, secret: ClusterSecret) -> Worker {
+    worker_of(Some(db), SecretChannels::new(secret))
+}
+
+/// A worker whose tasks' scans read the tablets `db` holds (none on the
+/// master, whose tasks arrive as plans, not encoded).
+fn worker_of(db: Option<Db>, channels: SecretChannels) -> Worker {
+    Worker::from_session_builder(move |context: WorkerQueryContext| {
+        let (db, channels) = (db.clone(), channels.clone());
+        async move {
+            Ok(internals::with_functions(context.builder)
+                .with_distributed_user_codec(ScanCodec { db })
+                .with_distributed_channel_resolver(channels)
+                .build())
+        }
+    })
+}
+
+/// Ships a scan to a worker and, on the worker, reads it from the tablets
+/// it holds.
+#[derive(Debug)]
+struct ScanCodec {
+    /// The worker's database; `None` on the master, which only sends.
+    db: Option<Db>,
+}
+
+impl PhysicalExtensionCodec for ScanCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        _context: &TaskContext,
+        _converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(db) = &self.db else {
+            return internal_err!("a scan of held tablets is run by a worker, not a master");
+        };
+        if !inputs.is_empty() {
+            return internal_err!("a scan has no inputs, got {}", inputs.len());
+        }
+        internals::held_scan(db, buf)
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        _converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        match internals::ship_scan(&node) {
+            Some(shipped) => {
+                buf.extend(shipped?);
+                Ok(())
+            }
+            None => internal_err!("{} cannot be sent to a worker", node.name()),
+        }
+    }
+}
+
+/// A scan of the tablets of several workers wants a task on each; one
+/// that needs a worker that is down fails here, before any task starts.
+fn desired_tasks(
+    workers: Arc<Workers>,
+) -> impl Fn(DesiredTaskCountEvent<'_>) -> Option<Result<DesiredTaskCountEventResponse>> {
+    move |event: DesiredTaskCountEvent<'_>| {
+        let tasks = internals::worker_tasks(event.plan, 0)?;
+        let up = workers.up();
+        for task in &tasks {
+            if let Some(worker) = task.worker.as_ref().filter(|w| !up.contains(w)) {
+                return Some(Err(DataFusionError::Execution(format!(
+                    "tablet {} is on worker {worker}, which is down",
+                    task.tablets.join(", ")
+                ))));
+            }
+        }
+        Some(Ok(match tasks.len() {
+            n if n >= 2 => DesiredTaskCountEventResponse::desired(n),
+            _ => DesiredTaskCountEventResponse::maximum(1),
+        }))
+    }
+}
+
+/// Splits a scan into its workers' tasks.
+fn scale_up(event: ScaleUpLeafNodeEvent<'_>) -> Option<Result<ScaleUpLeafNodeEventResponse>> {
+    if event.task_count < 2 {
+        return None;
+    }
+    let tasks = internals::worker_tasks(event.plan, event.task_count)?;
+    if tasks.len() > event.task_count {
+        return Some(Err(DataFusionError::Plan(format!(
+            "the scan reads tablets on {} workers, but its stage has {} tasks",
+            tasks.len(),
+            event.task_count
+        ))));
+    }
+    let variants = tasks.into_iter().map(|task| task.plan);
+    Some(
+        DistributedLeafExec::try_new(Arc::clone(event.plan), variants)
+            .map(|leaf| ScaleUpLeafNodeEventResponse::new(Arc::new(leaf))),
+    )
+}
+
+/// Sends each task of a stage that scans workers' tablets to the worker
+/// that holds them; tasks that read nothing go to the workers that are up,
+/// in turn.
+fn route_tasks(
+    workers: Arc<Workers>,
+) -> impl Fn(RouteTasksEvent<'_>) -> Option<Result<RouteTasksEventResponse>> {
+    move |event: RouteTasksEvent<'_>| {
+        let mut routes: Vec<Option<String>> = vec![None; event.task_count];
+        let mut scans = 0;
+        let mut conflict = None;
+        let walked = event.plan.apply(|node| {
+            if node.is_network_boundary() {
+                // Another stage's plan.
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            let Some(leaf) = node.downcast_ref::<DistributedLeafExec>() else {
+                return Ok(TreeNodeRecursion::Continue);
+            };
+            let Some(tasks) = internals::worker_tasks(leaf.original(), event.task_count) else {
+                return Ok(TreeNodeRecursion::Continue);
+            };
+            scans += 1;
+            for (route, task) in routes.iter_mut().zip(tasks) {
+                match (route.as_ref(), task.worker) {
+                    (Some(taken), Some(worker)) if *taken != worker => {
+                        conflict = Some((taken.clone(), worker));
+                    }
+                    (None, Some(worker)) => *route = Some(worker),
+                    _ => {}
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        if let Err(e) = walked {
+            return Some(Err(e));
+        }
+        if scans == 0 {
+            return None;
+        }
+        if let Some((one, other)) = conflict {
+            return Some(Err(DataFusionError::Plan(format!(
+                "one task would read tablets on both {one} and {other}: scans of tablets on \
+                 different workers cannot share a stage"
+            ))));
+        }
+        let up = workers.up();
+        let mut spare = up.iter().cycle();
+        let urls = routes
+            .into_iter()
+            .map(|route| {
+                let worker = match route {
+                    Some(worker) => worker,
+                    None => spare
+                        .next()
+                        .cloned()
+                        .ok_or_else(|| DataFusionError::Execution("no worker is up".to_string()))?,
+                };
+                worker_url(&worker)
+            })
+            .collect::<Result<Vec<Url>>>();
+        Some(urls.map(RouteTasksEventResponse::new))
+    }
+}
+
+/// The URL of the worker named `worker`.
+fn worker_url(worker: &str) -> Result<Url> {
+    Url::parse(worker)
+        .map_err(|e| DataFusionError::Execution(format!("worker {worker} is not a URL: {e}")))
+}
+
+/// The workers that are up, for the planner to count and route to.
+struct UpWorkers(Arc<Workers>);
+
+impl WorkerResolver for UpWorkers {
+    fn get_urls(&self) -> Result<Vec<Url>> {
+        self.0.up().iter().map(|w| worker_url(w)).collect()
+    }
+}
+
+/// Channels to workers whose calls carry the cluster secret; connections
+/// are kept and shared by every session (clones share them).
+#[derive(Clone)]
+struct SecretChannels {
+    channels: DefaultChannelResolver,
+    secret: ClusterSecret,
+}
+
+impl SecretChannels {
+    fn new(secret: ClusterSecret) -> Self {
+        SecretChannels {
+            channels: DefaultChannelResolver::default(),
+            secret,
+        }
+    }
+}
+
+#[async_trait]
+impl ChannelResolver for SecretChannels {
+    async fn get_worker_client_for_url(&self, url: &Url) -> Result<Box<dyn WorkerChannel>> {
+        let channel = self.channels.get_channel(url).await?;
+        let secret = self.secret.clone();
+        let signed = channel.map_request(move |mut request: http::Request<tonic::body::Body>| {
+            secret.add_to(request.headers_mut());
+            request
+        });
+        Ok(create_worker_client(BoxCloneSyncChannel::new(signed)))
+    }
+}

@@ -1,0 +1,171 @@
+//! Queries on a cluster: a scan of tablets that three workers hold runs
+//! as one task on each (filters and partial aggregates there, the merge on
+//! the master), gives what one process gives for the same statements, and
+//! fails naming the worker when one that it needs is down.
+
+use std::time::Duration;
+
+use widesql::{Db, Session};
+
+mod common;
+
+use common::{any_port, lines, master, until_up, worker, BoxError};
+
+/// Statements whose answers must be the same on the cluster as on one
+/// process: aggregates over every tablet, ranges over some, joins (one
+/// with a table the master serves), a filter, the history view and the
+/// cells view (which the master reads itself).
+const QUERIES: &[&str] = &[
+    "SELECT grp, count(*), sum(v), min(_key), max(_key) FROM t GROUP BY grp ORDER BY grp",
+    "SELECT count(*) FROM t WHERE v % 3 = 0",
+    "SELECT _key, grp, v FROM t WHERE _key >= 'k0990' AND _key < 'k1010' ORDER BY _key",
+    "SELECT count(*), sum(v) FROM t WHERE _key >= 'k0500' AND _key < 'k2500'",
+    "SELECT count(*) FROM t a JOIN t b ON a._key = b._key WHERE a.v < 1500",
+    "SELECT grp, count(*) FROM t WHERE grp IN ('g1', 'g4') GROUP BY grp ORDER BY grp",
+    "SELECT _key, v FROM history('t') WHERE _key IN ('k0001', 'k1501', 'k2999') ORDER BY _key",
+    "SELECT u.name, count(*), sum(t.v) FROM t JOIN u ON t.grp = u.grp GROUP BY u.name ORDER BY u.name",
+    "SELECT count(*) FROM cells('t') WHERE qualifier = 'v'",
+];
+
+/// The statements both databases run, in order.
+const SETUP: &str = "CREATE TABLE u (grp VARCHAR PRIMARY KEY, name VARCHAR); \
+    INSERT INTO u VALUES ('g1', 'one'), ('g2', 'two'), ('g5', 'five'); \
+    CREATE TABLE t (_key VARCHAR PRIMARY KEY, grp VARCHAR, v BIGINT); \
+    INSERT INTO t SELECT 'k' || lpad(CAST(value AS VARCHAR), 4, '0'), 'g' || CAST(value % 7 AS VARCHAR), value \
+    FROM generate_series(0, 2999) AS s(value)";
+
+/// What `sql` answers in each session, as text lines.
+async fn both(cluster: &Session, single: &Session, sql: &str) -> Result<Vec<String>, BoxError> {
+    let on_cluster = lines(cluster, sql).await?;
+    assert_eq!(on_cluster, lines(single, sql).await?, "{sql}");
+    Ok(on_cluster)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Result<(), BoxError> {
+    let dirs = [
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+    ];
+    let (db, master) = master(dirs[0].path()).await?;
+    db.workers().set_down_after(Duration::from_secs(2));
+    let worker_dbs = [
+        Db::open(dirs[1].path())?,
+        Db::open(dirs[2].path())?,
+        Db::open(dirs[3].path())?,
+    ];
+    let mut workers = Vec::new();
+    for worker_db in &worker_dbs {
+        workers.push(worker(worker_db, &master, any_port()).await?);
+    }
+    let urls: Vec<String> = workers
+        .iter()
+        .map(|w| format!("http://{}", w.local_addr()))
+        .collect();
+    until_up(&db, 3).await?;
+    let single_db = Db::open(dirs[4].path())?;
+    let (cluster, single) = (db.session(), single_db.session());
+    for session in [&cluster, &single] {
+        session.run(SETUP).await?;
+        session
+            .run("UPDATE t SET v = v + 1 WHERE grp = 'g3'")
+            .await?;
+    }
+    cluster
+        .run(&format!(
+            "ALTER TABLE t SPLIT AT ('k1000', 'k2000'); \
+             ALTER TABLE t MOVE TABLET AT ('k0000') TO '{}'; \
+             ALTER TABLE t MOVE TABLET AT ('k1000') TO '{}'; \
+             ALTER TABLE t MOVE TABLET AT ('k2000') TO '{}'",
+            urls[0], urls[1], urls[2]
+        ))
+        .await?;
+    let table = db.open_table("default", "public", "t")?.id();
+    let read = |i: usize| widesql::internals::held_keys_read(&worker_dbs[i], table);
+    let before: Vec<u64> = (0..3).map(read).collect::<Result<_, _>>()?;
+    for sql in QUERIES {
+        both(&cluster, &single, sql).await?;
+    }
+    // Each worker ran the scans of its tablet.
+    for (i, was) in before.iter().enumerate() {
+        assert!(read(i)? > *was, "worker {i} read nothing");
+    }
+
+    // The plan sends one task to each worker the keys reach.
+    let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[0]))
+        .await?
+        .concat();
+    assert!(plan.contains("DistributedExec"), "{plan}");
+    for url in &urls {
+        assert!(plan.contains(&format!("on {url}")), "{url}: {plan}");
+    }
+    // A worker whose tablets the keys miss is not called.
+    let third_read = read(2)?;
+    let plan = lines(
+        &cluster,
+        "EXPLAIN ANALYZE SELECT count(*) FROM t WHERE _key >= 'k0500' AND _key < 'k1500'",
+    )
+    .await?
+    .concat();
+    assert!(plan.contains("DistributedExec"), "{plan}");
+    assert!(!plan.contains(&urls[2]), "{plan}");
+    assert_eq!(read(2)?, third_read);
+    // Keys of one worker's tablet: the master reads them itself.
+    let plan = lines(
+        &cluster,
+        "EXPLAIN ANALYZE SELECT count(*) FROM t WHERE _key < 'k0500'",
+    )
+    .await?
+    .concat();
+    assert!(!plan.contains("DistributedExec"), "{plan}");
+
+    // Writes go to the tablets' workers, and the next scans see them; a
+    // statement whose input scans the table it writes reads it whole
+    // before it writes.
+    for session in [&cluster, &single] {
+        session
+            .run(
+                "DELETE FROM t WHERE v % 11 = 0; \
+                 INSERT INTO t VALUES ('k0999', 'g9', 9), ('k1999', 'g9', 9), ('k2999', 'g9', 9); \
+                 INSERT INTO t SELECT 'k' || CAST(v + 3000 AS VARCHAR), 'g8', v FROM t WHERE grp = 'g5'",
+            )
+            .await?;
+    }
+    for sql in QUERIES {
+        both(&cluster, &single, sql).await?;
+    }
+
+    // A worker that is down fails the scans that need it, naming it, and
+    // only those.
+    let third = workers.pop().ok_or("three workers")?;
+    third.shutdown().await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.workers().up().len() > 2 {
+        assert!(std::time::Instant::now() < deadline, "the worker stays up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let error = cluster
+        .run(QUERIES[0])
+        .await
+        .expect_err("a tablet is on a worker that is down")
+        .to_string();
+    assert!(
+        error.contains(&format!("is on worker {}, which is down", urls[2])),
+        "{error}"
+    );
+    both(
+        &cluster,
+        &single,
+        "SELECT count(*), sum(v) FROM t WHERE _key < 'k2000'",
+    )
+    .await?;
+
+    for worker in workers {
+        worker.shutdown().await?;
+    }
+    master.shutdown().await?;
+    Ok(())
+}
