@@ -107,7 +107,7 @@ pub use table::{
 /// release.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::catalog::WorkerStores;
+    pub use crate::catalog::{crash_moves_at, MoveStep, WorkerStores};
     pub use crate::db::{apply_held, held_entries, held_keys_read, stored_entries};
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,

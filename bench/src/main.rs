@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release -p widesql-bench -- [--quick] [--rows N] [--only W1,W3]`
 //!
+//! W12 (a cluster) runs a master and three workers in this process, each
+//! on its own loopback port.
+//!
 //! W10 (the Flight SQL server under 1, 8 and 32 clients, next to
 //! PostgreSQL) starts a PostgreSQL server when Debian's `postgresql`
 //! package is installed, and says so when it is not.
@@ -14,6 +17,7 @@
 //! missed target is a printed fact. Results of the systems are compared
 //! with each other, and a disagreement stops the run.
 
+mod cluster;
 mod concurrent;
 mod data;
 mod report;

@@ -149,6 +149,10 @@ pub fn run(config: &Config) -> Res<()> {
     if config.wants("W11") {
         w11_long_expressions(config)?;
     }
+    if config.wants("W12") {
+        reset_peak_rss();
+        crate::cluster::w12(config, &pages, &mut ratios)?;
+    }
     ratios.print();
     Ok(())
 }
@@ -566,7 +570,7 @@ fn w2_range(
 
 /// Median seconds of one range read over `ranges` domains, checking that
 /// each holds a full domain.
-fn time_ranges(config: &Config, system: &mut dyn System, rows: usize) -> Res<f64> {
+pub(crate) fn time_ranges(config: &Config, system: &mut dyn System, rows: usize) -> Res<f64> {
     let name = system.name();
     time_range_reads(config, &name, rows, |prefix| system.range(prefix))
 }

@@ -289,7 +289,11 @@ impl Server {
                 let cluster = ClusterService::new(db.clone(), master.heartbeat);
                 (
                     Some(master.secret.guard(cluster)),
-                    Some(master.secret.guard(worker.into_worker_server())),
+                    Some(
+                        master
+                            .secret
+                            .guard_calls(worker.into_worker_server(), crate::cluster::refuse_plans),
+                    ),
                 )
             }
             None => (None, None),

@@ -25,7 +25,7 @@ mod users;
 
 pub use error::{not_found, CatalogError, ObjectKind};
 pub use privileges::{Privilege, Securable};
-pub use routing::WorkerStores;
+pub use routing::{crash_moves_at, MoveStep, WorkerStores};
 pub use spec::{with_family, with_gc, without_family, KEY_COLUMN, ROWID_COLUMN};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
 use tablets::StoredTablet;

@@ -177,6 +177,40 @@ fn all_to(home: Home) -> Routes {
         .unwrap_or_else(|| unreachable!("one range from the first key"))
 }
 
+/// The steps of a move at which a test can stop the process as a crash
+/// would ([`crash_moves_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveStep {
+    /// The target's copy of the range was cleared (in the first
+    /// locality group).
+    Cleared,
+    /// The first locality group's rows were copied, not the others'.
+    Copying,
+    /// Every row was copied and the target flushed; the catalog still
+    /// names the source.
+    Flushed,
+    /// The catalog names the target; this process has not yet switched
+    /// its routes.
+    Committed,
+}
+
+/// The step at which moves stop the process.
+static CRASH_AT: std::sync::Mutex<Option<MoveStep>> = std::sync::Mutex::new(None);
+
+/// Makes every move of this process abort it at `step` (`None`: never),
+/// for tests of what a crash there leaves. Only debug builds stop.
+pub fn crash_moves_at(step: Option<MoveStep>) {
+    *CRASH_AT.lock().unwrap_or_else(|p| p.into_inner()) = step;
+}
+
+/// Aborts the process when a test asked moves to stop at `step`.
+fn reached(step: MoveStep) {
+    let armed = *CRASH_AT.lock().unwrap_or_else(|p| p.into_inner());
+    if cfg!(debug_assertions) && armed == Some(step) {
+        std::process::abort();
+    }
+}
+
 /// Entries a move copies or deletes per batch at most.
 const MOVE_BATCH_ENTRIES: usize = 1024;
 /// Bytes a move copies per batch at most.
@@ -370,7 +404,9 @@ impl Catalog {
                 tree.with_routes(target.clone())?,
             );
             self.delete_range(&to, &lo, &hi)?;
+            reached(MoveStep::Cleared);
             self.copy_range(&from, &to, &lo, &hi)?;
+            reached(MoveStep::Copying);
         }
         if let Home::Away { store, name } = home(&self.workers, &stored(&worker)) {
             store
@@ -380,6 +416,7 @@ impl Catalog {
                     source,
                 })?;
         }
+        reached(MoveStep::Flushed);
         // The new map and layout are made before the catalog changes, so
         // that nothing can fail between the change and its use.
         let mut tablets = self.read().tablets.get(&id).cloned().unwrap_or_default();
@@ -404,6 +441,7 @@ impl Catalog {
             worker.as_deref(),
             now,
         )?])?;
+        reached(MoveStep::Committed);
         {
             let mut state = self.write_state();
             state.tablets.insert(id, tablets);

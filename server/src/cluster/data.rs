@@ -351,19 +351,23 @@ impl Client {
     }
 }
 
+/// Where a worker is called: a connection fails after 2 s, and pings
+/// find a worker whose host went away mid-call.
+pub(super) fn worker_endpoint(worker: &str) -> Result<Endpoint, String> {
+    Ok(Endpoint::from_shared(worker.to_string())
+        .map_err(|e| format!("'{worker}' is not a worker address: {e}"))?
+        .connect_timeout(Duration::from_secs(2))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true))
+}
+
 impl RemoteStore {
     /// The store of the worker at `worker` (`http://host:port`); nothing
     /// is called until it is used.
     pub fn new(worker: &str, secret: ClusterSecret) -> Result<RemoteStore, BackendError> {
-        let endpoint = Endpoint::from_shared(worker.to_string())
-            .map_err(|e| format!("'{worker}' is not a worker address: {e}"))?
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(CALL_WAIT)
-            // Pings find a worker whose host went away mid-call.
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(10))
-            .keep_alive_while_idle(true)
-            .tcp_nodelay(true);
+        let endpoint = worker_endpoint(worker)?.timeout(CALL_WAIT);
         // The channel's background task runs on the cluster's runtime.
         let _inside = io().enter();
         Ok(RemoteStore {

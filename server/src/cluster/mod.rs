@@ -25,7 +25,7 @@ use std::time::Duration;
 pub(crate) use data::MasterStores;
 pub use data::RemoteStore;
 pub(crate) use protocol::ClusterService;
-pub(crate) use reads::{distribute_queries, worker_service};
+pub(crate) use reads::{distribute_queries, refuse_plans, worker_service};
 pub use secret::{ClusterSecret, SECRET_VARIABLE};
 pub use worker::{WorkerOptions, WorkerServer};
 

@@ -12,16 +12,16 @@
 //! serves, or the tablets of one worker only, or it has a `LIMIT`) reads
 //! the workers' tablets through the storage routes, as before.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{internal_err, DataFusionError, Result};
 use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::physical_plan::Distribution;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion_distributed::grpc::{
-    create_worker_client, BoxCloneSyncChannel, DefaultChannelResolver,
-};
+use datafusion_distributed::grpc::{create_worker_client, BoxCloneSyncChannel};
 use datafusion_distributed::{
     ChannelResolver, DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExt,
     DistributedLeafExec, NetworkBoundaryExt, RouteTasksEvent, RouteTasksEventResponse,
@@ -29,19 +29,21 @@ use datafusion_distributed::{
     WorkerChannel, WorkerQueryContext, WorkerResolver,
 };
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use tonic::transport::Channel;
 use tower::ServiceExt;
 use url::Url;
 use widesql::internals::{self, SessionHook};
 use widesql::{Db, Workers};
 
+use super::data::worker_endpoint;
 use super::ClusterSecret;
 
 /// Makes every session `db` opens plan its queries over the workers that
 /// joined it (the master calls it once, when it starts, with the address
 /// it serves on). The master is a worker too, for the stages of one task
 /// (a scan that stays on the master, a merge): it runs them in process,
-/// and serves their output to the workers from the worker service this
-/// returns.
+/// and serves their output to the workers from the worker this returns
+/// (behind [`refuse_plans`]).
 pub(crate) fn distribute_queries(
     db: &Db,
     secret: &ClusterSecret,
@@ -53,34 +55,63 @@ pub(crate) fn distribute_queries(
     let here_url = worker_url(&format!("http://{addr}"))?;
     let local = here.clone();
     let hook: SessionHook = Arc::new(move |builder: SessionStateBuilder| {
-        builder
+        let mut builder = builder
             .with_distributed_local_worker_context(local.to_local_worker_context(here_url.clone()))
             .with_distributed_worker_resolver(UpWorkers(Arc::clone(&workers)))
             .with_distributed_channel_resolver(channels.clone())
-            .with_distributed_user_codec(ScanCodec { db: None })
+            .with_distributed_user_codec(ScanCodec { held: None })
             .with_distributed_desired_task_count_handler(desired_tasks(Arc::clone(&workers)))
             .with_distributed_scale_up_leaf_node_handler(scale_up)
             .with_distributed_route_tasks_handler(route_tasks(Arc::clone(&workers)))
-            .with_distributed_planner()
+            .with_distributed_planner();
+        // A union's children would share a stage's task numbers, which
+        // route each task to its tablets' worker; a task sent to another
+        // worker fails there (see `held_scan`), never reads the wrong
+        // tablets.
+        let config = builder.config().get_or_insert_default();
+        if let Err(e) = config.set_distributed_children_isolator_unions(false) {
+            tracing::warn!(error = %e, "unions of scans on workers will fail");
+        }
+        builder
     });
-    internals::extend_sessions(db, hook);
+    if !internals::extend_sessions(db, hook) {
+        return Err(DataFusionError::Execution(
+            "the database already serves a cluster's master in this process".to_string(),
+        ));
+    }
     Ok(here)
 }
 
-/// datafusion-distributed's worker service, running the tasks it is sent
-/// over the tablets `db` holds.
-pub(crate) fn worker_service(db: Db, secret: ClusterSecret) -> Worker {
-    worker_of(Some(db), SecretChannels::new(secret))
+/// The call that sends a worker a plan to run.
+const COORDINATOR_CHANNEL: &str = "/worker.WorkerService/CoordinatorChannel";
+
+/// Refuses the calls that send the master's worker a plan: it runs only
+/// the tasks it plans itself, and workers only read their output.
+pub(crate) fn refuse_plans(
+    request: &http::Request<tonic::body::Body>,
+) -> Result<(), tonic::Status> {
+    match request.uri().path() == COORDINATOR_CHANNEL {
+        true => Err(tonic::Status::permission_denied(
+            "a master runs only the tasks it plans itself; workers read their output",
+        )),
+        false => Ok(()),
+    }
 }
 
-/// A worker whose tasks' scans read the tablets `db` holds (none on the
+/// datafusion-distributed's worker service of the worker named `name`,
+/// running the tasks it is sent over the tablets `db` holds.
+pub(crate) fn worker_service(db: Db, secret: ClusterSecret, name: String) -> Worker {
+    worker_of(Some((db, name)), SecretChannels::new(secret))
+}
+
+/// A worker whose tasks' scans read the tablets `held` holds (none on the
 /// master, whose tasks arrive as plans, not encoded).
-fn worker_of(db: Option<Db>, channels: SecretChannels) -> Worker {
+fn worker_of(held: Option<(Db, String)>, channels: SecretChannels) -> Worker {
     Worker::from_session_builder(move |context: WorkerQueryContext| {
-        let (db, channels) = (db.clone(), channels.clone());
+        let (held, channels) = (held.clone(), channels.clone());
         async move {
             Ok(internals::with_functions(context.builder)
-                .with_distributed_user_codec(ScanCodec { db })
+                .with_distributed_user_codec(ScanCodec { held })
                 .with_distributed_channel_resolver(channels)
                 .build())
         }
@@ -91,8 +122,9 @@ fn worker_of(db: Option<Db>, channels: SecretChannels) -> Worker {
 /// it holds.
 #[derive(Debug)]
 struct ScanCodec {
-    /// The worker's database; `None` on the master, which only sends.
-    db: Option<Db>,
+    /// The worker's database and name; `None` on the master, which only
+    /// sends.
+    held: Option<(Db, String)>,
 }
 
 impl PhysicalExtensionCodec for ScanCodec {
@@ -103,13 +135,13 @@ impl PhysicalExtensionCodec for ScanCodec {
         _context: &TaskContext,
         _converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let Some(db) = &self.db else {
+        let Some((db, name)) = &self.held else {
             return internal_err!("a scan of held tablets is run by a worker, not a master");
         };
         if !inputs.is_empty() {
             return internal_err!("a scan has no inputs, got {}", inputs.len());
         }
-        internals::held_scan(db, buf)
+        internals::held_scan(db, buf, name)
     }
 
     fn try_encode(
@@ -134,13 +166,28 @@ fn desired_tasks(
     workers: Arc<Workers>,
 ) -> impl Fn(DesiredTaskCountEvent<'_>) -> Option<Result<DesiredTaskCountEventResponse>> {
     move |event: DesiredTaskCountEvent<'_>| {
+        // An operator that needs every row in one partition (a window over
+        // the whole input, a final aggregate, a global sort or limit) runs
+        // as one task.
+        let needs = event
+            .plan
+            .input_distribution_requirements()
+            .into_per_child();
+        if !needs.is_empty()
+            && needs
+                .iter()
+                .all(|d| matches!(d, Distribution::SinglePartition))
+        {
+            return Some(Ok(DesiredTaskCountEventResponse::maximum(1)));
+        }
         let tasks = internals::worker_tasks(event.plan, 0)?;
         let up = workers.up();
         for task in &tasks {
             if let Some(worker) = task.worker.as_ref().filter(|w| !up.contains(w)) {
                 return Some(Err(DataFusionError::Execution(format!(
-                    "tablet {} is on worker {worker}, which is down",
-                    task.tablets.join(", ")
+                    "tablet {} of {} is on worker {worker}, which is down",
+                    task.tablets.join(", "),
+                    task.table
                 ))));
             }
         }
@@ -158,8 +205,9 @@ fn scale_up(event: ScaleUpLeafNodeEvent<'_>) -> Option<Result<ScaleUpLeafNodeEve
     }
     let tasks = internals::worker_tasks(event.plan, event.task_count)?;
     if tasks.len() > event.task_count {
+        let table = tasks.first().map_or("", |t| t.table.as_str());
         return Some(Err(DataFusionError::Plan(format!(
-            "the scan reads tablets on {} workers, but its stage has {} tasks",
+            "the scan of {table} reads tablets on {} workers, but its stage has {} tasks",
             tasks.len(),
             event.task_count
         ))));
@@ -196,7 +244,7 @@ fn route_tasks(
             for (route, task) in routes.iter_mut().zip(tasks) {
                 match (route.as_ref(), task.worker) {
                     (Some(taken), Some(worker)) if *taken != worker => {
-                        conflict = Some((taken.clone(), worker));
+                        conflict = Some((taken.clone(), worker, task.table));
                     }
                     (None, Some(worker)) => *route = Some(worker),
                     _ => {}
@@ -210,10 +258,10 @@ fn route_tasks(
         if scans == 0 {
             return None;
         }
-        if let Some((one, other)) = conflict {
+        if let Some((one, other, table)) = conflict {
             return Some(Err(DataFusionError::Plan(format!(
-                "one task would read tablets on both {one} and {other}: scans of tablets on \
-                 different workers cannot share a stage"
+                "one task would read tablets on both {one} and {other} (of {table}): scans of \
+                 tablets on different workers cannot share a stage"
             ))));
         }
         let up = workers.up();
@@ -250,27 +298,41 @@ impl WorkerResolver for UpWorkers {
     }
 }
 
-/// Channels to workers whose calls carry the cluster secret; connections
-/// are kept and shared by every session (clones share them).
+/// Channels to workers whose calls carry the cluster secret, connected
+/// as the master's other calls to workers are (a 2 s connect timeout,
+/// HTTP/2 pings); one per worker, shared by every session (clones share
+/// them).
 #[derive(Clone)]
 struct SecretChannels {
-    channels: DefaultChannelResolver,
+    channels: Arc<Mutex<HashMap<Url, Channel>>>,
     secret: ClusterSecret,
 }
 
 impl SecretChannels {
     fn new(secret: ClusterSecret) -> Self {
         SecretChannels {
-            channels: DefaultChannelResolver::default(),
+            channels: Arc::default(),
             secret,
         }
+    }
+
+    /// The channel to `url`, made on first use; it connects when called.
+    fn channel(&self, url: &Url) -> Result<Channel> {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(channel) = channels.get(url) {
+            return Ok(channel.clone());
+        }
+        let endpoint = worker_endpoint(url.as_str()).map_err(DataFusionError::Execution)?;
+        let channel = endpoint.connect_lazy();
+        channels.insert(url.clone(), channel.clone());
+        Ok(channel)
     }
 }
 
 #[async_trait]
 impl ChannelResolver for SecretChannels {
     async fn get_worker_client_for_url(&self, url: &Url) -> Result<Box<dyn WorkerChannel>> {
-        let channel = self.channels.get_channel(url).await?;
+        let channel = self.channel(url)?;
         let secret = self.secret.clone();
         let signed = channel.map_request(move |mut request: http::Request<tonic::body::Body>| {
             secret.add_to(request.headers_mut());

@@ -95,16 +95,25 @@ impl ClusterSecret {
     /// `service` behind a door that refuses, with `UNAUTHENTICATED`, every
     /// call that does not carry this secret.
     pub(crate) fn guard<S>(&self, service: S) -> Door<S> {
+        self.guard_calls(service, |_| Ok(()))
+    }
+
+    /// [`ClusterSecret::guard`], and `also` asked of the calls that carry
+    /// the secret.
+    pub(crate) fn guard_calls<S>(
+        &self,
+        service: S,
+        also: impl Fn(&http::Request<Body>) -> Result<(), tonic::Status> + Send + Sync + 'static,
+    ) -> Door<S> {
         let secret = self.clone();
         Door::new(service, move |request: &http::Request<Body>| {
-            if secret.carried_by(request.headers()) {
-                Ok(())
-            } else {
-                Err(tonic::Status::unauthenticated(
+            if !secret.carried_by(request.headers()) {
+                return Err(tonic::Status::unauthenticated(
                     "a call between the processes of a cluster needs the cluster secret \
                      (WIDESQL_CLUSTER_SECRET)",
-                ))
+                ));
             }
+            also(request)
         })
     }
 }

@@ -57,7 +57,9 @@ impl WorkerServer {
         }
         let (listener, addr) = crate::server::bind(addr).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let worker = worker_service(db.clone(), options.secret.clone()).into_worker_server();
+        let name = format!("http://{addr}");
+        let worker = worker_service(db.clone(), options.secret.clone(), name.clone());
+        let worker = worker.into_worker_server();
         let worker = options.secret.guard(worker);
         let (stop, stopped) = oneshot::channel::<()>();
         let data = options.secret.guard(TabletDataService::new(db.clone()));
@@ -68,7 +70,6 @@ impl WorkerServer {
                 let _ = stopped.await;
             });
         let task = tokio::spawn(serving);
-        let name = format!("http://{addr}");
         let master = master_channel(&options.master)?;
         let first = match join(&master, &options.secret, &name).await {
             Ok(first) => first,

@@ -110,6 +110,8 @@ pub struct WideScanExec {
     pub(super) shippable: Option<ScanView>,
     /// What `EXPLAIN` says of the tablets a worker's task reads.
     pub(super) task: Option<String>,
+    /// The worker that runs this task.
+    pub(super) worker: Option<String>,
 }
 
 impl fmt::Debug for WideScanExec {
@@ -200,6 +202,7 @@ impl WideScanExec {
             tablets: None,
             shippable: None,
             task: None,
+            worker: None,
         })
     }
 

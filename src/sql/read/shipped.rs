@@ -14,7 +14,6 @@
 //! `LIMIT`, stays here: it reads the workers' tablets through the storage
 //! routes, as writes do.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -33,24 +32,71 @@ use crate::Db;
 
 /// Which view of a table a scan reads (the latest one when both are
 /// `None`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanView {
-    /// The history view, with at most this many versions per column.
+    /// The history view, with at most this many versions per column
+    /// (`Some(None)`: all of them).
     pub history: Option<Option<usize>>,
     /// The table as it was at this time (µs).
     pub as_of: Option<i64>,
 }
 
+/// [`ScanView`] as shipped: JSON has one `null` for both `None` and
+/// `Some(None)`, which would turn the history of every version into the
+/// latest view.
+#[derive(Serialize, Deserialize)]
+struct ShippedView {
+    history: bool,
+    versions: Option<usize>,
+    as_of: Option<i64>,
+}
+
+impl From<ScanView> for ShippedView {
+    fn from(view: ScanView) -> Self {
+        ShippedView {
+            history: view.history.is_some(),
+            versions: view.history.flatten(),
+            as_of: view.as_of,
+        }
+    }
+}
+
+impl From<ShippedView> for ScanView {
+    fn from(view: ShippedView) -> Self {
+        ScanView {
+            history: view.history.then_some(view.versions),
+            as_of: view.as_of,
+        }
+    }
+}
+
 /// One task of a scan that workers run.
 pub struct WorkerTask {
+    /// The table it reads, for messages.
+    pub table: String,
     /// The worker that runs it; `None` for a task that reads nothing (a
     /// stage may have more tasks than the scan has workers).
     pub worker: Option<String>,
     /// The tablets it reads, for messages.
     pub tablets: Vec<String>,
-    /// Its plan: the scan reading those tablets only, one partition per
-    /// tablet (padded with empty ones, so that every task has as many).
+    /// Its plan: the scan with the partitions of its worker's tablets, the
+    /// others empty, so that every task has the scan's partitions.
     pub plan: Arc<dyn ExecutionPlan>,
+}
+
+/// One partition per tablet that `keys` reach, when all of them are on
+/// workers: the partitions of a scan that workers can run.
+pub(super) fn tablet_partitions(tablets: &[Tablet], keys: &KeySet) -> Option<Vec<RowSet>> {
+    let reached = super::scan::reached(tablets, keys);
+    if reached.is_empty() || reached.iter().any(|t| t.worker.is_none()) {
+        return None;
+    }
+    Some(
+        reached
+            .iter()
+            .map(|tablet| keys.intersect(&keys_of(tablet)).to_row_set())
+            .collect(),
+    )
 }
 
 /// The tasks of `plan` when it is a scan that workers can run: one per
@@ -59,43 +105,50 @@ pub struct WorkerTask {
 pub fn worker_tasks(plan: &Arc<dyn ExecutionPlan>, task_count: usize) -> Option<Vec<WorkerTask>> {
     let scan = plan.downcast_ref::<WideScanExec>()?;
     scan.shippable?;
-    let (_, request, _, _) = scan.parts();
-    if request.limit.is_some() {
+    let (store, request, partitions, tablets) = scan.parts();
+    if request.limit.is_some() || scan.task.is_some() {
+        return None;
+    }
+    // Only a scan planned with a partition per tablet: a task's
+    // partitions must be the scan's, for the plan above it.
+    let per_tablet = tablet_partitions(tablets?, &request.keys)?;
+    if per_tablet != partitions {
         return None;
     }
     let reached = scan.reached()?;
-    let mut by_worker: BTreeMap<&str, Vec<&Tablet>> = BTreeMap::new();
-    for tablet in reached {
-        by_worker
-            .entry(tablet.worker.as_deref()?)
-            .or_default()
-            .push(tablet);
-    }
-    let width = by_worker.values().map(Vec::len).max()?;
-    let task = |worker: Option<&str>, tablets: &[&Tablet]| {
-        let mut partitions: Vec<RowSet> = tablets
+    let mut workers: Vec<&str> = reached.iter().filter_map(|t| t.worker.as_deref()).collect();
+    workers.sort_unstable();
+    workers.dedup();
+    let table = store.layout.name.clone();
+    let task = |worker: Option<&str>| {
+        let mut ids = Vec::new();
+        let partitions = per_tablet
             .iter()
-            .map(|tablet| request.keys.intersect(&keys_of(tablet)).to_row_set())
+            .zip(&reached)
+            .map(|(rows, tablet)| match worker {
+                Some(w) if tablet.worker.as_deref() == Some(w) => {
+                    ids.push(tablet.id.to_string());
+                    rows.clone()
+                }
+                _ => RowSet::default(),
+            })
             .collect();
-        partitions.resize(width, RowSet::default());
-        let ids: Vec<String> = tablets.iter().map(|t| t.id.to_string()).collect();
         let mut variant = scan.clone().with_partitions(partitions);
+        variant.worker = worker.map(str::to_string);
         variant.task = Some(match worker {
             Some(worker) => format!("tablets {} on {worker}", ids.join(", ")),
             None => "no tablets".to_string(),
         });
         WorkerTask {
+            table: table.clone(),
             worker: worker.map(str::to_string),
             tablets: ids,
             plan: Arc::new(variant),
         }
     };
-    let mut tasks: Vec<WorkerTask> = by_worker
-        .iter()
-        .map(|(worker, tablets)| task(Some(worker), tablets))
-        .collect();
+    let mut tasks: Vec<WorkerTask> = workers.iter().map(|w| task(Some(w))).collect();
     while tasks.len() < task_count {
-        tasks.push(task(None, &[]));
+        tasks.push(task(None));
     }
     Some(tasks)
 }
@@ -115,11 +168,17 @@ struct ShippedScan {
     table: TableId,
     name: String,
     spec: TableSpec,
-    view: ScanView,
+    view: ShippedView,
     projection: Vec<usize>,
     keys: KeySet,
     partitions: Vec<RowSet>,
-    task: Option<String>,
+    task: String,
+    /// The worker that must run it: a task sent elsewhere would read
+    /// tablets that worker does not hold.
+    worker: Option<String>,
+    /// The output schema as the master planned it, which the worker's
+    /// scan must have.
+    schema: String,
 }
 
 /// The description of `plan` a worker runs it from ([`held_scan`]);
@@ -128,30 +187,39 @@ struct ShippedScan {
 pub fn ship_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<Result<Vec<u8>>> {
     let scan = plan.downcast_ref::<WideScanExec>()?;
     let view = scan.shippable?;
-    scan.task.as_ref()?;
+    let task = scan.task.clone()?;
     let (store, request, partitions, _) = scan.parts();
     let layout = &store.layout;
+    let worker = scan.worker.clone();
     let shipped = ShippedScan {
         table: layout.id,
         name: layout.name.clone(),
         spec: layout.spec.clone(),
-        view,
+        view: view.into(),
         projection: request.projection.clone(),
         keys: request.keys.clone(),
         partitions: partitions.to_vec(),
-        task: scan.task.clone(),
+        task,
+        worker,
+        schema: format!("{:?}", scan.schema()),
     };
     Some(serde_json::to_vec(&shipped).map_err(|e| DataFusionError::External(Box::new(e))))
 }
 
 /// The scan `shipped` describes ([`ship_scan`]), over the tablets `db`
-/// holds for its master.
-pub fn held_scan(db: &Db, shipped: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
+/// holds for its master; `worker` is the name of this worker.
+pub fn held_scan(db: &Db, shipped: &[u8], worker: &str) -> Result<Arc<dyn ExecutionPlan>> {
     let shipped: ShippedScan =
         serde_json::from_slice(shipped).map_err(|e| DataFusionError::External(Box::new(e)))?;
-    let store = crate::db::held_store(db, shipped.table, shipped.name, shipped.spec)
+    if shipped.worker.as_deref().is_some_and(|w| w != worker) {
+        return Err(DataFusionError::Execution(format!(
+            "a task of the scan of {} ({}) was sent to worker {worker}",
+            shipped.name, shipped.task
+        )));
+    }
+    let store = crate::db::held_store(db, shipped.table, shipped.name.clone(), shipped.spec)
         .map_err(crate::sql::error::to_df)?;
-    let table = WideTable::of_store(store, false, None).with_view(shipped.view);
+    let table = WideTable::of_store(store, false, None).with_view(shipped.view.into());
     let (filter, keep) = table.cells_for(&shipped.projection);
     let request = ScanRequest {
         projection: shipped.projection,
@@ -164,6 +232,13 @@ pub fn held_scan(db: &Db, shipped: &[u8]) -> Result<Arc<dyn ExecutionPlan>> {
     let mut scan =
         WideScanExec::try_new(table.store().clone(), Arc::clone(table.shape()), request, 1)?
             .with_partitions(shipped.partitions);
-    scan.task = shipped.task;
+    let schema = format!("{:?}", scan.schema());
+    if schema != shipped.schema {
+        return Err(DataFusionError::Execution(format!(
+            "the scan of {} reads {schema} here, but its master planned {}",
+            shipped.name, shipped.schema
+        )));
+    }
+    scan.task = Some(shipped.task);
     Ok(Arc::new(scan))
 }

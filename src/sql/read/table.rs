@@ -31,9 +31,9 @@ use crate::sql::dml::sink::WideSink;
 use crate::sql::dml::write::{RowWriter, WriteSettings};
 use crate::sql::error::to_df;
 use crate::sql::read::pushdown::{push, KeySet};
-use crate::sql::read::scan::{self, scans_of, ScanRequest, WideScanExec};
+use crate::sql::read::scan::{scans_of, ScanRequest, WideScanExec};
 use crate::sql::read::shape::{Shape, Source};
-use crate::sql::read::shipped::ScanView;
+use crate::sql::read::shipped::{self, ScanView};
 use crate::sql::runtime::off_runtime;
 use crate::table::KeptCells;
 use crate::table::{Filter, TableStore};
@@ -302,20 +302,27 @@ impl WideTable {
             limit,
             row_per_row: true,
         };
-        // Workers split a scan of their tablets by tablet: sampling its
-        // keys to split it here would call them while planning.
-        let on_workers = self.tablets.as_deref().is_some_and(|tablets| {
-            scan::reached(tablets, &request.keys)
-                .iter()
-                .all(|t| t.worker.is_some())
-        });
-        let target_partitions = if on_workers { 1 } else { target_partitions };
+        // A scan of tablets that workers hold reads one partition per
+        // tablet (a task per worker reads its own): sampling its keys to
+        // split it would call the workers while planning.
+        let per_tablet = match (&self.tablets, limit) {
+            (Some(tablets), None) => shipped::tablet_partitions(tablets, &request.keys),
+            _ => None,
+        };
+        let target_partitions = if per_tablet.is_some() {
+            1
+        } else {
+            target_partitions
+        };
         let (store, shape) = (self.store.clone(), Arc::clone(&self.shape));
         let tablets = self.tablets.clone();
         let view = self.view();
         off_runtime(move || {
             let mut scan = WideScanExec::try_new(store, shape, request, target_partitions)?
                 .with_tablets(tablets);
+            if let Some(partitions) = per_tablet {
+                scan = scan.with_partitions(partitions);
+            }
             scan.shippable = view;
             Ok(Arc::new(scan) as Arc<dyn ExecutionPlan>)
         })

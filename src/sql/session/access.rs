@@ -145,8 +145,9 @@ impl Session {
             Statement::AlterSchema(alter) => self.require_drop(ObjectType::Schema, &alter.name),
             Statement::Set(Set::SingleAssignment { variable, .. }) => {
                 let name = variable.to_string().to_lowercase();
-                if name.starts_with("datafusion.runtime.") {
-                    // Memory limits and spill directories are the host's.
+                if name.starts_with("datafusion.runtime.") || name.starts_with("distributed.") {
+                    // Memory limits and spill directories are the host's;
+                    // how a cluster splits queries is the cluster's.
                     return self.require_admin(&format!("set {name}"));
                 }
                 if name == "widesql.write_timestamp" {
