@@ -195,6 +195,29 @@ async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Resul
             started.elapsed()
         );
     }
+    // Compaction goes on past it: tables on either side of it in the
+    // catalog, each with versions its GC hides, are compacted, and the
+    // error names the worker.
+    for table in ["a_before", "z_after"] {
+        session
+            .run(&format!(
+                "CREATE TABLE {table} (_key VARCHAR PRIMARY KEY, v BIGINT) \
+                     WITH ('cf.max_versions' = '1'); \
+                 INSERT INTO {table} VALUES ('k', 1); \
+                 UPDATE {table} SET v = 2; \
+                 UPDATE {table} SET v = 3"
+            ))
+            .await?;
+    }
+    let error = db.compact().expect_err("a tablet's worker is down");
+    assert!(
+        error.to_string().contains(&format!("worker {url}")),
+        "{error}"
+    );
+    for name in ["a_before", "z_after"] {
+        let table = db.open_table("default", "public", name)?;
+        assert_eq!(table.compact()?, 0, "{name} was not compacted");
+    }
     // Back on its address, its directory opened again, the worker serves
     // its tablet again.
     drop(worker_db);

@@ -245,7 +245,10 @@ impl Db {
     }
 
     /// Removes hidden versions and dropped families' cells from every table
-    /// now. Returns how many cells were removed.
+    /// now. Returns how many cells were removed. A table that cannot be
+    /// compacted (a worker that holds one of its tablets is down) does not
+    /// stop the others: every table is tried, then the first error is
+    /// returned.
     pub fn compact(&self) -> Result<u64> {
         let ids: Vec<TableId> = {
             let state = self.catalog().read();
@@ -258,10 +261,19 @@ impl Db {
                 .collect()
         };
         let mut removed = 0;
+        let mut failed = None;
         for id in ids {
-            removed += self.catalog().compact_table(id)?;
+            match self.catalog().compact_table(id) {
+                Ok(cells) => removed += cells,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
         }
-        Ok(removed)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
     }
 
     /// Creates a project.
