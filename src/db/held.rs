@@ -4,7 +4,8 @@
 //! a tree of its own, `h:` and that id ([`held_tree_name`]), which its
 //! catalog does not take for a tree of one of its own tables, so that
 //! opening the worker's database never removes it as an orphan. The
-//! worker's service reads and writes them through these two calls; only
+//! worker's service reads and writes them through [`held_entries`] and
+//! [`apply_held`], and its tasks scan them through [`held_store`]; only
 //! those trees are reachable, never the worker's own catalog or tables.
 
 use std::ops::Bound;
@@ -47,22 +48,32 @@ pub fn apply_held(db: &Db, writes: Vec<(Vec<u8>, Vec<Write>)>, durable: bool) ->
     let mut stripes = Vec::new();
     for (name, tree_writes) in writes {
         let id = held_table(&name)?;
-        let whole = table_tree(db, &name)?;
+        let tree_name = held_tree_name(id);
+        // The key spaces this table's writes went to, by group prefix
+        // (a table has a few): opened once per call, not once per write.
+        let mut spaces: Vec<(Vec<u8>, crate::storage::Tree)> = Vec::new();
         for write in tree_writes {
             let key = match &write {
                 Write::Put(key, _) | Write::Delete(key) => key.clone(),
             };
-            let (tree, at) = match split_cell_key(&key) {
-                Some((group, row)) => {
-                    stripes.push(db.inner.engine.locks.stripe(id.as_bytes(), row));
-                    (storage.key_space(&held_tree_name(id), group)?, group.len())
+            let (group, row) = split_cell_key(&key).unwrap_or((&[], &[]));
+            if !row.is_empty() {
+                stripes.push(db.inner.engine.locks.stripe(id.as_bytes(), row));
+            }
+            let at = spaces
+                .iter()
+                .position(|(prefix, _)| prefix.as_slice() == group);
+            let tree = match at {
+                Some(at) => &spaces[at].1,
+                None => {
+                    spaces.push((group.to_vec(), storage.key_space(&tree_name, group)?));
+                    &spaces[spaces.len() - 1].1
                 }
-                None => (whole.clone(), 0),
             };
-            let rest = key.slice(at, key.len() - at);
+            let rest = key.slice(group.len(), key.len() - group.len());
             match write {
-                Write::Put(_, value) => batch.put(&tree, rest, value),
-                Write::Delete(_) => batch.delete(&tree, rest),
+                Write::Put(_, value) => batch.put(tree, rest, value),
+                Write::Delete(_) => batch.delete(tree, rest),
             }
         }
     }
@@ -88,7 +99,7 @@ fn held_table(name: &[u8]) -> Result<crate::TableId> {
 
 /// A table tree's key split into its locality group's key prefix and its
 /// encoded row key (what row locks are taken on); `None` for a key that
-/// does not start with both.
+/// does not start with both, which goes to the whole tree unlocked.
 fn split_cell_key(key: &[u8]) -> Option<(&[u8], &[u8])> {
     let mut reader = crate::keys::KeyReader::new(key);
     let group = reader.encoded_bytes().ok()?;
