@@ -108,7 +108,7 @@ pub use table::{
 #[doc(hidden)]
 pub mod internals {
     pub use crate::catalog::{crash_moves_at, MoveStep, WorkerStores};
-    pub use crate::db::{apply_held, held_entries, held_keys_read, stored_entries};
+    pub use crate::db::{apply_held, drop_held, held_entries, held_keys_read, stored_entries};
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
         FORMAT_VERSION,

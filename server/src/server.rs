@@ -326,7 +326,10 @@ impl Server {
     /// ingests still reading their client's rows, waits for every
     /// statement that writes to end (a write is never stopped half-way),
     /// and flushes the database: every write a client was told succeeded
-    /// is on disk when this returns.
+    /// is on disk when this returns. A cluster's master flushes its
+    /// workers too; one that cannot be reached flushed what it was sent
+    /// when it stopped (or lost it when it crashed), so its error does
+    /// not fail the shutdown.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -347,9 +350,13 @@ impl Server {
         self.work.end_inputs();
         self.work.finish().await;
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || db.flush())
+        let flushed = tokio::task::spawn_blocking(move || db.flush())
             .await
-            .map_err(ServeError::Flush)??;
+            .map_err(ServeError::Flush)?;
+        match flushed {
+            Err(widesql::Error::Storage(widesql::StorageError::Away { .. })) | Ok(()) => {}
+            Err(e) => return Err(e.into()),
+        }
         served.map_err(ServeError::Transport)
     }
 }

@@ -150,6 +150,89 @@ async fn a_tablet_moves_to_workers_and_back_and_its_rows_follow() -> Result<(), 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_one_tablet_moves_without_a_key_and_drops_from_its_worker(
+) -> Result<(), BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let w = worker(&worker_db, &master, any_port()).await?;
+    let url = format!("http://{}", w.local_addr());
+    until_up(&db, 1).await?;
+    let session = db.session();
+    // No primary key: its keys are generated, so no key names its tablet.
+    session
+        .run(
+            "CREATE TABLE n (a INT, b VARCHAR); INSERT INTO n VALUES (1, 'x'), (2, 'y'), (3, NULL)",
+        )
+        .await?;
+    let table = db.open_table("default", "public", "n")?.id();
+    let moved = lines(&session, &format!("ALTER TABLE n MOVE TABLET TO '{url}'")).await?;
+    assert!(moved.len() == 1 && moved[0].ends_with(&url), "{moved:?}");
+    assert!(held(&worker_db, table)? >= 3);
+    session
+        .run("INSERT INTO n VALUES (4, 'z'); UPDATE n SET b = 'w' WHERE a = 1")
+        .await?;
+    let all = "SELECT a, b FROM n ORDER BY a";
+    let expected = ["1 w", "2 y", "3 ", "4 z"];
+    assert_eq!(lines(&session, all).await?, expected);
+    session.run("ALTER TABLE n MOVE TABLET TO LOCAL").await?;
+    assert_eq!(lines(&session, all).await?, expected);
+    // Dropped, it leaves nothing on the worker that holds it.
+    session
+        .run(&format!("ALTER TABLE n MOVE TABLET TO '{url}'"))
+        .await?;
+    assert_eq!(lines(&session, all).await?, expected);
+    assert!(held(&worker_db, table)? >= 4);
+    session.run("DROP TABLE n").await?;
+    assert_eq!(held(&worker_db, table)?, 0);
+    // So does a table replaced, and one in a schema dropped whole.
+    session
+        .run(&format!(
+            "CREATE TABLE r (k VARCHAR PRIMARY KEY); INSERT INTO r VALUES ('a'); \
+             ALTER TABLE r MOVE TABLET TO '{url}'; \
+             CREATE SCHEMA s; CREATE TABLE s.c (k VARCHAR PRIMARY KEY); INSERT INTO s.c VALUES ('a'); \
+             ALTER TABLE s.c MOVE TABLET TO '{url}'"
+        ))
+        .await?;
+    let replaced = db.open_table("default", "public", "r")?.id();
+    let cascaded = db.open_table("default", "s", "c")?.id();
+    assert!(held(&worker_db, replaced)? > 0 && held(&worker_db, cascaded)? > 0);
+    session
+        .run("CREATE OR REPLACE TABLE r (k VARCHAR PRIMARY KEY); DROP SCHEMA s CASCADE")
+        .await?;
+    assert_eq!(held(&worker_db, replaced)?, 0);
+    assert_eq!(held(&worker_db, cascaded)?, 0);
+    session
+        .run(
+            "CREATE TABLE n (a INT, b VARCHAR); INSERT INTO n VALUES (1, 'x'), (2, 'y'), (3, NULL)",
+        )
+        .await?;
+
+    // Refused: a key of a table without one, no key for a table of two
+    // tablets.
+    session
+        .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY); ALTER TABLE t SPLIT AT ('m')")
+        .await?;
+    for (sql, said) in [
+        (
+            "ALTER TABLE n MOVE TABLET AT (1) TO LOCAL".to_string(),
+            "cannot move a tablet of table 'default.public.n': it has no primary key: its rows \
+             are keyed in the order they were written; move its one tablet without AT",
+        ),
+        (
+            format!("ALTER TABLE t MOVE TABLET TO '{url}'"),
+            "table 'default.public.t': it has 2 tablets: name the one to move with AT (key)",
+        ),
+    ] {
+        let error = session.run(&sql).await.expect_err(&sql);
+        assert!(error.to_string().contains(said), "{sql}: {error}");
+    }
+    w.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Result<(), BoxError> {
     let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
     let (db, master) = master(dirs[0].path()).await?;
@@ -218,6 +301,13 @@ async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Resul
         let table = db.open_table("default", "public", name)?;
         assert_eq!(table.compact()?, 0, "{name} was not compacted");
     }
+    // A flush reaches every worker that holds a tablet: it cannot be
+    // whole while one is down.
+    let error = db.flush().expect_err("a tablet's worker is down");
+    assert!(
+        error.to_string().contains(&format!("worker {url}")),
+        "{error}"
+    );
     // Back on its address, its directory opened again, the worker serves
     // its tablet again.
     drop(worker_db);
@@ -227,6 +317,7 @@ async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Resul
         lines(&session, "SELECT _key, v FROM t ORDER BY _key").await?,
         ["a 1", "b 4", "m 2", "x 3"]
     );
+    db.flush()?;
     // A master opened again finds the tablet where the map says.
     master.shutdown().await?;
     drop(session);

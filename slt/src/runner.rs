@@ -25,6 +25,23 @@ pub struct RunOptions {
     pub skip_lines: BTreeSet<usize>,
     /// Show a progress bar on standard error. Default: false.
     pub progress: bool,
+    /// Labels that `skipif` / `onlyif` records match, besides
+    /// [`ENGINE_LABEL`].
+    pub labels: Vec<String>,
+    /// What runs after each statement or query (a failure fails that
+    /// record).
+    pub after_each: Option<AfterEach>,
+}
+
+/// A step run after each record, such as moving a cluster's new tablets
+/// to its workers. It runs on a thread that may block.
+#[derive(Clone)]
+pub struct AfterEach(pub std::sync::Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for AfterEach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterEach")
+    }
 }
 
 impl Default for RunOptions {
@@ -34,6 +51,8 @@ impl Default for RunOptions {
             strict_types: true,
             skip_lines: BTreeSet::new(),
             progress: false,
+            labels: Vec::new(),
+            after_each: None,
         }
     }
 }
@@ -71,6 +90,24 @@ impl FileReport {
     pub fn failed_lines(&self) -> BTreeSet<usize> {
         self.failures.iter().filter_map(|f| f.line).collect()
     }
+
+    /// A test's verdict on the file: every record failure, or a file that
+    /// ran no record at all.
+    pub fn verdict(&self) -> std::result::Result<(), String> {
+        if !self.failures.is_empty() {
+            let messages: Vec<&str> = self.failures.iter().map(|f| f.message.as_str()).collect();
+            return Err(format!(
+                "{} of {} records failed:\n{}",
+                self.failures.len(),
+                self.failures.len() + self.passed,
+                messages.join("\n")
+            ));
+        }
+        if self.passed == 0 {
+            return Err("the file has no statement or query".into());
+        }
+        Ok(())
+    }
 }
 
 /// Trailing white space does not count. The signature is sqllogictest's
@@ -104,6 +141,9 @@ pub async fn run_file_with(
         async move { Ok::<_, SltError>(Engine::new(make())) }
     });
     runner.add_label(ENGINE_LABEL);
+    for label in &options.labels {
+        runner.add_label(label);
+    }
     runner.with_normalizer(value_normalizer);
     if options.strict_types {
         runner.with_column_validator(sqllogictest::strict_column_validator);
@@ -136,13 +176,30 @@ pub async fn run_file_with(
                 continue;
             }
         }
-        match runner.run_async(record).await {
-            Ok(_) if line.is_some() => report.passed += 1,
-            Ok(_) => {}
-            Err(e) => report.failures.push(RecordFailure {
-                line,
-                message: e.display(false).to_string(),
-            }),
+        let ran = runner
+            .run_async(record)
+            .await
+            .map_err(|e| e.display(false).to_string());
+        let ran = match (ran, &options.after_each) {
+            (Ok(_), Some(after)) if line.is_some() => {
+                let after = after.0.clone();
+                tokio::task::spawn_blocking(move || after())
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()))
+                    .map_err(|e| {
+                        format!(
+                            "{}:{}: after the record: {e}",
+                            path.display(),
+                            line.unwrap_or(0)
+                        )
+                    })
+            }
+            (ran, _) => ran.map(|_| ()),
+        };
+        match ran {
+            Ok(()) if line.is_some() => report.passed += 1,
+            Ok(()) => {}
+            Err(message) => report.failures.push(RecordFailure { line, message }),
         }
     }
     if let Some(bar) = bar {
@@ -178,7 +235,13 @@ pub fn temporary_db(options: &SessionOptions) -> Result<(Db, tempfile::TempDir)>
             .with_temporary(true)
             .with_compaction_interval(None),
     )?;
-    // The session's default project and dataset must exist.
+    with_default_dataset(&db, options)?;
+    Ok((db, dir))
+}
+
+/// Creates the default project and dataset of sessions with `options` in
+/// `db` when they do not exist: every file starts in them.
+pub fn with_default_dataset(db: &Db, options: &SessionOptions) -> Result<()> {
     let project = match db.project(&options.default_project)? {
         Some(p) => p,
         None => db.create_project(&options.default_project)?,
@@ -186,7 +249,7 @@ pub fn temporary_db(options: &SessionOptions) -> Result<(Db, tempfile::TempDir)>
     if project.dataset(&options.default_dataset)?.is_none() {
         project.create_dataset(&options.default_dataset)?;
     }
-    Ok((db, dir))
+    Ok(())
 }
 
 /// Runs a file in a new temporary database.

@@ -34,24 +34,7 @@ fn main() {
                         &widesql_slt::RunOptions::default(),
                     ))
                     .map_err(|e| Failed::from(e.to_string()))?;
-                if report.failures.is_empty() {
-                    if report.passed == 0 {
-                        return Err(Failed::from("the file has no statement or query"));
-                    }
-                    Ok(())
-                } else {
-                    Err(Failed::from(format!(
-                        "{} of {} records failed:\n{}",
-                        report.failures.len(),
-                        report.failures.len() + report.passed,
-                        report
-                            .failures
-                            .iter()
-                            .map(|f| f.message.as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    )))
-                }
+                report.verdict().map_err(Failed::from)
             })
         })
         .collect();

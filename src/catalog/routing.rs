@@ -301,6 +301,42 @@ impl Catalog {
         Ok(())
     }
 
+    /// Removes the copies of the dropped table `id` (its tree `name`)
+    /// from the workers its tablet map names. The table is gone from the
+    /// catalog already, so nothing ever reads a copy again: a worker that
+    /// cannot be reached keeps its copy, and the drop still succeeds.
+    pub(super) fn drop_on_workers(&self, id: TableId, name: &[u8]) {
+        let workers: std::collections::BTreeSet<String> = match self.read().tablets.get(&id) {
+            Some(tablets) => tablets.values().filter_map(|t| t.worker.clone()).collect(),
+            None => return,
+        };
+        for worker in workers {
+            let _ = self.workers.store(&worker).drop_tree(name);
+        }
+    }
+
+    /// Flushes every worker that holds a tablet, so that the writes it
+    /// was sent are on its disk. Each is tried; the first error, naming
+    /// its worker, is returned.
+    pub(crate) fn flush_workers(&self) -> Result<()> {
+        let workers: std::collections::BTreeSet<String> = self
+            .read()
+            .tablets
+            .values()
+            .flat_map(|tablets| tablets.values().filter_map(|t| t.worker.clone()))
+            .collect();
+        let mut first = None;
+        for worker in workers {
+            if let Err(source) = self.workers.store(&worker).flush() {
+                first.get_or_insert(crate::storage::StorageError::Away {
+                    home: format!("worker {worker}"),
+                    source,
+                });
+            }
+        }
+        first.map_or(Ok(()), |e| Err(e.into()))
+    }
+
     /// The key spaces of table `id` in this process's store, unrouted.
     fn local_key_spaces(&self, id: TableId) -> Result<Vec<Tree>> {
         let Some(entry) = self.read().table(id).cloned() else {
@@ -369,7 +405,7 @@ impl Catalog {
     pub fn move_tablet(&self, id: TableId, at: &[u8], worker: Option<String>) -> Result<TabletId> {
         let _ddl = self.ddl_lock();
         let entry = self.existing_table(id)?;
-        Self::refuse_system_table(&entry, "move a tablet of")?;
+        Self::refuse_system_table(&entry, "moved")?;
         let current = self.read().tablets_of(id);
         let Some(tablet) = current.iter().find(|t| t.contains(at)).cloned() else {
             return Err(CatalogError::Corrupt(format!(

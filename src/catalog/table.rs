@@ -494,9 +494,9 @@ impl Catalog {
         // A write that waits for its row locks now finds the table gone
         // instead of writing into a dropped tree.
         self.engine.locks.write_every().supersede(layout);
-        self.engine
-            .storage
-            .drop_tree(&crate::table::layout::table_tree_name(layout.id))?;
+        let name = crate::table::layout::table_tree_name(layout.id);
+        self.engine.storage.drop_tree(&name)?;
+        self.drop_on_workers(layout.id, &name);
         Ok(())
     }
 

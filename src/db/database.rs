@@ -157,9 +157,13 @@ impl Db {
         self.inner.extension.set(extension).is_ok()
     }
 
-    /// Waits until every write is durable on disk.
+    /// Waits until every write is durable on disk: this process's and,
+    /// on a cluster's master, those sent to the workers that hold its
+    /// tablets. Every worker is tried; an error names one that could not
+    /// flush (this process's writes are durable by then).
     pub fn flush(&self) -> Result<()> {
-        Ok(self.inner.engine.storage.flush()?)
+        self.inner.engine.storage.flush()?;
+        self.catalog().flush_workers()
     }
 
     /// Whether the database serves writes. It refuses them

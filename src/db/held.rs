@@ -5,7 +5,7 @@
 //! catalog does not take for a tree of one of its own tables, so that
 //! opening the worker's database never removes it as an orphan. The
 //! worker's service reads and writes them through [`held_entries`] and
-//! [`apply_held`], and its tasks scan them through [`held_store`]; only
+//! [`apply_held`] and removes them with [`drop_held`], and its tasks scan them through [`held_store`]; only
 //! those trees are reachable, never the worker's own catalog or tables.
 
 use std::ops::Bound;
@@ -83,6 +83,13 @@ pub fn apply_held(db: &Db, writes: Vec<(Vec<u8>, Vec<Write>)>, durable: bool) ->
     }
     let _rows = db.inner.engine.locks.write_all(stripes);
     Ok(storage.apply(batch)?)
+}
+
+/// Removes what `db` holds of the master's table tree `name` (the master
+/// dropped the table); whether it held any.
+pub fn drop_held(db: &Db, name: &[u8]) -> Result<bool> {
+    let id = held_table(name)?;
+    Ok(db.inner.engine.storage.drop_tree(&held_tree_name(id))?)
 }
 
 /// The table whose tree is `name`, when it is a user table's.

@@ -19,7 +19,7 @@ mod workers;
 pub use activity::{Activity, ActivityEntry, Running};
 pub use database::Db;
 pub use dataset::Dataset;
-pub use held::{apply_held, held_entries, held_keys_read, held_store, stored_entries};
+pub use held::{apply_held, drop_held, held_entries, held_keys_read, held_store, stored_entries};
 pub use options::DbOptions;
 pub use project::Project;
 use registry::{open_databases, DbInner};

@@ -133,6 +133,29 @@ impl Table {
         self.db.catalog().split_table(self.id, points)
     }
 
+    /// Moves the tablet that holds the row key `at` (as stored; `b""` is
+    /// the first tablet) to `worker`, a worker of this cluster's master
+    /// that is up (`None`: back to this process), and returns its id.
+    /// The rows are copied, writes to the table wait, the tablet map
+    /// changes in one catalog change, then the source copy is removed
+    /// (docs/cluster.md says what a crash at each step leaves).
+    pub fn move_tablet(&self, at: &[u8], worker: Option<&str>) -> Result<TabletId> {
+        if let Some(worker) = worker {
+            if !self.db.workers().up().iter().any(|up| up == worker) {
+                return Err(CatalogError::CannotMove {
+                    table: self.qualified_name()?,
+                    reason: format!(
+                        "'{worker}' is not a worker that is up (SHOW WORKERS lists them)"
+                    ),
+                }
+                .into());
+            }
+        }
+        self.db
+            .catalog()
+            .move_tablet(self.id, at, worker.map(str::to_string))
+    }
+
     /// Its current spec (with family ids assigned).
     pub fn spec(&self) -> Result<TableSpec> {
         Ok(self.store()?.layout.spec.clone())

@@ -17,15 +17,16 @@
 mod data;
 mod protocol;
 mod reads;
+mod remote;
 mod secret;
 mod worker;
 
 use std::time::Duration;
 
-pub(crate) use data::MasterStores;
-pub use data::RemoteStore;
 pub(crate) use protocol::ClusterService;
 pub(crate) use reads::{distribute_queries, refuse_plans, worker_service};
+pub(crate) use remote::MasterStores;
+pub use remote::RemoteStore;
 pub use secret::{ClusterSecret, SECRET_VARIABLE};
 pub use worker::{WorkerOptions, WorkerServer};
 

@@ -35,7 +35,7 @@ use url::Url;
 use widesql::internals::{self, SessionHook};
 use widesql::{Db, Workers};
 
-use super::data::worker_endpoint;
+use super::remote::worker_endpoint;
 use super::ClusterSecret;
 
 /// Makes every session `db` opens plan its queries over the workers that

@@ -19,7 +19,12 @@ pub fn any_port() -> std::net::SocketAddr {
 /// A master over `dir` on a free loopback port, workers beating every
 /// 50 ms.
 pub async fn master(dir: &std::path::Path) -> Result<(Db, Server), BoxError> {
-    let db = Db::open(dir)?;
+    master_of(Db::open(dir)?).await
+}
+
+/// A master over `db` on a free loopback port, workers beating every
+/// 50 ms.
+pub async fn master_of(db: Db) -> Result<(Db, Server), BoxError> {
     let master = MasterOptions {
         heartbeat: Duration::from_millis(50),
         ..MasterOptions::new(ClusterSecret::new(SECRET)?)

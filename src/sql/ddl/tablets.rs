@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ALTER TABLE t SPLIT AT (key [, …])
-//! ALTER TABLE t MOVE TABLET AT (key) TO { 'worker' | LOCAL }
+//! ALTER TABLE t MOVE TABLET [AT (key)] TO { 'worker' | LOCAL }
 //! SHOW TABLETS { FROM | IN } t
 //! SHOW WORKERS
 //! ```
@@ -16,6 +16,8 @@
 //! as `DESCRIBE` does. Moving the tablet that holds a key to a worker
 //! that is up (or back to this process, `LOCAL`) takes an admin: where
 //! rows live is the cluster's business ([`crate::catalog::Catalog::move_tablet`]).
+//! Without `AT`, the table must have one tablet (as a table without a
+//! primary key always has), and that one moves.
 //! `SHOW WORKERS` lists the workers that joined a
 //! cluster's master ([`crate::Workers`]) and takes an admin, as `SHOW
 //! USERS` does: their addresses are the cluster's.
@@ -53,11 +55,11 @@ use crate::sql::values;
 pub(crate) enum TabletStatement {
     /// `ALTER TABLE t SPLIT AT (key, …)`.
     Split { table: ObjectName, keys: Vec<Expr> },
-    /// `ALTER TABLE t MOVE TABLET AT (key) TO 'worker'`; `to` is `None`
-    /// for `LOCAL`.
+    /// `ALTER TABLE t MOVE TABLET [AT (key)] TO 'worker'`; `to` is `None`
+    /// for `LOCAL`, `key` for a table's only tablet.
     Move {
         table: ObjectName,
-        key: Box<Expr>,
+        key: Option<Box<Expr>>,
         to: Option<String>,
     },
     /// `SHOW TABLETS FROM t`.
@@ -74,7 +76,11 @@ impl fmt::Display for TabletStatement {
                 write!(f, "ALTER TABLE {table} SPLIT AT ({})", keys.join(", "))
             }
             TabletStatement::Move { table, key, to } => {
-                write!(f, "ALTER TABLE {table} MOVE TABLET AT ({key}) TO ")?;
+                write!(f, "ALTER TABLE {table} MOVE TABLET ")?;
+                if let Some(key) = key {
+                    write!(f, "AT ({key}) ")?;
+                }
+                write!(f, "TO ")?;
                 match to {
                     Some(worker) => write!(f, "'{}'", worker.replace('\'', "''")),
                     None => write!(f, "LOCAL"),
@@ -137,10 +143,14 @@ fn parse_move(parser: &mut Parser<'_>) -> std::result::Result<TabletStatement, P
     let table = parser.parse_object_name(false)?;
     parser.advance_token(); // MOVE
     parser.advance_token(); // TABLET
-    parser.expect_keyword_is(Keyword::AT)?;
-    parser.expect_token(&Token::LParen)?;
-    let key = Box::new(parser.parse_expr()?);
-    parser.expect_token(&Token::RParen)?;
+    let key = if parser.parse_keyword(Keyword::AT) {
+        parser.expect_token(&Token::LParen)?;
+        let key = Box::new(parser.parse_expr()?);
+        parser.expect_token(&Token::RParen)?;
+        Some(key)
+    } else {
+        None
+    };
     parser.expect_keyword_is(Keyword::TO)?;
     let to = if is_word(parser, 0, "LOCAL") {
         parser.advance_token();
@@ -189,26 +199,24 @@ pub(crate) async fn run_tablets(session: &Session, statement: TabletStatement) -
             let table = session.open_table(&name)?;
             let qualified = table.qualified_name()?;
             let key = KeyType::of(&table.spec()?.key, &qualified);
-            let point = key.split_point(session, &expr).await?;
-            if let Some(worker) = &to {
-                if !session.db().workers().up().contains(worker) {
+            let at = match &expr {
+                Some(_) if key.key == RowKeySpec::Generated => {
                     return Err(CatalogError::CannotMove {
                         table: qualified,
-                        reason: format!(
-                            "'{worker}' is not a worker that is up (SHOW WORKERS lists them)"
-                        ),
+                        reason: format!("{NO_PRIMARY_KEY}; move its one tablet without AT"),
                     }
-                    .into());
+                    .into())
                 }
-            }
+                Some(expr) => key.split_point(session, expr).await?.key,
+                None => only_tablet(&table)?,
+            };
             // The rows are copied on a thread that may wait for the disk
             // and for the workers.
-            let db = session.db().clone();
+            let moving = table.clone();
+            let moved = tokio::task::spawn_blocking(move || moving.move_tablet(&at, to.as_deref()))
+                .await
+                .map_err(|e| sql_error(format!("the move stopped: {e}")))??;
             let id = table.id();
-            let moved =
-                tokio::task::spawn_blocking(move || db.catalog().move_tablet(id, &point.key, to))
-                    .await
-                    .map_err(|e| sql_error(format!("the move stopped: {e}")))??;
             let mut tablets = session.db().catalog().read().tablets_of(id);
             tablets.retain(|tablet| tablet.id == moved);
             Ok(session.frame(key.listing(&tablets)?)?.that_changed())
@@ -225,6 +233,23 @@ pub(crate) async fn run_tablets(session: &Session, statement: TabletStatement) -
             session.require_admin("list workers")?;
             session.frame(workers_batch(&session.db().workers().list())?)
         }
+    }
+}
+
+/// Where the only tablet of `table` starts; an error naming the table
+/// when it has more than one (a move without `AT` names no tablet).
+fn only_tablet(table: &crate::Table) -> Result<Vec<u8>> {
+    let tablets = table.tablets()?;
+    match tablets.as_slice() {
+        [only] => Ok(only.start.clone()),
+        _ => Err(CatalogError::CannotMove {
+            table: table.qualified_name()?,
+            reason: format!(
+                "it has {} tablets: name the one to move with AT (key)",
+                tablets.len()
+            ),
+        }
+        .into()),
     }
 }
 

@@ -1,0 +1,298 @@
+//! The master's side of a worker's tablet data: [`RemoteStore`], a
+//! storage [`Backend`] whose trees are the worker's, called through the
+//! worker's `widesql.cluster.TabletData` service ([`super::data`]).
+
+use std::any::Any;
+use std::future::Future;
+use std::ops::Bound;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+use tonic_prost::ProstCodec;
+use widesql::internals::{
+    Backend, BackendError, BackendIter, BackendTree, Bytes, TreeWrites, WorkerStores, Write,
+};
+
+use super::data::{
+    from_bound, Applied, ApplyRequest, DropRequest, Dropped, Entries, ScanRequest,
+    TreeWritesMessage, WriteMessage, APPLY, CALL_WAIT, DROP, SCAN,
+};
+use super::ClusterSecret;
+
+/// The runtime the master's calls to its workers run on: storage calls
+/// are synchronous, and a caller may be a thread of another runtime,
+/// which must not run them itself.
+fn io() -> &'static tokio::runtime::Runtime {
+    static IO: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    IO.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("widesql-cluster-io")
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("the cluster's I/O threads did not start: {e}"))
+    })
+}
+
+/// Runs `call` on the cluster's runtime and waits for it here.
+fn wait<T: Send + 'static>(
+    call: impl Future<Output = Result<T, BackendError>> + Send + 'static,
+) -> Result<T, BackendError> {
+    futures::executor::block_on(io().spawn(call))
+        .map_err(|e| BackendError::from(format!("a call to a worker stopped: {e}")))?
+}
+
+/// A worker's tablet data, as the master's storage reaches it.
+#[derive(Clone, Debug)]
+pub struct RemoteStore {
+    client: Arc<Client>,
+}
+
+#[derive(Debug)]
+struct Client {
+    /// `worker http://host:port`, for messages.
+    name: String,
+    channel: Channel,
+    secret: ClusterSecret,
+}
+
+impl Client {
+    fn failed(&self, status: &Status) -> BackendError {
+        format!("{}: {}", self.name, status.message()).into()
+    }
+
+    fn grpc(&self) -> tonic::client::Grpc<Channel> {
+        tonic::client::Grpc::new(self.channel.clone())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+    }
+
+    fn request<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        self.secret.add_to_request(&mut request);
+        request
+    }
+
+    /// Calls `path` with `message` and waits for the answer.
+    fn unary<M, R>(self: &Arc<Self>, path: &'static str, message: M) -> Result<R, BackendError>
+    where
+        M: prost::Message + Send + 'static,
+        R: prost::Message + Default + Send + 'static,
+    {
+        let client = Arc::clone(self);
+        wait(async move {
+            let mut grpc = client.grpc();
+            grpc.ready()
+                .await
+                .map_err(|e| client.failed(&Status::unavailable(e.to_string())))?;
+            let request = client.request(message);
+            let path = http::uri::PathAndQuery::from_static(path);
+            grpc.unary::<_, R, _>(request, path, ProstCodec::default())
+                .await
+                .map(Response::into_inner)
+                .map_err(|status| client.failed(&status))
+        })
+    }
+}
+
+/// Where a worker is called: a connection fails after 2 s, and pings
+/// find a worker whose host went away mid-call.
+pub(super) fn worker_endpoint(worker: &str) -> Result<Endpoint, String> {
+    Ok(Endpoint::from_shared(worker.to_string())
+        .map_err(|e| format!("'{worker}' is not a worker address: {e}"))?
+        .connect_timeout(Duration::from_secs(2))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true))
+}
+
+impl RemoteStore {
+    /// The store of the worker at `worker` (`http://host:port`); nothing
+    /// is called until it is used.
+    pub fn new(worker: &str, secret: ClusterSecret) -> Result<RemoteStore, BackendError> {
+        let endpoint = worker_endpoint(worker)?.timeout(CALL_WAIT);
+        // The channel's background task runs on the cluster's runtime.
+        let _inside = io().enter();
+        Ok(RemoteStore {
+            client: Arc::new(Client {
+                name: format!("worker {worker}"),
+                channel: endpoint.connect_lazy(),
+                secret,
+            }),
+        })
+    }
+}
+
+impl Backend for RemoteStore {
+    fn open_tree(&self, name: &[u8]) -> Result<Arc<dyn BackendTree>, BackendError> {
+        Ok(Arc::new(RemoteTree {
+            client: Arc::clone(&self.client),
+            name: name.to_vec(),
+        }))
+    }
+
+    fn drop_tree(&self, name: &[u8]) -> Result<bool, BackendError> {
+        let request = DropRequest {
+            tree: name.to_vec(),
+        };
+        let dropped: Dropped = self.client.unary(DROP, request)?;
+        Ok(dropped.held)
+    }
+
+    fn tree_names(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+
+    fn meta_get(&self, _key: &[u8]) -> Result<Option<Bytes>, BackendError> {
+        Ok(None)
+    }
+
+    fn meta_put_durable(&self, _key: &[u8], _value: &[u8]) -> Result<(), BackendError> {
+        Err(format!("{}: holds no meta keys for the master", self.client.name).into())
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+
+    fn apply(&self, batch: &[TreeWrites]) -> Result<(), BackendError> {
+        self.apply_and_flush(batch, false)
+    }
+
+    fn flush(&self) -> Result<(), BackendError> {
+        self.apply_and_flush(&[], true)
+    }
+
+    fn apply_and_flush(&self, batch: &[TreeWrites], durable: bool) -> Result<(), BackendError> {
+        let trees = batch
+            .iter()
+            .map(|(tree, writes)| TreeWritesMessage {
+                tree: tree.name().to_vec(),
+                writes: writes
+                    .iter()
+                    .map(|write| match write {
+                        Write::Put(key, value) => WriteMessage {
+                            key: key.to_vec(),
+                            value: Some(value.to_vec()),
+                        },
+                        Write::Delete(key) => WriteMessage {
+                            key: key.to_vec(),
+                            value: None,
+                        },
+                    })
+                    .collect(),
+            })
+            .collect();
+        let _: Applied = self.client.unary(APPLY, ApplyRequest { trees, durable })?;
+        Ok(())
+    }
+
+    fn size_on_disk(&self) -> Result<u64, BackendError> {
+        Ok(0)
+    }
+}
+
+/// How a master reaches its workers' stores: a [`RemoteStore`] each.
+#[derive(Debug)]
+pub(crate) struct MasterStores {
+    pub(crate) secret: ClusterSecret,
+}
+
+impl WorkerStores for MasterStores {
+    fn store(&self, worker: &str) -> Result<Arc<dyn Backend>, BackendError> {
+        Ok(Arc::new(RemoteStore::new(worker, self.secret.clone())?))
+    }
+}
+
+/// A tree of a worker's tablet data.
+#[derive(Debug)]
+struct RemoteTree {
+    client: Arc<Client>,
+    name: Vec<u8>,
+}
+
+impl BackendTree for RemoteTree {
+    fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>, BackendError> {
+        let bound = Bound::Included(key.to_vec());
+        match self.range(bound.clone(), bound, false).next() {
+            Some(entry) => entry.map(|(_, value)| Some(value)),
+            None => Ok(None),
+        }
+    }
+
+    fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> BackendIter {
+        let client = Arc::clone(&self.client);
+        let scan = ScanRequest {
+            tree: self.name.clone(),
+            lo: from_bound(lo),
+            hi: from_bound(hi),
+            reverse,
+        };
+        // Chunks come through a channel of two: the worker runs ahead of
+        // the reader by no more.
+        let (mut chunks, received) =
+            futures::channel::mpsc::channel::<Result<Entries, BackendError>>(1);
+        io().spawn(async move {
+            let mut grpc = client.grpc();
+            let opened = match grpc.ready().await {
+                Ok(()) => {
+                    let path = http::uri::PathAndQuery::from_static(SCAN);
+                    grpc.server_streaming::<_, Entries, _>(
+                        client.request(scan),
+                        path,
+                        ProstCodec::default(),
+                    )
+                    .await
+                }
+                Err(e) => Err(Status::unavailable(e.to_string())),
+            };
+            let mut stream = match opened {
+                Ok(response) => response.into_inner(),
+                Err(status) => {
+                    let _ = futures::SinkExt::send(&mut chunks, Err(client.failed(&status))).await;
+                    return;
+                }
+            };
+            loop {
+                let chunk = match tokio::time::timeout(CALL_WAIT, stream.next()).await {
+                    Ok(Some(chunk)) => chunk.map_err(|status| client.failed(&status)),
+                    Ok(None) => Err(client.failed(&Status::data_loss("the scan ended early"))),
+                    Err(_) => Err(client.failed(&Status::deadline_exceeded(format!(
+                        "no entries for {} s",
+                        CALL_WAIT.as_secs()
+                    )))),
+                };
+                let end = chunk.as_ref().map_or(true, |c| c.last);
+                if futures::SinkExt::send(&mut chunks, chunk).await.is_err() || end {
+                    return;
+                }
+            }
+        });
+        let mut received = received;
+        let chunks = std::iter::from_fn(move || futures::executor::block_on(received.next()));
+        Box::new(
+            chunks.flat_map(|chunk| -> Box<dyn Iterator<Item = _> + Send> {
+                match chunk {
+                    Ok(Entries { keys, values, .. }) => Box::new(
+                        keys.into_iter()
+                            .zip(values)
+                            .map(|(k, v)| Ok((Bytes::from(k), Bytes::from(v)))),
+                    ),
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                }
+            }),
+        )
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
