@@ -120,6 +120,14 @@ pub mod internals {
         append_cell, append_element, builder, encode_cell, encode_element,
     };
 
+    /// Removes the master's copies of the tablets its workers hold now, as
+    /// opening the database does: for tests, so that a read that reached
+    /// this process instead of a tablet's worker would find no row. A
+    /// query running meanwhile could miss rows of a tablet that moved.
+    pub fn remove_moved_away(db: &crate::Db) -> crate::Result<()> {
+        db.catalog().remove_moved_away()
+    }
+
     /// Makes `db` reach the workers its tablet map names through `stores`
     /// (the server calls it on a cluster's master).
     pub fn reach_workers(db: &crate::Db, stores: std::sync::Arc<dyn WorkerStores>) {

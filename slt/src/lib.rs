@@ -19,8 +19,9 @@ use std::path::PathBuf;
 pub use engine::{Backend, Engine, ENGINE_LABEL};
 pub use format::{float_text, rows_as_text, SltType};
 pub use runner::{
-    collect_files, complete_file, run_file, run_file_in_memory, run_file_isolated, run_file_with,
-    temporary_db, with_default_dataset, AfterEach, FileReport, RecordFailure, RunOptions,
+    collect_files, collect_named_files, complete_file, run_file, run_file_in_memory,
+    run_file_isolated, run_file_with, temporary_db, with_default_dataset, AfterEach, FileReport,
+    RecordFailure, RunOptions,
 };
 
 /// What running sqllogictest files can fail with (a failing record is a

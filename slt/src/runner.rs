@@ -305,6 +305,22 @@ pub async fn complete_file(path: &Path, options: &RunOptions) -> Result<()> {
         })
 }
 
+/// [`collect_files`] at `root`, each with its path from `root` (`writes/not_null.slt`),
+/// the name a test of it goes by.
+pub fn collect_named_files(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+    Ok(collect_files(root)?
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            (name, path)
+        })
+        .collect())
+}
+
 /// The `.slt` and `.test` files at `path` (a file, or a directory searched
 /// recursively), sorted.
 pub fn collect_files(path: &Path) -> Result<Vec<PathBuf>> {

@@ -13,15 +13,10 @@ use libtest_mimic::{Arguments, Failed, Trial};
 fn main() {
     let args = Arguments::from_args();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql_tests");
-    let files = widesql_slt::collect_files(&root).expect("sql_tests/ is readable");
+    let files = widesql_slt::collect_named_files(&root).expect("sql_tests/ is readable");
     let trials = files
         .into_iter()
-        .map(|path| {
-            let name = path
-                .strip_prefix(&root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+        .map(|(name, path)| {
             Trial::test(name, move || {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)

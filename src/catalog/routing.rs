@@ -147,6 +147,12 @@ pub(crate) struct Workers {
 }
 
 impl Workers {
+    /// The workers whose stores this process has made.
+    fn reached(&self) -> std::collections::BTreeSet<String> {
+        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        stores.keys().cloned().collect()
+    }
+
     fn store(&self, worker: &str) -> Arc<dyn Backend> {
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         let store = stores.entry(worker.to_string()).or_insert_with(|| {
@@ -273,8 +279,9 @@ impl Catalog {
     }
 
     /// Removes from this process's store the rows of tablets a worker
-    /// holds: the copy a move that stopped after its catalog change left.
-    pub(super) fn remove_moved_away(&self) -> Result<()> {
+    /// holds: the copy a move that stopped after its catalog change left,
+    /// or that a move keeps for the queries that began before it.
+    pub(crate) fn remove_moved_away(&self) -> Result<()> {
         let moved: Vec<(TableId, Vec<KeyRange>)> = {
             let state = self.read();
             state
@@ -302,29 +309,53 @@ impl Catalog {
     }
 
     /// Removes the copies of the dropped table `id` (its tree `name`)
-    /// from the workers its tablet map names. The table is gone from the
-    /// catalog already, so nothing ever reads a copy again: a worker that
-    /// cannot be reached keeps its copy, and the drop still succeeds.
+    /// from the workers that may hold one: those its tablet map names and
+    /// every other this process has reached (a tablet moved away from a
+    /// worker leaves its old copy there). The table is gone from the
+    /// catalog already, so nothing reads a copy again: the calls run on a
+    /// thread of their own, after the drop, and a worker that cannot be
+    /// reached keeps its copy.
     pub(super) fn drop_on_workers(&self, id: TableId, name: &[u8]) {
-        let workers: std::collections::BTreeSet<String> = match self.read().tablets.get(&id) {
-            Some(tablets) => tablets.values().filter_map(|t| t.worker.clone()).collect(),
-            None => return,
-        };
-        for worker in workers {
-            let _ = self.workers.store(&worker).drop_tree(name);
+        if self.workers.reach.get().is_none() {
+            return; // Only a master reaches workers.
         }
+        let mut workers: std::collections::BTreeSet<String> = self.workers.reached();
+        if let Some(tablets) = self.read().tablets.get(&id) {
+            workers.extend(tablets.values().filter_map(|t| t.worker.clone()));
+        }
+        let stores: Vec<Arc<dyn Backend>> = workers.iter().map(|w| self.workers.store(w)).collect();
+        if stores.is_empty() {
+            return;
+        }
+        let name = name.to_vec();
+        let dropping = std::thread::Builder::new()
+            .name("widesql-drop-on-workers".into())
+            .spawn(move || {
+                for store in stores {
+                    let _ = store.drop_tree(&name);
+                }
+            });
+        // No thread: the copies stay, as with a worker that is down.
+        drop(dropping);
     }
 
-    /// Flushes every worker that holds a tablet, so that the writes it
-    /// was sent are on its disk. Each is tried; the first error, naming
-    /// its worker, is returned.
+    /// Flushes every worker that holds a tablet of a table, so that the
+    /// writes it was sent are on its disk; nothing in a process that is
+    /// not a master (it reaches no worker, so it sent them nothing). Each
+    /// is tried; the first error, naming its worker, is returned.
     pub(crate) fn flush_workers(&self) -> Result<()> {
-        let workers: std::collections::BTreeSet<String> = self
-            .read()
-            .tablets
-            .values()
-            .flat_map(|tablets| tablets.values().filter_map(|t| t.worker.clone()))
-            .collect();
+        if self.workers.reach.get().is_none() {
+            return Ok(());
+        }
+        let workers: std::collections::BTreeSet<String> = {
+            let state = self.read();
+            state
+                .tablets
+                .iter()
+                .filter(|(id, _)| state.table(**id).is_some())
+                .flat_map(|(_, tablets)| tablets.values().filter_map(|t| t.worker.clone()))
+                .collect()
+        };
         let mut first = None;
         for worker in workers {
             if let Err(source) = self.workers.store(&worker).flush() {

@@ -136,9 +136,10 @@ impl Table {
     /// Moves the tablet that holds the row key `at` (as stored; `b""` is
     /// the first tablet) to `worker`, a worker of this cluster's master
     /// that is up (`None`: back to this process), and returns its id.
-    /// The rows are copied, writes to the table wait, the tablet map
-    /// changes in one catalog change, then the source copy is removed
-    /// (docs/cluster.md says what a crash at each step leaves).
+    /// Writes wait while the rows are copied, then the tablet map changes
+    /// in one catalog change; the source keeps its copy for the queries
+    /// that began before (docs/cluster.md says when it goes, and what a
+    /// crash at each step leaves).
     pub fn move_tablet(&self, at: &[u8], worker: Option<&str>) -> Result<TabletId> {
         if let Some(worker) = worker {
             if !self.db.workers().up().iter().any(|up| up == worker) {

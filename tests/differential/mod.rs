@@ -1727,13 +1727,20 @@ impl Widesql {
         })
     }
 
+    /// Runs what comes after each statement; an error is the tester's.
+    fn after_statement(&self) -> Result<(), String> {
+        match &self.after {
+            Some(after) => after().map_err(|e| format!("after the statement: {e}")),
+            None => Ok(()),
+        }
+    }
+
     /// Runs one statement; returns the affected-row count when there is one.
     fn execute(&self, sql: &str) -> Result<Option<u64>, String> {
-        let outputs = self.runtime.block_on(self.session.run(sql));
-        if let Some(after) = &self.after {
-            after().map_err(|e| format!("after the statement: {e}"))?;
-        }
-        let outputs = outputs.map_err(|e| e.to_string())?;
+        let outputs = self
+            .runtime
+            .block_on(self.session.run(sql))
+            .map_err(|e| e.to_string())?;
         let count = outputs
             .last()
             .and_then(|o| o.batches.first())
@@ -2262,6 +2269,12 @@ fn compare_twin(
     widesql: &Widesql,
     twin: &Widesql,
 ) -> Result<Option<String>, String> {
+    let (names, twin_names) = (widesql.table_names()?, twin.table_names()?);
+    if names != twin_names {
+        return Ok(Some(format!(
+            "tables differ: twin {twin_names:?}, widesql {names:?}"
+        )));
+    }
     for table in &model.tables {
         let wide = widesql.table(&table.name)?;
         let other = match twin.table(&table.name) {
@@ -2350,7 +2363,14 @@ fn run_seed(
             }
         }
         let outcome = widesql.execute(&statement.sql.widesql);
-        let twin_outcome = twin.as_ref().map(|t| t.execute(&statement.sql.widesql));
+        let twin_outcome = match &twin {
+            Some(twin) => {
+                let outcome = twin.execute(&statement.sql.widesql);
+                twin.after_statement()?;
+                Some(outcome)
+            }
+            None => None,
+        };
         let note = match (&verdict, &outcome) {
             (Verdict::Fail(why), _) => format!(" -- must fail: {why}"),
             (Verdict::NoChange(why), Err(e)) => format!(" -- failed, allowed ({why}): {e}"),

@@ -171,7 +171,11 @@ impl Placed {
 }
 
 /// Every user table of `db`, placed on `workers` as the module doc says.
+/// The master's copies of tablets that moved are removed at once, so that
+/// a read or write that stayed on the master instead of reaching a
+/// tablet's worker would find no row, and answer differently.
 pub fn place_tablets(db: &Db, workers: &[String], placed: &Placed) -> widesql::Result<()> {
+    let moves = placed.moves.load(Ordering::Relaxed);
     for project in db.projects()? {
         for dataset in project.datasets()? {
             // The system's tables stay with the catalog, on the master.
@@ -182,6 +186,9 @@ pub fn place_tablets(db: &Db, workers: &[String], placed: &Placed) -> widesql::R
                 }
             }
         }
+    }
+    if placed.moves.load(Ordering::Relaxed) > moves {
+        widesql::internals::remove_moved_away(db)?;
     }
     Ok(())
 }
