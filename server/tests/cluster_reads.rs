@@ -134,6 +134,32 @@ async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Re
     .concat();
     assert!(!plan.contains("DistributedExec"), "{plan}");
 
+    // A union of scans of tablets on different workers: a task runs on
+    // one worker, so the union runs as one task, which reads them all.
+    for session in [&cluster, &single] {
+        session
+            .run(
+                "CREATE TABLE w (_key VARCHAR PRIMARY KEY, v BIGINT); \
+                 INSERT INTO w SELECT _key, v FROM t WHERE v < 1500",
+            )
+            .await?;
+    }
+    cluster
+        .run(&format!(
+            "ALTER TABLE w SPLIT AT ('k0700'); \
+             ALTER TABLE w MOVE TABLET AT ('k0000') TO '{}'; \
+             ALTER TABLE w MOVE TABLET AT ('k0700') TO '{}'",
+            urls[0], urls[1]
+        ))
+        .await?;
+    for sql in [
+        "SELECT count(*), sum(v) FROM (SELECT _key, v FROM t UNION ALL SELECT _key, v FROM w)",
+        "SELECT g, count(*), sum(v) FROM (SELECT grp AS g, v FROM t UNION ALL SELECT 'w' AS g, v FROM w) \
+         GROUP BY g ORDER BY g",
+    ] {
+        both(&cluster, &single, sql).await?;
+    }
+
     // Writes go to the tablets' workers, and the next scans see them; a
     // statement whose input scans the table it writes reads it whole
     // before it writes.

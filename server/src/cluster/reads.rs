@@ -180,6 +180,13 @@ fn desired_tasks(
         {
             return Some(Ok(DesiredTaskCountEventResponse::maximum(1)));
         }
+        // A stage's task runs on one worker: scans of tablets on different
+        // workers under a union (whose inputs share its stage) cannot share
+        // tasks, so the union runs as one task, which reads them all.
+        let union = matches!(event.plan.name(), "UnionExec" | "InterleaveExec");
+        if union && mixed_placements(event.plan) {
+            return Some(Ok(DesiredTaskCountEventResponse::maximum(1)));
+        }
         let tasks = internals::worker_tasks(event.plan, 0)?;
         let up = workers.up();
         for task in &tasks {
@@ -196,6 +203,22 @@ fn desired_tasks(
             _ => DesiredTaskCountEventResponse::maximum(1),
         }))
     }
+}
+
+/// Whether the scans under `plan` that workers would run read tablets on
+/// different sets of workers.
+fn mixed_placements(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut placements: Vec<Vec<String>> = Vec::new();
+    let _ = plan.apply(|node| {
+        if let Some(tasks) = internals::worker_tasks(node, 0) {
+            let workers = tasks.into_iter().filter_map(|task| task.worker).collect();
+            if !placements.contains(&workers) {
+                placements.push(workers);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    placements.len() > 1
 }
 
 /// Splits a scan into its workers' tasks.
