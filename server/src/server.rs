@@ -327,9 +327,9 @@ impl Server {
     /// statement that writes to end (a write is never stopped half-way),
     /// and flushes the database: every write a client was told succeeded
     /// is on disk when this returns. A cluster's master flushes its
-    /// workers too; one that cannot be reached flushed what it was sent
-    /// when it stopped (or lost it when it crashed), so its error does
-    /// not fail the shutdown.
+    /// workers too, but a worker's error does not fail the shutdown: one
+    /// that stopped flushed what it was sent when it stopped (or lost it
+    /// when it crashed).
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

@@ -319,10 +319,13 @@ impl Catalog {
         if self.workers.reach.get().is_none() {
             return; // Only a master reaches workers.
         }
+        // A table never split or moved has no tablet row: no worker ever
+        // held any of it.
+        let Some(placed) = self.read().tablets.get(&id).cloned() else {
+            return;
+        };
         let mut workers: std::collections::BTreeSet<String> = self.workers.reached();
-        if let Some(tablets) = self.read().tablets.get(&id) {
-            workers.extend(tablets.values().filter_map(|t| t.worker.clone()));
-        }
+        workers.extend(placed.into_values().filter_map(|t| t.worker));
         let stores: Vec<Arc<dyn Backend>> = workers.iter().map(|w| self.workers.store(w)).collect();
         if stores.is_empty() {
             return;

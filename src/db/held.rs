@@ -5,8 +5,9 @@
 //! catalog does not take for a tree of one of its own tables, so that
 //! opening the worker's database never removes it as an orphan. The
 //! worker's service reads and writes them through [`held_entries`] and
-//! [`apply_held`] and removes them with [`drop_held`], and its tasks scan them through [`held_store`]; only
-//! those trees are reachable, never the worker's own catalog or tables.
+//! [`apply_held`] and removes them with [`drop_held`], and its tasks scan
+//! them through [`held_store`]; only those trees are reachable, never the
+//! worker's own catalog or tables.
 
 use std::ops::Bound;
 
