@@ -114,6 +114,7 @@ enum Command {
     Catalog,
     /// Serves the database over Arrow Flight SQL (gRPC) until SIGINT or
     /// SIGTERM; prints `listening on ADDR` once it takes calls.
+    #[command(group(clap::ArgGroup::new("role").args(["master", "worker"])))]
     Serve {
         /// The address to listen on (port 0: any free port).
         #[arg(long, default_value = "127.0.0.1:50051")]
@@ -168,6 +169,11 @@ enum Command {
         /// The master a worker joins (host:port).
         #[arg(long, value_name = "MASTER_ADDR", requires = "worker")]
         join: Option<String>,
+        /// The host name or address the other processes of the cluster
+        /// reach this master or worker at, on the port it listens on
+        /// (needed with an unspecified --listen address such as 0.0.0.0).
+        #[arg(long, value_name = "HOST", requires = "role")]
+        advertise: Option<String>,
     },
 }
 
@@ -280,6 +286,7 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             master,
             worker: _,
             join,
+            advertise,
         } => serve::run(
             db,
             serve::ServeArgs {
@@ -293,6 +300,7 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                     None if master => serve::Role::Master,
                     None => serve::Role::Single,
                 },
+                advertise,
                 limits: widesql_server::Limits {
                     query_time: std::time::Duration::from_secs(query_timeout),
                     session_memory: session_memory.saturating_mul(1 << 20),

@@ -20,6 +20,8 @@ pub(crate) struct ServeArgs {
     pub(crate) insecure: bool,
     pub(crate) init_admin: Option<String>,
     pub(crate) role: Role,
+    /// The host the other processes of a cluster reach this one at.
+    pub(crate) advertise: Option<String>,
     pub(crate) limits: widesql_server::Limits,
 }
 
@@ -57,10 +59,14 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
     log_calls();
     let master = match args.role {
         Role::Single => None,
-        Role::Master => Some(MasterOptions::new(ClusterSecret::from_env()?)),
+        Role::Master => Some(MasterOptions {
+            advertise: args.advertise,
+            ..MasterOptions::new(ClusterSecret::from_env()?)
+        }),
         Role::Worker { master } => {
             let options = WorkerOptions {
                 listen: args.listen,
+                advertise: args.advertise,
                 master,
                 secret: ClusterSecret::from_env()?,
                 insecure: args.insecure,

@@ -265,11 +265,48 @@ fn serve_runs_a_master_and_a_worker_that_joins_it_with_the_shared_secret() {
         error.contains("(WIDESQL_CLUSTER_SECRET) is not set"),
         "{error}"
     );
+    // A worker that advertises a host is named by it and its port.
+    let mut args = listen.to_vec();
+    args.extend([
+        "--worker",
+        "--join",
+        &master_addr,
+        "--advertise",
+        "localhost",
+    ]);
+    let (named, named_addr) = start_serve(&dir.path().join("named"), &args, &secret, "");
+    let port = named_addr.rsplit(':').next().expect("a port");
+    // Every address without a host to advertise, and --advertise without
+    // a cluster role, are refused.
+    for (args, said) in [
+        (
+            &["--listen", "0.0.0.0:0", "--master", "--insecure"][..],
+            "give --advertise HOST",
+        ),
+        (
+            &["--listen", "127.0.0.1:0", "--advertise", "db1"][..],
+            "--master",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
+            .arg("--db")
+            .arg(dir.path().join("refused"))
+            .arg("serve")
+            .args(args)
+            .envs(secret)
+            .output()
+            .expect("the binary runs");
+        assert!(!output.status.success(), "{args:?}");
+        let error = String::from_utf8_lossy(&output.stderr);
+        assert!(error.contains(said), "{args:?}: {error}");
+    }
+    stop(named, "TERM");
     stop(worker, "TERM");
     let log = stop(master, "TERM");
     assert!(
         log.contains("worker joined") && log.contains(&format!("http://{worker_addr}")),
         "{log}"
     );
+    assert!(log.contains(&format!("http://localhost:{port}")), "{log}");
     assert!(!log.contains("a-secret-of-the-test-cluster"), "{log}");
 }

@@ -172,6 +172,28 @@ pub enum ServeError {
         /// What is missing.
         reason: &'static str,
     },
+    /// The host the other processes of a cluster reach this one at is
+    /// missing (it listens on an unspecified address) or not a host.
+    #[error(
+        "{}",
+        match advertise {
+            None => format!(
+                "listening on {addr} names no host the other processes of the cluster can \
+                 reach: give --advertise HOST, the name or address they reach this one at"
+            ),
+            Some(host) => format!(
+                "--advertise {host:?} is not a host name or address the other processes of the \
+                 cluster can reach (give one such as db1.example.com or 10.0.0.5, without a \
+                 port: they reach it on the port it listens on)"
+            ),
+        }
+    )]
+    Advertise {
+        /// The address it listens on.
+        addr: SocketAddr,
+        /// The host it was given.
+        advertise: Option<String>,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -237,6 +259,9 @@ impl Server {
     /// Binds `options.listen` and serves `db` until [`Server::shutdown`].
     pub async fn start(db: Db, options: ServeOptions) -> Result<Server, ServeError> {
         options.check(db.has_users())?;
+        if let Some(master) = &options.master {
+            crate::cluster::reachable_url(options.listen, master.advertise.as_deref())?;
+        }
         let (listener, addr) = bind(options.listen).await?;
         let limits = &options.limits;
         // Keepalives find clients that vanished without closing.
@@ -284,7 +309,8 @@ impl Server {
                     secret: master.secret.clone(),
                 };
                 widesql::internals::reach_workers(&db, Arc::new(stores));
-                let worker = crate::cluster::distribute_queries(&db, &master.secret, addr)
+                let here = crate::cluster::reachable_url(addr, master.advertise.as_deref())?;
+                let worker = crate::cluster::distribute_queries(&db, &master.secret, &here)
                     .map_err(|e| ServeError::Service(tonic::Status::internal(e.to_string())))?;
                 let cluster = ClusterService::new(db.clone(), master.heartbeat);
                 (

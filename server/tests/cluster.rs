@@ -52,6 +52,7 @@ async fn worker(
 ) -> Result<WorkerServer, ServeError> {
     let options = WorkerOptions {
         listen,
+        advertise: None,
         master: master.local_addr().to_string(),
         secret: ClusterSecret::new(secret_text)?,
         insecure: false,
@@ -230,6 +231,7 @@ async fn a_worker_needs_a_master_to_reach_and_a_loopback_address() -> Result<(),
     let closed = std::net::TcpListener::bind(ANY_PORT)?.local_addr()?;
     let options = WorkerOptions {
         listen: ANY_PORT,
+        advertise: None,
         master: closed.to_string(),
         secret: secret(SECRET)?,
         insecure: false,
@@ -245,13 +247,111 @@ async fn a_worker_needs_a_master_to_reach_and_a_loopback_address() -> Result<(),
     let anywhere = WorkerOptions {
         listen: "0.0.0.0:0".parse()?,
         master: master.local_addr().to_string(),
-        ..options
+        ..options.clone()
     };
-    let Err(refused) = WorkerServer::start(worker_db, anywhere).await else {
+    let Err(refused) = WorkerServer::start(worker_db.clone(), anywhere).await else {
         return Err("a worker listened on every address".into());
     };
     assert!(matches!(refused, ServeError::Insecure { .. }), "{refused}");
     assert!(refused.to_string().contains("--insecure"), "{refused}");
+    // Every address, allowed, still names no host the master can dial:
+    // refused before it listens.
+    let unnamed = WorkerOptions {
+        listen: "0.0.0.0:0".parse()?,
+        master: master.local_addr().to_string(),
+        insecure: true,
+        ..options
+    };
+    let Err(refused) = WorkerServer::start(worker_db.clone(), unnamed.clone()).await else {
+        return Err("a worker joined under the name 0.0.0.0".into());
+    };
+    assert!(matches!(refused, ServeError::Advertise { .. }), "{refused}");
+    assert!(
+        refused.to_string().contains("--advertise HOST"),
+        "{refused}"
+    );
+    let with_port = WorkerOptions {
+        advertise: Some("localhost:7000".into()),
+        ..unnamed
+    };
+    let Err(refused) = WorkerServer::start(worker_db, with_port).await else {
+        return Err("a worker advertised a host with a port".into());
+    };
+    assert!(
+        refused
+            .to_string()
+            .contains("\"localhost:7000\" is not a host"),
+        "{refused}"
+    );
+    // So is a master.
+    let anywhere_master = ServeOptions {
+        listen: "0.0.0.0:0".parse()?,
+        insecure: true,
+        master: Some(MasterOptions::new(secret(SECRET)?)),
+        ..ServeOptions::default()
+    };
+    let Err(refused) = Server::start(Db::open(dir.path().join("m"))?, anywhere_master).await else {
+        return Err("a master listened on every address without a host".into());
+    };
+    assert!(matches!(refused, ServeError::Advertise { .. }), "{refused}");
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_that_advertise_a_host_are_reached_at_it() -> Result<(), BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let db = Db::open(dirs[0].path())?;
+    let options = ServeOptions {
+        listen: "127.0.0.1:0".parse()?,
+        master: Some(MasterOptions {
+            heartbeat: Duration::from_millis(50),
+            advertise: Some("localhost".into()),
+            ..MasterOptions::new(secret(SECRET)?)
+        }),
+        ..ServeOptions::default()
+    };
+    let master = Server::start(db.clone(), options).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let worker = WorkerServer::start(
+        worker_db.clone(),
+        WorkerOptions {
+            listen: ANY_PORT,
+            advertise: Some("localhost".into()),
+            master: master.local_addr().to_string(),
+            secret: secret(SECRET)?,
+            insecure: false,
+        },
+    )
+    .await?;
+    // It is named, and reached, by the host it gave.
+    let name = format!("http://localhost:{}", worker.local_addr().port());
+    until_workers(&db, &[format!("{name} up")]).await?;
+    let session = db.session();
+    session
+        .run(&format!(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT); \
+             INSERT INTO t VALUES ('a', 1), ('b', 2); \
+             ALTER TABLE t MOVE TABLET TO '{name}'; \
+             INSERT INTO t VALUES ('c', 3)"
+        ))
+        .await?;
+    // The master's own copy goes, so the rows can only come from the
+    // worker.
+    widesql::internals::remove_moved_away(&db)?;
+    let table = db.open_table("default", "public", "t")?.id();
+    assert_eq!(widesql::internals::stored_entries(&db, table)?, 0);
+    let batches = session
+        .sql("SELECT count(*), sum(v) FROM t")
+        .await?
+        .collect()
+        .await?;
+    let row = (
+        array_value_to_string(batches[0].column(0), 0)?,
+        array_value_to_string(batches[0].column(1), 0)?,
+    );
+    assert_eq!(row, ("3".to_string(), "6".to_string()));
+    worker.shutdown().await?;
     master.shutdown().await?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use widesql::{Db, Session};
+use widesql::{Db, Session, SessionOptions};
 
 mod common;
 
@@ -105,6 +105,26 @@ async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Re
     for (i, was) in before.iter().enumerate() {
         assert!(read(i)? > *was, "worker {i} read nothing");
     }
+
+    // A task on a worker runs under the memory limit of the session that
+    // sent it: each worker's sort of its tablet's rows (the master only
+    // merges their sorted streams) needs more than 64 KiB.
+    let sorted = "SELECT _key, grp, v FROM t ORDER BY grp, v, _key";
+    let limited = Session::with_options(
+        db.clone(),
+        SessionOptions {
+            memory_limit: Some(64 * 1024),
+            ..SessionOptions::default()
+        },
+    );
+    let error = limited
+        .run(sorted)
+        .await
+        .expect_err("a worker's sort takes more than 64 KiB")
+        .to_string();
+    assert!(error.contains("Resources exhausted"), "{error}");
+    assert!(error.contains("ExternalSorter"), "{error}");
+    both(&cluster, &single, sorted).await?;
 
     // The plan sends one task to each worker the keys reach.
     let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[0]))

@@ -167,3 +167,17 @@ pub fn stored_entries(db: &Db, table: crate::TableId) -> Result<usize> {
     }
     Ok(count)
 }
+
+/// Copies the rows of `db`'s own table `table` into the tree a worker
+/// holds that table's tablets in: a database that plays both master and
+/// worker, for tests of what a worker's tasks read.
+#[cfg(test)]
+pub(crate) fn hold_own_rows(db: &Db, table: crate::TableId) -> Result<()> {
+    let name = table_tree_name(table);
+    let tree = db.inner.engine.storage.tree(&name)?;
+    let writes = tree
+        .range(Bound::Unbounded, Bound::Unbounded, false)
+        .map(|entry| entry.map(|(key, value)| Write::Put(key, value)))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    apply_held(db, vec![(name, writes)], false)
+}

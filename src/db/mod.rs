@@ -19,6 +19,8 @@ mod workers;
 pub use activity::{Activity, ActivityEntry, Running};
 pub use database::Db;
 pub use dataset::Dataset;
+#[cfg(test)]
+pub(crate) use held::hold_own_rows;
 pub use held::{apply_held, drop_held, held_entries, held_keys_read, held_store, stored_entries};
 pub use options::DbOptions;
 pub use project::Project;

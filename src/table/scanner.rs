@@ -450,7 +450,14 @@ impl RowIter {
 impl TableStore {
     /// A scan over `rows` (engine form).
     pub(crate) fn scan(&self, rows: &RowSet, options: ReadOptions) -> Scanner {
-        Scanner::new(self.clone(), rows, options, crate::clock::wall_micros())
+        self.scan_at(rows, options, None)
+    }
+
+    /// A scan over `rows` that judges `max_age` at `now` (µs), or by this
+    /// process's clock when `None`.
+    pub(crate) fn scan_at(&self, rows: &RowSet, options: ReadOptions, now: Option<i64>) -> Scanner {
+        let now = now.unwrap_or_else(crate::clock::wall_micros);
+        Scanner::new(self.clone(), rows, options, now)
     }
 
     /// Reads the rows of `rows`.

@@ -37,6 +37,10 @@ pub struct MasterOptions {
     pub secret: ClusterSecret,
     /// How often workers call; one not heard from for three beats is down.
     pub heartbeat: Duration,
+    /// The host (a name or an address) the workers reach this master at,
+    /// on the port it listens on; `None`: the address it listens on,
+    /// which must then not be an unspecified one (`0.0.0.0`, `::`).
+    pub advertise: Option<String>,
 }
 
 impl MasterOptions {
@@ -46,6 +50,94 @@ impl MasterOptions {
         MasterOptions {
             secret,
             heartbeat: Duration::from_secs(1),
+            advertise: None,
+        }
+    }
+}
+
+/// The URL the other processes of a cluster reach a process at that
+/// listens on `addr` and calls itself `advertise` (a host name or an
+/// address, without a port: the port is the one it listens on). An
+/// unspecified address (`0.0.0.0`, `::`) names no host another process can
+/// dial, so it needs `advertise`.
+pub(crate) fn reachable_url(
+    addr: std::net::SocketAddr,
+    advertise: Option<&str>,
+) -> Result<String, crate::ServeError> {
+    let refused = || crate::ServeError::Advertise {
+        addr,
+        advertise: advertise.map(str::to_string),
+    };
+    let Some(host) = advertise else {
+        return match addr.ip().is_unspecified() {
+            true => Err(refused()),
+            false => Ok(format!("http://{addr}")),
+        };
+    };
+    let port = addr.port();
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_unspecified() => Err(refused()),
+        Ok(ip) => Ok(format!("http://{}", std::net::SocketAddr::new(ip, port))),
+        Err(_) if is_host_name(host) => Ok(format!("http://{host}:{port}")),
+        Err(_) => Err(refused()),
+    }
+}
+
+/// Whether `host` is a DNS name: dot-separated labels of letters, digits
+/// and inner hyphens.
+fn is_host_name(host: &str) -> bool {
+    host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reachable_url;
+    use crate::ServeError;
+
+    #[test]
+    fn a_process_is_reached_at_the_host_it_advertises_on_the_port_it_listens_on() {
+        let listen = "127.0.0.1:5000".parse().unwrap();
+        let url = |host| reachable_url(listen, host).map_err(|e| e.to_string());
+        assert_eq!(url(None).unwrap(), "http://127.0.0.1:5000");
+        assert_eq!(
+            url(Some("db1.example.com")).unwrap(),
+            "http://db1.example.com:5000"
+        );
+        assert_eq!(url(Some("10.0.0.5")).unwrap(), "http://10.0.0.5:5000");
+        assert_eq!(url(Some("::1")).unwrap(), "http://[::1]:5000");
+        for host in [
+            "0.0.0.0",
+            "::",
+            "db1:5000",
+            "http://db1",
+            "a/b",
+            "",
+            "-db1",
+            "a..b",
+        ] {
+            let error = url(Some(host)).expect_err(host);
+            assert!(
+                error.contains("is not a host name or address"),
+                "{host}: {error}"
+            );
+        }
+        for anywhere in ["0.0.0.0:5000", "[::]:5000"] {
+            let error = reachable_url(anywhere.parse().unwrap(), None).unwrap_err();
+            assert!(matches!(error, ServeError::Advertise { .. }), "{error}");
+            assert!(
+                error.to_string().contains("give --advertise HOST"),
+                "{error}"
+            );
+            // Given a host, it is reached there.
+            let url = reachable_url(anywhere.parse().unwrap(), Some("db1")).unwrap();
+            assert_eq!(url, "http://db1:5000");
         }
     }
 }

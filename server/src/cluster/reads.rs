@@ -13,11 +13,14 @@
 //! the workers' tablets through the storage routes, as before.
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{internal_err, DataFusionError, Result};
+use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryLimit, TrackConsumersPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::{SessionStateBuilder, TaskContext};
 use datafusion::physical_plan::Distribution;
 use datafusion::physical_plan::ExecutionPlan;
@@ -39,20 +42,20 @@ use super::remote::worker_endpoint;
 use super::ClusterSecret;
 
 /// Makes every session `db` opens plan its queries over the workers that
-/// joined it (the master calls it once, when it starts, with the address
-/// it serves on). The master is a worker too, for the stages of one task
-/// (a scan that stays on the master, a merge): it runs them in process,
-/// and serves their output to the workers from the worker this returns
-/// (behind [`refuse_plans`]).
+/// joined it (the master calls it once, when it starts, with the URL its
+/// workers reach it at). The master is a worker too, for the stages of
+/// one task (a scan that stays on the master, a merge): it runs them in
+/// process, and serves their output to the workers from the worker this
+/// returns (behind [`refuse_plans`]).
 pub(crate) fn distribute_queries(
     db: &Db,
     secret: &ClusterSecret,
-    addr: std::net::SocketAddr,
+    reached_at: &str,
 ) -> Result<Worker> {
     let workers = Arc::clone(db.workers());
     let channels = SecretChannels::new(secret.clone());
     let here = worker_of(None, channels.clone());
-    let here_url = worker_url(&format!("http://{addr}"))?;
+    let here_url = worker_url(reached_at)?;
     let local = here.clone();
     let hook: SessionHook = Arc::new(move |builder: SessionStateBuilder| {
         let mut builder = builder
@@ -64,6 +67,11 @@ pub(crate) fn distribute_queries(
             .with_distributed_scale_up_leaf_node_handler(scale_up)
             .with_distributed_route_tasks_handler(route_tasks(Arc::clone(&workers)))
             .with_distributed_planner();
+        // The session's memory limit, which its tasks on workers keep.
+        let limit = builder
+            .runtime_env()
+            .as_ref()
+            .map(|runtime| runtime.memory_pool.memory_limit());
         // A union's children would share a stage's task numbers, which
         // route each task to its tablets' worker; a task sent to another
         // worker fails there (see `held_scan`), never reads the wrong
@@ -71,6 +79,13 @@ pub(crate) fn distribute_queries(
         let config = builder.config().get_or_insert_default();
         if let Err(e) = config.set_distributed_children_isolator_unions(false) {
             tracing::warn!(error = %e, "unions of scans on workers will fail");
+        }
+        if let Some(MemoryLimit::Finite(limit)) = limit {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(MEMORY_LIMIT, http::HeaderValue::from(limit));
+            if let Err(e) = config.set_distributed_passthrough_headers(headers) {
+                tracing::warn!(error = %e, "tasks on workers will run without a memory limit");
+            }
         }
         builder
     });
@@ -104,18 +119,51 @@ pub(crate) fn worker_service(db: Db, secret: ClusterSecret, name: String) -> Wor
     worker_of(Some((db, name)), SecretChannels::new(secret))
 }
 
+/// The header that carries the memory limit of the session whose query a
+/// task is part of, in bytes.
+const MEMORY_LIMIT: &str = "x-widesql-memory-limit";
+
 /// A worker whose tasks' scans read the tablets `held` holds (none on the
-/// master, whose tasks arrive as plans, not encoded).
+/// master, whose tasks arrive as plans, not encoded). A task runs under
+/// the memory limit of the session that sent it (a pool of that size of
+/// its own), so that a query cannot take on a worker memory its session
+/// may not take on the master.
 fn worker_of(held: Option<(Db, String)>, channels: SecretChannels) -> Worker {
     Worker::from_session_builder(move |context: WorkerQueryContext| {
         let (held, channels) = (held.clone(), channels.clone());
         async move {
-            Ok(internals::with_functions(context.builder)
+            let mut builder = context.builder;
+            if let Some(limit) = memory_limit(&context.headers)? {
+                let runtime = match builder.runtime_env() {
+                    Some(runtime) => RuntimeEnvBuilder::from_runtime_env(runtime),
+                    None => RuntimeEnvBuilder::new(),
+                };
+                let pool = TrackConsumersPool::new(
+                    GreedyMemoryPool::new(limit),
+                    NonZeroUsize::MIN.saturating_add(4),
+                );
+                builder =
+                    builder.with_runtime_env(runtime.with_memory_pool(Arc::new(pool)).build_arc()?);
+            }
+            Ok(internals::with_functions(builder)
                 .with_distributed_user_codec(ScanCodec { held })
                 .with_distributed_channel_resolver(channels)
                 .build())
         }
     })
+}
+
+/// The memory limit a task's headers carry; `None` when its session has
+/// none.
+fn memory_limit(headers: &http::HeaderMap) -> Result<Option<usize>> {
+    let Some(value) = headers.get(MEMORY_LIMIT) else {
+        return Ok(None);
+    };
+    let limit = value.to_str().ok().and_then(|v| v.parse().ok());
+    match limit {
+        Some(limit) => Ok(Some(limit)),
+        None => internal_err!("a task's memory limit is not a number of bytes: {value:?}"),
+    }
 }
 
 /// Ships a scan to a worker and, on the worker, reads it from the tablets

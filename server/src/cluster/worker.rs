@@ -22,8 +22,12 @@ use crate::ServeError;
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
     /// The address to listen on (port 0 picks a free one); the worker is
-    /// named by it.
+    /// named by it, or by `advertise` and its port.
     pub listen: SocketAddr,
+    /// The host (a name or an address) the master reaches this worker at,
+    /// on the port it listens on; `None`: the address it listens on,
+    /// which must then not be an unspecified one (`0.0.0.0`, `::`).
+    pub advertise: Option<String>,
     /// The master's address, `host:port` or `http://host:port`.
     pub master: String,
     /// The secret the cluster shares.
@@ -55,9 +59,10 @@ impl WorkerServer {
                 reason: "calls between the processes of a cluster are not encrypted",
             });
         }
+        super::reachable_url(addr, options.advertise.as_deref())?;
         let (listener, addr) = crate::server::bind(addr).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let name = format!("http://{addr}");
+        let name = super::reachable_url(addr, options.advertise.as_deref())?;
         let worker = worker_service(db.clone(), options.secret.clone(), name.clone());
         let worker = worker.into_worker_server();
         let worker = options.secret.guard(worker);

@@ -46,6 +46,7 @@ pub async fn worker(
 ) -> Result<WorkerServer, BoxError> {
     let options = WorkerOptions {
         listen,
+        advertise: None,
         master: master.local_addr().to_string(),
         secret: ClusterSecret::new(SECRET)?,
         insecure: false,

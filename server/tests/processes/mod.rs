@@ -52,6 +52,7 @@ fn serve_worker(spec: &str) -> Result<(), BoxError> {
         let db = Db::open(dir)?;
         let options = WorkerOptions {
             listen: any_port(),
+            advertise: None,
             master: master.to_string(),
             secret: ClusterSecret::new(SECRET)?,
             insecure: false,

@@ -54,6 +54,11 @@ pub struct ScanRequest {
     /// Whether an output row is a table row (the limit then also stops the
     /// table scan); false when a table row makes several (the cells view).
     pub row_per_row: bool,
+    /// The time (µs) a family's `max_age` is judged at: on a worker, the
+    /// clock of the master that sent the task, so that a version one
+    /// process hides is hidden on every worker; `None`: this process's
+    /// clock when the scan starts.
+    pub now: Option<i64>,
 }
 
 /// The methods of an execution plan without children.
@@ -479,13 +484,14 @@ impl ExecutionPlan for WideScanExec {
             options.row_limit = self.request.limit;
         }
         let mut left = self.request.limit.unwrap_or(usize::MAX);
+        let now = self.request.now;
         tokio::task::spawn_blocking(move || {
             let send = |batch: Result<RecordBatch>| tx.blocking_send(batch).is_ok();
             // A dropped stream (a cancelled query, a satisfied LIMIT above)
             // ends the scan at the next row, also among rows it skips.
             let consumer = tx.clone();
             let mut scanner = store
-                .scan(&rows, options)
+                .scan_at(&rows, options, now)
                 .with_stop(move || consumer.is_closed());
             if let Some(keep) = keep {
                 scanner = scanner.keeping(keep);

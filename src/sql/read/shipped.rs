@@ -179,6 +179,9 @@ struct ShippedScan {
     /// The output schema as the master planned it, which the worker's
     /// scan must have.
     schema: String,
+    /// The master's clock (µs) when it sent the task: the worker judges
+    /// `max_age` by it, not by its own clock.
+    now: i64,
 }
 
 /// The description of `plan` a worker runs it from ([`held_scan`]);
@@ -202,6 +205,7 @@ pub fn ship_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<Result<Vec<u8>>> {
         task,
         worker,
         schema: format!("{:?}", scan.schema()),
+        now: request.now.unwrap_or_else(crate::clock::wall_micros),
     };
     Some(serde_json::to_vec(&shipped).map_err(|e| DataFusionError::External(Box::new(e))))
 }
@@ -228,6 +232,7 @@ pub fn held_scan(db: &Db, shipped: &[u8], worker: &str) -> Result<Arc<dyn Execut
         keep,
         limit: None,
         row_per_row: true,
+        now: Some(shipped.now),
     };
     let mut scan =
         WideScanExec::try_new(table.store().clone(), Arc::clone(table.shape()), request, 1)?
@@ -241,4 +246,88 @@ pub fn held_scan(db: &Db, shipped: &[u8], worker: &str) -> Result<Arc<dyn Execut
     }
     scan.task = Some(shipped.task);
     Ok(Arc::new(scan))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::catalog::TableProvider;
+    use datafusion::execution::TaskContext;
+    use datafusion::physical_plan::{collect, ExecutionPlan};
+
+    use super::{held_scan, ship_scan, ScanView};
+    use crate::ids::TableId;
+    use crate::sql::read::pushdown::KeySet;
+    use crate::sql::read::scan::{ScanRequest, WideScanExec};
+    use crate::sql::read::table::WideTable;
+    use crate::Db;
+
+    /// Copies every row of table `t` into the tree a worker holds it in
+    /// (the database plays master and worker); the table's id.
+    fn hold_all(db: &Db) -> TableId {
+        let id = db.open_table("default", "public", "t").unwrap().id();
+        crate::db::hold_own_rows(db, id).unwrap();
+        id
+    }
+
+    /// The rows of `t` a worker returns for a whole-table task that its
+    /// master shipped with the scan's `now`.
+    async fn rows_seen(db: &Db, id: TableId, now: Option<i64>) -> usize {
+        let spec = db
+            .open_table("default", "public", "t")
+            .unwrap()
+            .spec()
+            .unwrap();
+        let store = crate::db::held_store(db, id, "t".into(), spec).unwrap();
+        let table = WideTable::of_store(store, false, None);
+        let projection: Vec<usize> = (0..table.schema().fields().len()).collect();
+        let (filter, keep) = table.cells_for(&projection);
+        let request = ScanRequest {
+            projection,
+            keys: KeySet::all(),
+            filter,
+            keep,
+            limit: None,
+            row_per_row: true,
+            now,
+        };
+        let mut scan =
+            WideScanExec::try_new(table.store().clone(), Arc::clone(table.shape()), request, 1)
+                .unwrap();
+        scan.shippable = Some(ScanView {
+            history: None,
+            as_of: None,
+        });
+        scan.task = Some("task 0".into());
+        let sent: Arc<dyn ExecutionPlan> = Arc::new(scan);
+        let shipped = ship_scan(&sent).unwrap().unwrap();
+        let plan = held_scan(db, &shipped, "w1").unwrap();
+        let batches = collect(plan, Arc::new(TaskContext::default()))
+            .await
+            .unwrap();
+        batches.iter().map(|b| b.num_rows()).sum()
+    }
+
+    #[tokio::test]
+    async fn a_worker_judges_max_age_by_the_clock_of_the_master_that_sent_the_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        db.session()
+            .run(
+                "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT) WITH ('cf.ttl' = '1h'); \
+                 INSERT INTO t VALUES ('a', 1), ('b', 2)",
+            )
+            .await
+            .unwrap();
+        let id = hold_all(&db);
+        let now = crate::clock::wall_micros();
+        assert_eq!(rows_seen(&db, id, Some(now)).await, 2);
+        // A master whose clock is two hours ahead of this worker's: the
+        // rows are past their hour there, so they are here too.
+        let hours = 3_600_000_000;
+        assert_eq!(rows_seen(&db, id, Some(now + 2 * hours)).await, 0);
+        // A scan planned without a time ships the master's clock.
+        assert_eq!(rows_seen(&db, id, None).await, 2);
+    }
 }

@@ -301,6 +301,7 @@ impl WideTable {
             keys,
             limit,
             row_per_row: true,
+            now: None,
         };
         // A scan of tablets that workers hold reads one partition per
         // tablet (a task per worker reads its own): sampling its keys to

@@ -303,6 +303,7 @@ impl TableProvider for CellsView {
             keep: None,
             limit,
             row_per_row: false,
+            now: None,
         };
         let shape = Arc::clone(self.table.shape());
         let key_columns = self.key_columns.clone();
