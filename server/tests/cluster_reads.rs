@@ -125,6 +125,19 @@ async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Re
     assert!(error.contains("Resources exhausted"), "{error}");
     assert!(error.contains("ExternalSorter"), "{error}");
     both(&cluster, &single, sorted).await?;
+    // The sort is the workers' (in the stage of their tasks); the master
+    // only merges.
+    let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {sorted}"))
+        .await?
+        .join("\n");
+    let (top, stage) = plan
+        .split_once("───── Stage 1")
+        .ok_or_else(|| format!("no stage of tasks: {plan}"))?;
+    assert!(!top.contains("SortExec:"), "{plan}");
+    assert!(
+        stage.contains("tasks=3") && stage.contains("SortExec:"),
+        "{plan}"
+    );
 
     // The plan sends one task to each worker the keys reach.
     let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[0]))

@@ -74,25 +74,46 @@ pub(crate) fn reachable_url(
             false => Ok(format!("http://{addr}")),
         };
     };
+    // A host as a URL reads it: `127.1` is 127.0.0.1, `0` is 0.0.0.0, and
+    // an IPv6 address goes in brackets; the name is the URL's own form.
     let port = addr.port();
-    match host.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_unspecified() => Err(refused()),
-        Ok(ip) => Ok(format!("http://{}", std::net::SocketAddr::new(ip, port))),
-        Err(_) if is_host_name(host) => Ok(format!("http://{host}:{port}")),
-        Err(_) => Err(refused()),
+    let bracketed = match host.parse::<std::net::Ipv6Addr>() {
+        Ok(_) => format!("[{host}]"),
+        Err(_) => host.to_string(),
+    };
+    let url = url::Url::parse(&format!("http://{bracketed}:{port}")).map_err(|_| refused())?;
+    let only_a_host = url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none()
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.port() == Some(port);
+    let reachable = match url.host() {
+        Some(url::Host::Ipv4(ip)) => !ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => !ip.is_unspecified(),
+        Some(url::Host::Domain(name)) => is_host_name(name),
+        None => false,
+    };
+    match (only_a_host, reachable, url.host_str()) {
+        (true, true, Some(host)) => Ok(format!("http://{host}:{port}")),
+        _ => Err(refused()),
     }
 }
 
-/// Whether `host` is a DNS name: dot-separated labels of letters, digits
-/// and inner hyphens.
+/// Whether `host` is a DNS name: dot-separated labels (the last may be
+/// empty: a trailing dot) of letters, digits, underscores and inner
+/// hyphens.
 fn is_host_name(host: &str) -> bool {
-    host.len() <= 253
-        && host.split('.').all(|label| {
+    let labels = host.strip_suffix('.').unwrap_or(host);
+    labels.len() <= 253
+        && labels.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
                 && !label.starts_with('-')
                 && !label.ends_with('-')
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         })
 }
 
@@ -112,15 +133,28 @@ mod tests {
         );
         assert_eq!(url(Some("10.0.0.5")).unwrap(), "http://10.0.0.5:5000");
         assert_eq!(url(Some("::1")).unwrap(), "http://[::1]:5000");
+        assert_eq!(url(Some("[::1]")).unwrap(), "http://[::1]:5000");
+        // Written another way, an address is named as a URL reads it.
+        assert_eq!(url(Some("127.1")).unwrap(), "http://127.0.0.1:5000");
+        assert_eq!(
+            url(Some("DB1.Example.com.")).unwrap(),
+            "http://db1.example.com.:5000"
+        );
+        assert_eq!(url(Some("db_1")).unwrap(), "http://db_1:5000");
         for host in [
             "0.0.0.0",
+            "0",
             "::",
+            "[::]",
             "db1:5000",
             "http://db1",
             "a/b",
             "",
             "-db1",
             "a..b",
+            "u@db1",
+            "db1?x",
+            "fe80::1%eth0",
         ] {
             let error = url(Some(host)).expect_err(host);
             assert!(

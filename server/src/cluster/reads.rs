@@ -14,13 +14,13 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use async_trait::async_trait;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{internal_err, DataFusionError, Result};
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryLimit, TrackConsumersPool};
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SessionStateBuilder, TaskContext};
 use datafusion::physical_plan::Distribution;
 use datafusion::physical_plan::ExecutionPlan;
@@ -83,6 +83,10 @@ pub(crate) fn distribute_queries(
         if let Some(MemoryLimit::Finite(limit)) = limit {
             let mut headers = http::HeaderMap::new();
             headers.insert(MEMORY_LIMIT, http::HeaderValue::from(limit));
+            let session = uuid::Uuid::new_v4().simple().to_string();
+            if let Ok(session) = http::HeaderValue::from_str(&session) {
+                headers.insert(SESSION, session);
+            }
             if let Err(e) = config.set_distributed_passthrough_headers(headers) {
                 tracing::warn!(error = %e, "tasks on workers will run without a memory limit");
             }
@@ -122,28 +126,28 @@ pub(crate) fn worker_service(db: Db, secret: ClusterSecret, name: String) -> Wor
 /// The header that carries the memory limit of the session whose query a
 /// task is part of, in bytes.
 const MEMORY_LIMIT: &str = "x-widesql-memory-limit";
+/// The header that names that session, so that its tasks on one worker
+/// share one memory pool.
+const SESSION: &str = "x-widesql-session";
+
+/// The runtimes (each with its session's memory pool) of the sessions
+/// whose tasks run on a worker, by session, while a task holds them.
+type SessionRuntimes = Arc<Mutex<HashMap<String, Weak<RuntimeEnv>>>>;
 
 /// A worker whose tasks' scans read the tablets `held` holds (none on the
-/// master, whose tasks arrive as plans, not encoded). A task runs under
-/// the memory limit of the session that sent it (a pool of that size of
-/// its own), so that a query cannot take on a worker memory its session
-/// may not take on the master.
+/// master, whose tasks arrive as plans, not encoded). The tasks of a
+/// session run in one memory pool of the session's limit on each worker,
+/// so that its queries cannot take more memory in a worker's process than
+/// they may in the master's.
 fn worker_of(held: Option<(Db, String)>, channels: SecretChannels) -> Worker {
+    let runtimes: SessionRuntimes = Arc::default();
     Worker::from_session_builder(move |context: WorkerQueryContext| {
-        let (held, channels) = (held.clone(), channels.clone());
+        let (held, channels, runtimes) = (held.clone(), channels.clone(), runtimes.clone());
         async move {
             let mut builder = context.builder;
-            if let Some(limit) = memory_limit(&context.headers)? {
-                let runtime = match builder.runtime_env() {
-                    Some(runtime) => RuntimeEnvBuilder::from_runtime_env(runtime),
-                    None => RuntimeEnvBuilder::new(),
-                };
-                let pool = TrackConsumersPool::new(
-                    GreedyMemoryPool::new(limit),
-                    NonZeroUsize::MIN.saturating_add(4),
-                );
-                builder =
-                    builder.with_runtime_env(runtime.with_memory_pool(Arc::new(pool)).build_arc()?);
+            let base = builder.runtime_env().clone();
+            if let Some(runtime) = session_runtime(&runtimes, &context.headers, base.as_deref())? {
+                builder = builder.with_runtime_env(runtime);
             }
             Ok(internals::with_functions(builder)
                 .with_distributed_user_codec(ScanCodec { held })
@@ -151,6 +155,40 @@ fn worker_of(held: Option<(Db, String)>, channels: SecretChannels) -> Worker {
                 .build())
         }
     })
+}
+
+/// The runtime a task whose headers are `headers` runs in: that of the
+/// other tasks of its session still running on this worker, or a new one
+/// (from `base`) with a memory pool of the session's limit; `None` when
+/// its session has no limit.
+fn session_runtime(
+    runtimes: &SessionRuntimes,
+    headers: &http::HeaderMap,
+    base: Option<&RuntimeEnv>,
+) -> Result<Option<Arc<RuntimeEnv>>> {
+    let Some(limit) = memory_limit(headers)? else {
+        return Ok(None);
+    };
+    let session = headers.get(SESSION).and_then(|v| v.to_str().ok());
+    let key = format!("{}/{limit}", session.unwrap_or("-"));
+    let mut runtimes = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(runtime) = runtimes.get(&key).and_then(Weak::upgrade) {
+        return Ok(Some(runtime));
+    }
+    let pool = TrackConsumersPool::new(
+        GreedyMemoryPool::new(limit),
+        NonZeroUsize::MIN.saturating_add(4),
+    );
+    let runtime = base
+        .map_or_else(RuntimeEnvBuilder::new, RuntimeEnvBuilder::from_runtime_env)
+        .with_memory_pool(Arc::new(pool))
+        .build_arc()?;
+    // Sessions whose tasks all ended are forgotten.
+    runtimes.retain(|_, runtime| runtime.strong_count() > 0);
+    if session.is_some() {
+        runtimes.insert(key, Arc::downgrade(&runtime));
+    }
+    Ok(Some(runtime))
 }
 
 /// The memory limit a task's headers carry; `None` when its session has
@@ -410,5 +448,62 @@ impl ChannelResolver for SecretChannels {
             request
         });
         Ok(create_worker_client(BoxCloneSyncChannel::new(signed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{session_runtime, SessionRuntimes, MEMORY_LIMIT, SESSION};
+
+    fn headers(session: &str, limit: usize) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(MEMORY_LIMIT, limit.into());
+        headers.insert(SESSION, session.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn the_tasks_of_a_session_on_a_worker_share_one_memory_pool_of_its_limit() {
+        let runtimes = SessionRuntimes::default();
+        let runtime = |headers: &http::HeaderMap| {
+            session_runtime(&runtimes, headers, None)
+                .unwrap()
+                .expect("a limit")
+        };
+        let first = runtime(&headers("s1", 1 << 20));
+        let limit = first.memory_pool.memory_limit();
+        assert!(
+            matches!(limit, datafusion::execution::memory_pool::MemoryLimit::Finite(n) if n == 1 << 20)
+        );
+        // Another task of the session while the first runs: the same pool.
+        let second = runtime(&headers("s1", 1 << 20));
+        assert!(Arc::ptr_eq(&first, &second));
+        // Another session: a pool of its own.
+        let other = runtime(&headers("s2", 1 << 20));
+        assert!(!Arc::ptr_eq(&first, &other));
+        // Once its tasks ended, the session's next task gets a new pool,
+        // and a session whose tasks all ended is forgotten.
+        let first_pool = Arc::clone(&first.memory_pool);
+        drop((first, second));
+        let again = runtime(&headers("s1", 1 << 20));
+        assert!(!Arc::ptr_eq(&first_pool, &again.memory_pool));
+        drop(other);
+        let _next = runtime(&headers("s4", 1 << 20));
+        let held = runtimes.lock().unwrap();
+        assert!(
+            !held.contains_key(&format!("s2/{}", 1 << 20)),
+            "{:?}",
+            held.keys()
+        );
+        drop(held);
+        // A session without a limit runs in the worker's own runtime.
+        assert!(session_runtime(&runtimes, &http::HeaderMap::new(), None)
+            .unwrap()
+            .is_none());
+        let mut bad = headers("s3", 1);
+        bad.insert(MEMORY_LIMIT, "lots".parse().unwrap());
+        assert!(session_runtime(&runtimes, &bad, None).is_err());
     }
 }

@@ -180,8 +180,10 @@ struct ShippedScan {
     /// scan must have.
     schema: String,
     /// The master's clock (µs) when it sent the task: the worker judges
-    /// `max_age` by it, not by its own clock.
-    now: i64,
+    /// `max_age` by it, not by its own clock (by its own only for a task
+    /// of a master that sends none).
+    #[serde(default)]
+    now: Option<i64>,
 }
 
 /// The description of `plan` a worker runs it from ([`held_scan`]);
@@ -205,7 +207,7 @@ pub fn ship_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<Result<Vec<u8>>> {
         task,
         worker,
         schema: format!("{:?}", scan.schema()),
-        now: request.now.unwrap_or_else(crate::clock::wall_micros),
+        now: Some(request.now.unwrap_or_else(crate::clock::wall_micros)),
     };
     Some(serde_json::to_vec(&shipped).map_err(|e| DataFusionError::External(Box::new(e))))
 }
@@ -232,7 +234,7 @@ pub fn held_scan(db: &Db, shipped: &[u8], worker: &str) -> Result<Arc<dyn Execut
         keep,
         limit: None,
         row_per_row: true,
-        now: Some(shipped.now),
+        now: shipped.now,
     };
     let mut scan =
         WideScanExec::try_new(table.store().clone(), Arc::clone(table.shape()), request, 1)?
@@ -301,7 +303,18 @@ mod tests {
         });
         scan.task = Some("task 0".into());
         let sent: Arc<dyn ExecutionPlan> = Arc::new(scan);
+        let before = crate::clock::wall_micros();
         let shipped = ship_scan(&sent).unwrap().unwrap();
+        let after = crate::clock::wall_micros();
+        // It carries the time it was given, or the master's clock.
+        let carried = serde_json::from_slice::<super::ShippedScan>(&shipped)
+            .unwrap()
+            .now
+            .expect("a time");
+        match now {
+            Some(now) => assert_eq!(carried, now),
+            None => assert!((before..=after).contains(&carried), "{carried}"),
+        }
         let plan = held_scan(db, &shipped, "w1").unwrap();
         let batches = collect(plan, Arc::new(TaskContext::default()))
             .await
