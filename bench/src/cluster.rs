@@ -118,6 +118,8 @@ pub fn w12(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<()> {
             listen: loopback,
             master: master.local_addr().to_string(),
             secret: secret.clone(),
+            tls: None,
+            tls_ca: None,
             insecure: false,
         };
         let server = rt.block_on(WorkerServer::start(worker_db.clone(), options))?;

@@ -125,6 +125,12 @@ enum Command {
         /// The PEM private key of --tls-cert.
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// The PEM certificates a cluster's master or worker that serves
+        /// TLS trusts in the other processes' answers (such as the CA that
+        /// signed their certificates); every call between them then goes
+        /// over TLS.
+        #[arg(long, requires_all = ["tls_cert", "role"], value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
         /// Listen on an address that is not a loopback one without TLS, or
         /// while the database has no users (anyone who reaches it can read
         /// and write every table).
@@ -164,7 +170,7 @@ enum Command {
         master: bool,
         /// Serve as a worker of the master given by --join, with this
         /// database directory as the worker's own.
-        #[arg(long, requires = "join", conflicts_with_all = ["init_admin", "tls_cert"])]
+        #[arg(long, requires = "join", conflicts_with = "init_admin")]
         worker: bool,
         /// The master a worker joins (host:port).
         #[arg(long, value_name = "MASTER_ADDR", requires = "worker")]
@@ -274,6 +280,7 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
             listen,
             tls_cert,
             tls_key,
+            tls_ca,
             insecure,
             init_admin,
             query_timeout,
@@ -293,6 +300,7 @@ fn run_on(db: &Db, command: Command) -> Result<(), CliError> {
                 listen,
                 tls_cert,
                 tls_key,
+                tls_ca,
                 insecure,
                 init_admin,
                 role: match join {

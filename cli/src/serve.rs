@@ -17,6 +17,8 @@ pub(crate) struct ServeArgs {
     pub(crate) listen: SocketAddr,
     pub(crate) tls_cert: Option<PathBuf>,
     pub(crate) tls_key: Option<PathBuf>,
+    /// The certificates a cluster's process trusts in the others'.
+    pub(crate) tls_ca: Option<PathBuf>,
     pub(crate) insecure: bool,
     pub(crate) init_admin: Option<String>,
     pub(crate) role: Role,
@@ -57,10 +59,19 @@ fn read(path: PathBuf) -> Result<Vec<u8>, CliError> {
 
 pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
     log_calls();
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsIdentity {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+        }),
+        _ => None,
+    };
+    let tls_ca = args.tls_ca.map(read).transpose()?;
     let master = match args.role {
         Role::Single => None,
         Role::Master => Some(MasterOptions {
             advertise: args.advertise,
+            tls_ca,
             ..MasterOptions::new(ClusterSecret::from_env()?)
         }),
         Role::Worker { master } => {
@@ -69,6 +80,8 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
                 advertise: args.advertise,
                 master,
                 secret: ClusterSecret::from_env()?,
+                tls,
+                tls_ca,
                 insecure: args.insecure,
             };
             return serve_worker(db, options);
@@ -78,13 +91,6 @@ pub(crate) fn run(db: &Db, args: ServeArgs) -> Result<(), CliError> {
         db.create_user(admin, &admin_password()?, true)?;
         eprintln!("created admin user '{admin}'");
     }
-    let tls = match (args.tls_cert, args.tls_key) {
-        (Some(cert), Some(key)) => Some(TlsIdentity {
-            cert_pem: read(cert)?,
-            key_pem: read(key)?,
-        }),
-        _ => None,
-    };
     let options = ServeOptions {
         listen: args.listen,
         tls,

@@ -11,6 +11,7 @@
 )]
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 #[cfg(unix)]
@@ -82,6 +83,57 @@ fn start_serve(
     (child, addr)
 }
 
+/// A self-signed certificate for `localhost` and 127.0.0.1 and its key,
+/// written to PEM files in `dir`: their paths, and the certificate.
+fn certificate_files(dir: &std::path::Path) -> (PathBuf, PathBuf, String) {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .expect("a certificate");
+    let cert_pem = certified.cert.pem();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, &cert_pem).expect("cert written");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key written");
+    (cert, key, cert_pem)
+}
+
+/// Runs `widesql serve` with `args` and the environment variables `env`,
+/// which must fail before it listens, saying `said`.
+fn refused(db: &std::path::Path, args: &[&str], env: &[(&str, &str)], said: &str) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_widesql"))
+        .arg("--db")
+        .arg(db)
+        .arg("serve")
+        .args(args)
+        .env_remove("WIDESQL_CLUSTER_SECRET")
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // One that serves after all is stopped, not waited for.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("serve is waited for") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{args:?} was not refused: it still runs after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{args:?}");
+    let mut error = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut error)
+        .expect("stderr read");
+    assert!(error.contains(said), "{args:?}: {error}");
+}
+
 /// Stops `widesql serve` with SIG`signal`, which it must end on cleanly;
 /// what it wrote to standard error.
 fn stop(mut child: std::process::Child, signal: &str) -> String {
@@ -110,13 +162,7 @@ fn serve_takes_tls_files_and_a_first_admin_whose_password_is_never_a_flag() {
     use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
     let dir = tempfile::tempdir().expect("a directory");
-    let certified =
-        rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("a certificate");
-    let cert_pem = certified.cert.pem();
-    let cert = dir.path().join("cert.pem");
-    let key = dir.path().join("key.pem");
-    std::fs::write(&cert, &cert_pem).expect("cert written");
-    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key written");
+    let (cert, key, cert_pem) = certificate_files(dir.path());
     let db = dir.path().join("db");
     let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
     let tls = [
@@ -229,41 +275,24 @@ fn serve_runs_a_master_and_a_worker_that_joins_it_with_the_shared_secret() {
     assert!(worker_addr.starts_with("127.0.0.1:"), "{worker_addr}");
 
     // Another secret, or none, and the worker does not start.
-    for env in [
-        &[("WIDESQL_CLUSTER_SECRET", "another-secret-of-a-cluster")][..],
-        &[],
-    ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
-            .arg("--db")
-            .arg(dir.path().join("refused"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--worker", "--join"])
-            .arg(&master_addr)
-            .env_remove("WIDESQL_CLUSTER_SECRET")
-            .envs(env.iter().copied())
-            .output()
-            .expect("the binary runs");
-        assert!(!output.status.success());
-        let error = String::from_utf8_lossy(&output.stderr);
-        let expected = if env.is_empty() {
-            "the cluster secret (WIDESQL_CLUSTER_SECRET) is not set"
-        } else {
-            "cluster secret"
-        };
-        assert!(error.contains(expected), "{error}");
-    }
+    let join = [
+        "--listen",
+        "127.0.0.1:0",
+        "--worker",
+        "--join",
+        &master_addr,
+    ];
+    let refused_db = dir.path().join("refused");
+    let other = [("WIDESQL_CLUSTER_SECRET", "another-secret-of-a-cluster")];
+    refused(&refused_db, &join, &other, "cluster secret");
+    let unset = "the cluster secret (WIDESQL_CLUSTER_SECRET) is not set";
+    refused(&refused_db, &join, &[], unset);
     // A master needs the secret too.
-    let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
-        .arg("--db")
-        .arg(dir.path().join("refused"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--master"])
-        .env_remove("WIDESQL_CLUSTER_SECRET")
-        .output()
-        .expect("the binary runs");
-    assert!(!output.status.success());
-    let error = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        error.contains("(WIDESQL_CLUSTER_SECRET) is not set"),
-        "{error}"
+    refused(
+        &refused_db,
+        &["--listen", "127.0.0.1:0", "--master"],
+        &[],
+        unset,
     );
     // A worker that advertises a host is named by it and its port.
     let mut args = listen.to_vec();
@@ -288,17 +317,7 @@ fn serve_runs_a_master_and_a_worker_that_joins_it_with_the_shared_secret() {
             "--master",
         ),
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_widesql"))
-            .arg("--db")
-            .arg(dir.path().join("refused"))
-            .arg("serve")
-            .args(args)
-            .envs(secret)
-            .output()
-            .expect("the binary runs");
-        assert!(!output.status.success(), "{args:?}");
-        let error = String::from_utf8_lossy(&output.stderr);
-        assert!(error.contains(said), "{args:?}: {error}");
+        refused(&dir.path().join("refused"), args, &secret, said);
     }
     stop(named, "TERM");
     stop(worker, "TERM");
@@ -309,4 +328,65 @@ fn serve_runs_a_master_and_a_worker_that_joins_it_with_the_shared_secret() {
     );
     assert!(log.contains(&format!("http://localhost:{port}")), "{log}");
     assert!(!log.contains("a-secret-of-the-test-cluster"), "{log}");
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_runs_a_cluster_whose_processes_call_each_other_over_tls() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (cert, key, _) = certificate_files(dir.path());
+    let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
+    let secret = [("WIDESQL_CLUSTER_SECRET", "a-secret-of-the-test-cluster")];
+    let tls = [
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-ca",
+        &cert,
+    ];
+    let mut args = tls.to_vec();
+    args.push("--master");
+    let (master, master_addr) = start_serve(&dir.path().join("master"), &args, &secret, "");
+    let mut args = tls.to_vec();
+    args.extend(["--worker", "--join", &master_addr]);
+    let (worker, worker_addr) = start_serve(&dir.path().join("worker"), &args, &secret, "");
+    // Refused: a master of TLS that trusts no certificates, certificates
+    // to trust for a process that is no cluster's, and a worker without
+    // TLS joining a master of TLS.
+    for (args, said) in [
+        (
+            &tls[..6],
+            "give the certificates it trusts in their answers (--tls-ca)",
+        ),
+        (&tls[..], "--master"),
+        (
+            &["--listen", "127.0.0.1:0", "--master", "--tls-ca", &cert][..],
+            "--tls-cert",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--worker",
+                "--join",
+                &master_addr,
+            ][..],
+            "a worker serves TLS exactly when its master does",
+        ),
+    ] {
+        let mut args = args.to_vec();
+        if said.contains("--tls-ca") {
+            args.push("--master");
+        }
+        refused(&dir.path().join("refused"), &args, &secret, said);
+    }
+    stop(worker, "TERM");
+    let log = stop(master, "TERM");
+    assert!(
+        log.contains("worker joined") && log.contains(&format!("https://{worker_addr}")),
+        "{log}"
+    );
 }

@@ -13,7 +13,7 @@ use widesql::Db;
 use std::sync::Arc;
 
 use crate::calls::Work;
-use crate::cluster::{ClusterService, MasterOptions, MasterStores, SECRET_VARIABLE};
+use crate::cluster::{ClusterService, MasterOptions, MasterStores, Peers, SECRET_VARIABLE};
 use crate::service::WideFlightSql;
 use crate::statements::Statements;
 
@@ -24,6 +24,12 @@ pub struct TlsIdentity {
     pub cert_pem: Vec<u8>,
     /// The private key.
     pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TlsIdentity(…)")
+    }
 }
 
 /// How a server listens and what it holds at most.
@@ -211,6 +217,10 @@ pub enum ServeError {
     /// The cluster secret is missing or too weak.
     #[error("the cluster secret ({SECRET_VARIABLE}) {0}")]
     ClusterSecret(String),
+    /// A cluster's processes would not all serve TLS, or one that does
+    /// was given no certificates to trust in the others.
+    #[error("{0}")]
+    ClusterTls(&'static str),
     /// A worker could not join its master.
     #[error("cannot join the master at {master}: {}", .status.message())]
     Join {
@@ -259,9 +269,18 @@ impl Server {
     /// Binds `options.listen` and serves `db` until [`Server::shutdown`].
     pub async fn start(db: Db, options: ServeOptions) -> Result<Server, ServeError> {
         options.check(db.has_users())?;
-        if let Some(master) = &options.master {
-            crate::cluster::reachable_url(options.listen, master.advertise.as_deref())?;
-        }
+        let peers = match &options.master {
+            Some(master) => {
+                let peers = Peers::new(
+                    master.secret.clone(),
+                    options.tls.is_some(),
+                    master.tls_ca.as_deref(),
+                )?;
+                crate::cluster::reachable_url(options.listen, master.advertise.as_deref(), &peers)?;
+                Some(peers)
+            }
+            None => None,
+        };
         let (listener, addr) = bind(options.listen).await?;
         let limits = &options.limits;
         // Keepalives find clients that vanished without closing.
@@ -303,16 +322,17 @@ impl Server {
                 .map_err(ServeError::Tls)?;
         }
         let (stop, stopped) = oneshot::channel::<()>();
-        let (cluster, worker) = match &options.master {
-            Some(master) => {
+        let (cluster, worker) = match (&options.master, peers) {
+            (Some(master), Some(peers)) => {
                 let stores = MasterStores {
-                    secret: master.secret.clone(),
+                    peers: peers.clone(),
                 };
                 widesql::internals::reach_workers(&db, Arc::new(stores));
-                let here = crate::cluster::reachable_url(addr, master.advertise.as_deref())?;
-                let worker = crate::cluster::distribute_queries(&db, &master.secret, &here)
+                let here =
+                    crate::cluster::reachable_url(addr, master.advertise.as_deref(), &peers)?;
+                let worker = crate::cluster::distribute_queries(&db, &peers, &here)
                     .map_err(|e| ServeError::Service(tonic::Status::internal(e.to_string())))?;
-                let cluster = ClusterService::new(db.clone(), master.heartbeat);
+                let cluster = ClusterService::new(db.clone(), master.heartbeat, &peers);
                 (
                     Some(master.secret.guard(cluster)),
                     Some(
@@ -322,7 +342,7 @@ impl Server {
                     ),
                 )
             }
-            None => (None, None),
+            _ => (None, None),
         };
         let serving = builder
             .add_service(service)

@@ -2,7 +2,8 @@
 //! and are listed by `SHOW WORKERS`, up while they call and down once they
 //! stop, up again when they come back; calls between the processes
 //! without the secret, and workers of another secret or of a process that
-//! is not a master, are refused.
+//! is not a master, are refused; a cluster's processes serve TLS all or
+//! none.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,14 @@ use widesql::Db;
 use widesql_server::{
     ClusterSecret, MasterOptions, ServeError, ServeOptions, Server, WorkerOptions, WorkerServer,
 };
+
+#[expect(
+    dead_code,
+    reason = "the cluster helpers are shared by every cluster test; this one uses some"
+)]
+mod common;
+
+use common::{master_options, worker_options, TestTls};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -55,6 +64,8 @@ async fn worker(
         advertise: None,
         master: master.local_addr().to_string(),
         secret: ClusterSecret::new(secret_text)?,
+        tls: None,
+        tls_ca: None,
         insecure: false,
     };
     WorkerServer::start(db.clone(), options).await
@@ -234,6 +245,8 @@ async fn a_worker_needs_a_master_to_reach_and_a_loopback_address() -> Result<(),
         advertise: None,
         master: closed.to_string(),
         secret: secret(SECRET)?,
+        tls: None,
+        tls_ca: None,
         insecure: false,
     };
     match WorkerServer::start(worker_db.clone(), options.clone()).await {
@@ -299,6 +312,149 @@ async fn a_worker_needs_a_master_to_reach_and_a_loopback_address() -> Result<(),
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clusters_processes_serve_tls_all_or_none() -> Result<(), BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let (tls, other) = (TestTls::new()?, TestTls::new()?);
+    let db = Db::open(dirs[0].path())?;
+    // A master that serves TLS must be given the certificates it trusts
+    // in its workers' answers.
+    let mut untrusting = master_options(Some(&tls))?;
+    if let Some(master) = untrusting.master.as_mut() {
+        master.tls_ca = None;
+    }
+    let Err(refused) = Server::start(db.clone(), untrusting).await else {
+        return Err("a master of TLS started trusting no certificate".into());
+    };
+    assert!(matches!(refused, ServeError::ClusterTls(_)), "{refused}");
+    assert!(refused.to_string().contains("(--tls-ca)"), "{refused}");
+    let master = Server::start(db.clone(), master_options(Some(&tls))?).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let joined = |options: WorkerOptions| WorkerServer::start(worker_db.clone(), options);
+    // A worker without TLS cannot join it.
+    match joined(worker_options(&master, ANY_PORT, None)?).await {
+        Err(ServeError::Join { status, .. }) => {
+            assert_eq!(status.code(), Code::Unavailable, "{status}");
+            assert!(
+                status
+                    .message()
+                    .contains("a worker serves TLS exactly when its master does"),
+                "{status}"
+            );
+        }
+        Err(other) => return Err(format!("refused for another reason: {other}").into()),
+        Ok(_) => return Err("a worker without TLS joined a master of TLS".into()),
+    }
+    // Nor can one that does not trust the master's certificate.
+    let distrusting = WorkerOptions {
+        tls_ca: Some(other.ca.clone()),
+        ..worker_options(&master, ANY_PORT, Some(&tls))?
+    };
+    let hint = "a worker serves TLS exactly when its master does";
+    match joined(distrusting).await {
+        Err(ServeError::Join { status, .. }) => {
+            assert_eq!(status.code(), Code::Unavailable, "{status}");
+            assert!(status.message().contains(hint), "{status}");
+        }
+        Err(other) => return Err(format!("refused for another reason: {other}").into()),
+        Ok(_) => return Err("a worker joined a master whose certificate it distrusts".into()),
+    }
+    // A worker with TLS needs certificates to trust, and certificates to
+    // trust are for a worker with TLS.
+    for (options, said) in [
+        (
+            WorkerOptions {
+                tls_ca: None,
+                ..worker_options(&master, ANY_PORT, Some(&tls))?
+            },
+            "(--tls-ca)",
+        ),
+        (
+            WorkerOptions {
+                tls: None,
+                ..worker_options(&master, ANY_PORT, Some(&tls))?
+            },
+            "give --tls-cert and --tls-key too",
+        ),
+    ] {
+        let Err(refused) = joined(options).await else {
+            return Err(format!("a worker started without what {said} asks").into());
+        };
+        assert!(matches!(refused, ServeError::ClusterTls(_)), "{refused}");
+        assert!(refused.to_string().contains(said), "{refused}");
+    }
+    // A worker without TLS never sends the secret beyond this machine,
+    // unless told to.
+    let far = WorkerOptions {
+        master: "db1.invalid:50051".into(),
+        ..worker_options(&master, ANY_PORT, None)?
+    };
+    let Err(refused) = joined(far).await else {
+        return Err("a worker without TLS joined a master on another machine".into());
+    };
+    assert!(
+        refused
+            .to_string()
+            .contains("joins only a master on a loopback address"),
+        "{refused}"
+    );
+    // A worker of TLS never calls its master without it.
+    let in_the_clear = WorkerOptions {
+        master: format!("http://{}", master.local_addr()),
+        ..worker_options(&master, ANY_PORT, Some(&tls))?
+    };
+    match joined(in_the_clear).await {
+        Err(ServeError::Join { status, .. }) => {
+            assert_eq!(status.code(), Code::InvalidArgument, "{status}");
+            assert!(status.message().contains("https:// addresses"), "{status}");
+        }
+        Err(other) => return Err(format!("refused for another reason: {other}").into()),
+        Ok(_) => return Err("a worker called its master without TLS".into()),
+    }
+    // TLS lets a worker listen beyond loopback without --insecure: this
+    // one gets as far as naming itself (and is refused there, before it
+    // listens, for naming no host).
+    let everywhere = WorkerOptions {
+        listen: "0.0.0.0:0".parse()?,
+        ..worker_options(&master, ANY_PORT, Some(&tls))?
+    };
+    let Err(refused) = joined(everywhere).await else {
+        return Err("a worker joined under the name 0.0.0.0".into());
+    };
+    assert!(matches!(refused, ServeError::Advertise { .. }), "{refused}");
+    // A worker of TLS joins under an https:// name.
+    let worker = joined(worker_options(&master, ANY_PORT, Some(&tls))?).await?;
+    until_workers(&db, &[format!("https://{} up", worker.local_addr())]).await?;
+    // Neither process answers a call without TLS.
+    let join = "/widesql.cluster.Cluster/Join";
+    let info = "/worker.WorkerService/GetWorkerInfo";
+    for (addr, path) in [(master.local_addr(), join), (worker.local_addr(), info)] {
+        // Taken, the call would end as the service ends it (the join is
+        // refused for naming no worker, the information given).
+        let answer = call(addr, path, Some(SECRET))
+            .await
+            .map_err(|e| e.to_string());
+        assert!(
+            !matches!(answer, Ok(Code::Ok | Code::InvalidArgument)),
+            "{path} was taken without TLS: {answer:?}"
+        );
+    }
+    worker.shutdown().await?;
+    master.shutdown().await?;
+    // A worker of TLS cannot join a master without it.
+    let (_dir, _db, plain) = self::master().await?;
+    match joined(worker_options(&plain, ANY_PORT, Some(&tls))?).await {
+        Err(ServeError::Join { status, .. }) => {
+            assert_eq!(status.code(), Code::Unavailable, "{status}");
+            assert!(status.message().contains(hint), "{status}");
+        }
+        Err(other) => return Err(format!("refused for another reason: {other}").into()),
+        Ok(_) => return Err("a worker of TLS joined a master without it".into()),
+    }
+    plain.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_that_advertise_a_host_are_reached_at_it() -> Result<(), BoxError> {
     let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
     let db = Db::open(dirs[0].path())?;
@@ -320,6 +476,8 @@ async fn processes_that_advertise_a_host_are_reached_at_it() -> Result<(), BoxEr
             advertise: Some("localhost".into()),
             master: master.local_addr().to_string(),
             secret: secret(SECRET)?,
+            tls: None,
+            tls_ca: None,
             insecure: false,
         },
     )

@@ -12,6 +12,10 @@ use std::process::Command;
 use widesql::internals::{crash_moves_at, MoveStep};
 use widesql::Db;
 
+#[expect(
+    dead_code,
+    reason = "the cluster helpers are shared by every cluster test; this one uses some"
+)]
 mod common;
 
 use common::{lines, master, until_up, worker, BoxError};

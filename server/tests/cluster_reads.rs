@@ -1,15 +1,19 @@
 //! Queries on a cluster: a scan of tablets that three workers hold runs
 //! as one task on each (filters and partial aggregates there, the merge on
 //! the master), gives what one process gives for the same statements, and
-//! fails naming the worker when one that it needs is down.
+//! fails naming the worker when one that it needs is down; so does a
+//! cluster whose processes serve TLS.
 
 use std::time::Duration;
 
 use widesql::{Db, Session, SessionOptions};
+use widesql_server::{Server, WorkerServer};
 
 mod common;
 
-use common::{any_port, lines, master, until_up, worker, BoxError};
+use common::{
+    any_port, lines, master, master_options, until_up, worker, worker_options, BoxError, TestTls,
+};
 
 /// Statements whose answers must be the same on the cluster as on one
 /// process: aggregates over every tablet, ranges over some, joins (one
@@ -237,6 +241,94 @@ async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Re
     )
     .await?;
 
+    for worker in workers {
+        worker.shutdown().await?;
+    }
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_processes_serve_tls_answers_as_one_process() -> Result<(), BoxError> {
+    let dirs = [
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+    ];
+    let tls = TestTls::new()?;
+    let db = Db::open(dirs[0].path())?;
+    let master = Server::start(db.clone(), master_options(Some(&tls))?).await?;
+    let mut workers = Vec::new();
+    for dir in &dirs[1..3] {
+        let options = worker_options(&master, any_port(), Some(&tls))?;
+        workers.push(WorkerServer::start(Db::open(dir.path())?, options).await?);
+    }
+    // The workers are named, and called, at https:// addresses.
+    let urls: Vec<String> = workers
+        .iter()
+        .map(|w| format!("https://{}", w.local_addr()))
+        .collect();
+    until_up(&db, 2).await?;
+    let (mut up, mut named) = (db.workers().up(), urls.clone());
+    up.sort();
+    named.sort();
+    assert_eq!(up, named);
+    let single_db = Db::open(dirs[3].path())?;
+    let (cluster, single) = (db.session(), single_db.session());
+    for session in [&cluster, &single] {
+        session.run(SETUP).await?;
+    }
+    // Moves copy the rows to the workers over TLS.
+    cluster
+        .run(&format!(
+            "ALTER TABLE t SPLIT AT ('k1500'); \
+             ALTER TABLE t MOVE TABLET AT ('k0000') TO '{}'; \
+             ALTER TABLE t MOVE TABLET AT ('k1500') TO '{}'",
+            urls[0], urls[1]
+        ))
+        .await?;
+    // The master's own copy goes, so the rows can only come from the
+    // workers.
+    widesql::internals::remove_moved_away(&db)?;
+    let table = db.open_table("default", "public", "t")?.id();
+    assert_eq!(widesql::internals::stored_entries(&db, table)?, 0);
+    // Tasks on the workers, the master's stages whose output they read
+    // (the join with `u`, which the master serves), and the master's
+    // reads of one worker's tablet all answer as one process does.
+    for sql in QUERIES {
+        both(&cluster, &single, sql).await?;
+    }
+    both(
+        &cluster,
+        &single,
+        "SELECT count(*), sum(v) FROM t WHERE _key < 'k0500'",
+    )
+    .await?;
+    let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[0]))
+        .await?
+        .concat();
+    for url in &urls {
+        assert!(plan.contains(&format!("on {url}")), "{url}: {plan}");
+    }
+    // The join runs on the workers, which read the scan of `u` from the
+    // master's one task.
+    let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[7]))
+        .await?
+        .join("\n");
+    let stages: Vec<&str> = plan.split("───── Stage").skip(1).collect();
+    let stage_of = |what: &str| {
+        stages
+            .iter()
+            .find(|stage| stage.contains(what))
+            .map(|stage| stage.lines().next().unwrap_or_default())
+            .ok_or_else(|| format!("no stage runs {what}: {plan}"))
+    };
+    assert!(stage_of("HashJoinExec")?.contains("tasks=2"), "{plan}");
+    assert!(
+        stage_of("WideScanExec: table=default.public.u")?.contains("tasks=1"),
+        "{plan}"
+    );
     for worker in workers {
         worker.shutdown().await?;
     }

@@ -8,6 +8,10 @@ use std::time::{Duration, Instant};
 
 use widesql::Db;
 
+#[expect(
+    dead_code,
+    reason = "the cluster helpers are shared by every cluster test; this one uses some"
+)]
 mod common;
 
 use common::{any_port, lines, master, until_up, worker, BoxError};

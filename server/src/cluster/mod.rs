@@ -12,9 +12,11 @@
 //! call between the
 //! processes carries the secret they share ([`secret`]), and each
 //! process's cluster services refuse a call without it before reading its
-//! message.
+//! message. A cluster whose processes serve TLS makes every call between
+//! them over TLS ([`peers`]).
 
 mod data;
+mod peers;
 mod protocol;
 mod reads;
 mod remote;
@@ -23,6 +25,7 @@ mod worker;
 
 use std::time::Duration;
 
+pub(crate) use peers::Peers;
 pub(crate) use protocol::ClusterService;
 pub(crate) use reads::{distribute_queries, refuse_plans, worker_service};
 pub(crate) use remote::MasterStores;
@@ -41,6 +44,11 @@ pub struct MasterOptions {
     /// on the port it listens on; `None`: the address it listens on,
     /// which must then not be an unspecified one (`0.0.0.0`, `::`).
     pub advertise: Option<String>,
+    /// The certificates (PEM) the master trusts in its workers' answers,
+    /// such as the CA that signed their certificates: needed exactly when
+    /// the server serves TLS. Its workers then serve TLS too, and every
+    /// call between the processes goes over TLS.
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 impl MasterOptions {
@@ -51,19 +59,23 @@ impl MasterOptions {
             secret,
             heartbeat: Duration::from_secs(1),
             advertise: None,
+            tls_ca: None,
         }
     }
 }
 
-/// The URL the other processes of a cluster reach a process at that
-/// listens on `addr` and calls itself `advertise` (a host name or an
+/// The URL the other processes of a cluster (`peers`) reach a process at
+/// that listens on `addr` and calls itself `advertise` (a host name or an
 /// address, without a port: the port is the one it listens on). An
 /// unspecified address (`0.0.0.0`, `::`) names no host another process can
-/// dial, so it needs `advertise`.
+/// dial, so it needs `advertise`. Its scheme is the cluster's
+/// ([`Peers::scheme`]).
 pub(crate) fn reachable_url(
     addr: std::net::SocketAddr,
     advertise: Option<&str>,
+    peers: &Peers,
 ) -> Result<String, crate::ServeError> {
+    let scheme = peers.scheme();
     let refused = || crate::ServeError::Advertise {
         addr,
         advertise: advertise.map(str::to_string),
@@ -71,7 +83,7 @@ pub(crate) fn reachable_url(
     let Some(host) = advertise else {
         return match addr.ip().is_unspecified() {
             true => Err(refused()),
-            false => Ok(format!("http://{addr}")),
+            false => Ok(format!("{scheme}://{addr}")),
         };
     };
     // A host as a URL reads it: `127.1` is 127.0.0.1, `0` is 0.0.0.0, and
@@ -95,7 +107,7 @@ pub(crate) fn reachable_url(
         None => false,
     };
     match (only_a_host, reachable, url.host_str()) {
-        (true, true, Some(host)) => Ok(format!("http://{host}:{port}")),
+        (true, true, Some(host)) => Ok(format!("{scheme}://{host}:{port}")),
         _ => Err(refused()),
     }
 }
@@ -119,14 +131,26 @@ fn is_host_name(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::reachable_url;
+    use super::{reachable_url, ClusterSecret, Peers};
     use crate::ServeError;
 
     #[test]
     fn a_process_is_reached_at_the_host_it_advertises_on_the_port_it_listens_on() {
         let listen = "127.0.0.1:5000".parse().unwrap();
-        let url = |host| reachable_url(listen, host).map_err(|e| e.to_string());
+        let plain = Peers::plain(ClusterSecret::new("sixteen-chars-ok").unwrap());
+        let url = |host| reachable_url(listen, host, &plain).map_err(|e| e.to_string());
         assert_eq!(url(None).unwrap(), "http://127.0.0.1:5000");
+        // In a cluster that encrypts its calls, over TLS.
+        let pem = rcgen::generate_simple_self_signed(vec!["db1".into()])
+            .unwrap()
+            .cert
+            .pem();
+        let secret = ClusterSecret::new("sixteen-chars-ok").unwrap();
+        let encrypted = Peers::new(secret, true, Some(pem.as_bytes())).unwrap();
+        assert_eq!(
+            reachable_url(listen, Some("db1"), &encrypted).unwrap(),
+            "https://db1:5000"
+        );
         assert_eq!(
             url(Some("db1.example.com")).unwrap(),
             "http://db1.example.com:5000"
@@ -163,14 +187,14 @@ mod tests {
             );
         }
         for anywhere in ["0.0.0.0:5000", "[::]:5000"] {
-            let error = reachable_url(anywhere.parse().unwrap(), None).unwrap_err();
+            let error = reachable_url(anywhere.parse().unwrap(), None, &plain).unwrap_err();
             assert!(matches!(error, ServeError::Advertise { .. }), "{error}");
             assert!(
                 error.to_string().contains("give --advertise HOST"),
                 "{error}"
             );
             // Given a host, it is reached there.
-            let url = reachable_url(anywhere.parse().unwrap(), Some("db1")).unwrap();
+            let url = reachable_url(anywhere.parse().unwrap(), Some("db1"), &plain).unwrap();
             assert_eq!(url, "http://db1:5000");
         }
     }

@@ -16,7 +16,7 @@ use tonic_prost::ProstCodec;
 use tower_service::Service;
 use widesql::Db;
 
-use super::ClusterSecret;
+use super::{ClusterSecret, Peers};
 
 /// The path of `Join`.
 const JOIN: &str = "/widesql.cluster.Cluster/Join";
@@ -24,7 +24,8 @@ const JOIN: &str = "/widesql.cluster.Cluster/Join";
 /// A worker's call to join the cluster (and its heartbeat).
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct JoinRequest {
-    /// The address the worker serves on: `http://host:port`.
+    /// The address the worker serves on: `http://host:port`, or
+    /// `https://host:port` in a cluster that encrypts its calls.
     #[prost(string, tag = "1")]
     pub(crate) worker: String,
 }
@@ -43,16 +44,22 @@ pub(crate) struct JoinReply {
 pub(crate) struct ClusterService {
     db: Db,
     heartbeat: Duration,
+    /// The scheme of its workers' addresses ([`Peers::scheme`]).
+    scheme: &'static str,
 }
 
 impl ClusterService {
     /// A worker not heard from for this many heartbeats is down.
     pub(crate) const MISSED_HEARTBEATS: u32 = 3;
 
-    pub(crate) fn new(db: Db, heartbeat: Duration) -> Self {
+    pub(crate) fn new(db: Db, heartbeat: Duration, peers: &Peers) -> Self {
         db.workers()
             .set_down_after(heartbeat.saturating_mul(Self::MISSED_HEARTBEATS));
-        ClusterService { db, heartbeat }
+        ClusterService {
+            db,
+            heartbeat,
+            scheme: peers.scheme(),
+        }
     }
 }
 
@@ -94,7 +101,7 @@ impl UnaryService<JoinRequest> for ClusterService {
 
 impl ClusterService {
     fn join(&self, worker: &str) -> Result<Response<JoinReply>, Status> {
-        check_worker_address(worker)?;
+        check_worker_address(worker, self.scheme)?;
         if self.db.workers().heard_from(worker) {
             tracing::info!(worker, "worker joined");
         }
@@ -104,20 +111,34 @@ impl ClusterService {
     }
 }
 
-/// A worker is named by the address it serves on, `http://host:port`,
-/// which the master calls it back at.
-fn check_worker_address(worker: &str) -> Result<(), Status> {
+/// A worker is named by the address it serves on, `http://host:port`
+/// (`https://` when the cluster encrypts its calls: `scheme`), which the
+/// master calls it back at.
+fn check_worker_address(worker: &str, scheme: &str) -> Result<(), Status> {
     let refused = |why: &str| {
         Err(Status::invalid_argument(format!(
             "the worker address '{worker}' {why}; a worker is named by the address it listens \
-             on, as http://host:port"
+             on, as {scheme}://host:port"
         )))
     };
     let Ok(uri) = worker.parse::<http::Uri>() else {
         return refused("is not an address");
     };
-    if uri.scheme_str() != Some("http") {
-        return refused("does not start with http://");
+    match uri.scheme_str() {
+        Some(s) if s == scheme => {}
+        Some("https") => {
+            return refused(
+                "serves TLS, and this master does not: a cluster's processes serve TLS all or \
+                 none",
+            )
+        }
+        Some("http") => {
+            return refused(
+                "serves no TLS, and this master does: start the worker with --tls-cert, \
+                 --tls-key and --tls-ca",
+            )
+        }
+        _ => return refused(&format!("does not start with {scheme}://")),
     }
     match uri.authority() {
         Some(authority) if authority.port_u16().is_some_and(|p| p != 0) => {}
@@ -162,32 +183,47 @@ mod tests {
         let db = Db::open(dir.path())?;
         let options = crate::MasterOptions::new(ClusterSecret::new("sixteen-chars-ok")?);
         assert_eq!(options.heartbeat, Duration::from_secs(1));
-        ClusterService::new(db.clone(), options.heartbeat);
+        ClusterService::new(db.clone(), options.heartbeat, &Peers::plain(options.secret));
         assert_eq!(db.workers().down_after(), Duration::from_secs(3));
         Ok(())
     }
 
     #[test]
-    fn a_worker_is_named_by_an_http_address_with_a_port() {
+    fn a_worker_is_named_by_an_address_of_the_clusters_scheme_with_a_port() {
         for good in [
             "http://127.0.0.1:7001",
             "http://worker-1:7001/",
             "http://[::1]:9",
         ] {
-            assert!(check_worker_address(good).is_ok(), "{good}");
+            assert!(check_worker_address(good, "http").is_ok(), "{good}");
+            let encrypted = good.replace("http://", "https://");
+            assert!(
+                check_worker_address(&encrypted, "https").is_ok(),
+                "{encrypted}"
+            );
         }
-        for bad in [
-            "127.0.0.1:7001",
-            "https://127.0.0.1:7001",
-            "http://127.0.0.1",
-            "http://127.0.0.1:0",
-            "http://127.0.0.1:7001/x",
-            "http://127.0.0.1:7001/?a",
-            "",
+        for (bad, scheme) in [
+            ("127.0.0.1:7001", "http"),
+            ("https://127.0.0.1:7001", "http"),
+            ("http://127.0.0.1:7001", "https"),
+            ("ftp://127.0.0.1:7001", "https"),
+            ("http://127.0.0.1", "http"),
+            ("http://127.0.0.1:0", "http"),
+            ("https://127.0.0.1:7001/x", "https"),
+            ("http://127.0.0.1:7001/?a", "http"),
+            ("", "http"),
         ] {
-            let refused = check_worker_address(bad).expect_err(bad);
+            let refused = check_worker_address(bad, scheme).expect_err(bad);
             assert_eq!(refused.code(), tonic::Code::InvalidArgument);
             assert!(refused.message().contains(bad), "{}", refused.message());
         }
+        let refused = check_worker_address("http://w:1", "https").unwrap_err();
+        assert!(
+            refused
+                .message()
+                .contains("start the worker with --tls-cert"),
+            "{}",
+            refused.message()
+        );
     }
 }

@@ -39,7 +39,7 @@ use widesql::internals::{self, SessionHook};
 use widesql::{Db, Workers};
 
 use super::remote::worker_endpoint;
-use super::ClusterSecret;
+use super::Peers;
 
 /// Makes every session `db` opens plan its queries over the workers that
 /// joined it (the master calls it once, when it starts, with the URL its
@@ -47,13 +47,9 @@ use super::ClusterSecret;
 /// one task (a scan that stays on the master, a merge): it runs them in
 /// process, and serves their output to the workers from the worker this
 /// returns (behind [`refuse_plans`]).
-pub(crate) fn distribute_queries(
-    db: &Db,
-    secret: &ClusterSecret,
-    reached_at: &str,
-) -> Result<Worker> {
+pub(crate) fn distribute_queries(db: &Db, peers: &Peers, reached_at: &str) -> Result<Worker> {
     let workers = Arc::clone(db.workers());
-    let channels = SecretChannels::new(secret.clone());
+    let channels = SecretChannels::new(peers.clone());
     let here = worker_of(None, channels.clone());
     let here_url = worker_url(reached_at)?;
     let local = here.clone();
@@ -119,8 +115,8 @@ pub(crate) fn refuse_plans(
 
 /// datafusion-distributed's worker service of the worker named `name`,
 /// running the tasks it is sent over the tablets `db` holds.
-pub(crate) fn worker_service(db: Db, secret: ClusterSecret, name: String) -> Worker {
-    worker_of(Some((db, name)), SecretChannels::new(secret))
+pub(crate) fn worker_service(db: Db, peers: Peers, name: String) -> Worker {
+    worker_of(Some((db, name)), SecretChannels::new(peers))
 }
 
 /// The header that carries the memory limit of the session whose query a
@@ -407,21 +403,21 @@ impl WorkerResolver for UpWorkers {
     }
 }
 
-/// Channels to workers whose calls carry the cluster secret, connected
-/// as the master's other calls to workers are (a 2 s connect timeout,
-/// HTTP/2 pings); one per worker, shared by every session (clones share
-/// them).
+/// Channels to workers whose calls carry the cluster secret (over TLS in
+/// a cluster that encrypts its calls), connected as the master's other
+/// calls to workers are (a 2 s connect timeout, HTTP/2 pings); one per
+/// worker, shared by every session (clones share them).
 #[derive(Clone)]
 struct SecretChannels {
     channels: Arc<Mutex<HashMap<Url, Channel>>>,
-    secret: ClusterSecret,
+    peers: Peers,
 }
 
 impl SecretChannels {
-    fn new(secret: ClusterSecret) -> Self {
+    fn new(peers: Peers) -> Self {
         SecretChannels {
             channels: Arc::default(),
-            secret,
+            peers,
         }
     }
 
@@ -431,7 +427,8 @@ impl SecretChannels {
         if let Some(channel) = channels.get(url) {
             return Ok(channel.clone());
         }
-        let endpoint = worker_endpoint(url.as_str()).map_err(DataFusionError::Execution)?;
+        let endpoint =
+            worker_endpoint(url.as_str(), &self.peers).map_err(DataFusionError::Execution)?;
         let channel = endpoint.connect_lazy();
         channels.insert(url.clone(), channel.clone());
         Ok(channel)
@@ -442,7 +439,7 @@ impl SecretChannels {
 impl ChannelResolver for SecretChannels {
     async fn get_worker_client_for_url(&self, url: &Url) -> Result<Box<dyn WorkerChannel>> {
         let channel = self.channel(url)?;
-        let secret = self.secret.clone();
+        let secret = self.peers.secret.clone();
         let signed = channel.map_request(move |mut request: http::Request<tonic::body::Body>| {
             secret.add_to(request.headers_mut());
             request

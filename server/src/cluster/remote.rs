@@ -20,7 +20,7 @@ use super::data::{
     from_bound, Applied, ApplyRequest, DropRequest, Dropped, Entries, ScanRequest,
     TreeWritesMessage, WriteMessage, APPLY, CALL_WAIT, DROP, SCAN,
 };
-use super::ClusterSecret;
+use super::{ClusterSecret, Peers};
 
 /// The runtime the master's calls to its workers run on: storage calls
 /// are synchronous, and a caller may be a thread of another runtime,
@@ -53,7 +53,7 @@ pub struct RemoteStore {
 
 #[derive(Debug)]
 struct Client {
-    /// `worker http://host:port`, for messages.
+    /// `worker http://host:port` (or `https://`), for messages.
     name: String,
     channel: Channel,
     secret: ClusterSecret,
@@ -98,11 +98,12 @@ impl Client {
     }
 }
 
-/// Where a worker is called: a connection fails after 2 s, and pings
-/// find a worker whose host went away mid-call.
-pub(super) fn worker_endpoint(worker: &str) -> Result<Endpoint, String> {
-    Ok(Endpoint::from_shared(worker.to_string())
-        .map_err(|e| format!("'{worker}' is not a worker address: {e}"))?
+/// Where a worker is called (`peers` say how): a connection fails after
+/// 2 s, and pings find a worker whose host went away mid-call.
+pub(super) fn worker_endpoint(worker: &str, peers: &Peers) -> Result<Endpoint, String> {
+    Ok(peers
+        .endpoint(worker)
+        .map_err(|e| format!("worker {e}"))?
         .connect_timeout(Duration::from_secs(2))
         .http2_keep_alive_interval(Duration::from_secs(10))
         .keep_alive_timeout(Duration::from_secs(10))
@@ -111,17 +112,23 @@ pub(super) fn worker_endpoint(worker: &str) -> Result<Endpoint, String> {
 }
 
 impl RemoteStore {
-    /// The store of the worker at `worker` (`http://host:port`); nothing
-    /// is called until it is used.
+    /// The store of the worker at `worker` (`http://host:port`) of a
+    /// cluster that does not encrypt its calls; nothing is called until it
+    /// is used.
     pub fn new(worker: &str, secret: ClusterSecret) -> Result<RemoteStore, BackendError> {
-        let endpoint = worker_endpoint(worker)?.timeout(CALL_WAIT);
+        RemoteStore::of(worker, &Peers::plain(secret))
+    }
+
+    /// The store of the worker at `worker`, called as `peers` call.
+    pub(crate) fn of(worker: &str, peers: &Peers) -> Result<RemoteStore, BackendError> {
+        let endpoint = worker_endpoint(worker, peers)?.timeout(CALL_WAIT);
         // The channel's background task runs on the cluster's runtime.
         let _inside = io().enter();
         Ok(RemoteStore {
             client: Arc::new(Client {
                 name: format!("worker {worker}"),
                 channel: endpoint.connect_lazy(),
-                secret,
+                secret: peers.secret.clone(),
             }),
         })
     }
@@ -199,12 +206,12 @@ impl Backend for RemoteStore {
 /// How a master reaches its workers' stores: a [`RemoteStore`] each.
 #[derive(Debug)]
 pub(crate) struct MasterStores {
-    pub(crate) secret: ClusterSecret,
+    pub(crate) peers: Peers,
 }
 
 impl WorkerStores for MasterStores {
     fn store(&self, worker: &str) -> Result<Arc<dyn Backend>, BackendError> {
-        Ok(Arc::new(RemoteStore::new(worker, self.secret.clone())?))
+        Ok(Arc::new(RemoteStore::of(worker, &self.peers)?))
     }
 }
 

@@ -2,7 +2,8 @@
 //! datafusion-distributed's worker service (the tasks of distributed
 //! queries the master sends it) behind the cluster secret, and joins the
 //! master, calling again every heartbeat so that the master knows it is
-//! up. A master that restarts learns of it at its next heartbeat.
+//! up. A master that restarts learns of it at its next heartbeat. A worker
+//! serves TLS exactly when its master does.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,13 +11,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, Endpoint, Identity, ServerTlsConfig};
 use widesql::Db;
 
 use super::data::TabletDataService;
 use super::protocol::join;
-use super::{worker_service, ClusterSecret};
-use crate::ServeError;
+use super::{worker_service, ClusterSecret, Peers};
+use crate::{ServeError, TlsIdentity};
 
 /// How a worker listens and which master it joins.
 #[derive(Clone, Debug)]
@@ -28,12 +29,20 @@ pub struct WorkerOptions {
     /// on the port it listens on; `None`: the address it listens on,
     /// which must then not be an unspecified one (`0.0.0.0`, `::`).
     pub advertise: Option<String>,
-    /// The master's address, `host:port` or `http://host:port`.
+    /// The master's address, `host:port` (called over TLS when the worker
+    /// serves TLS), `http://host:port` or `https://host:port`.
     pub master: String,
     /// The secret the cluster shares.
     pub secret: ClusterSecret,
-    /// Listen on an address other than a loopback one: calls between the
-    /// processes of a cluster are authenticated by the secret but not
+    /// Serve TLS with this identity, as the master does: every call
+    /// between the processes then goes over TLS.
+    pub tls: Option<TlsIdentity>,
+    /// The certificates (PEM) the worker trusts in the answers of the
+    /// master and the other workers, such as the CA that signed their
+    /// certificates: needed exactly with `tls`.
+    pub tls_ca: Option<Vec<u8>>,
+    /// Listen on an address other than a loopback one without TLS: calls
+    /// between the processes are then authenticated by the secret but not
     /// encrypted.
     pub insecure: bool,
 }
@@ -53,29 +62,51 @@ impl WorkerServer {
     /// a process that is not a master).
     pub async fn start(db: Db, options: WorkerOptions) -> Result<WorkerServer, ServeError> {
         let addr = options.listen;
-        if !addr.ip().is_loopback() && !options.insecure {
+        if !addr.ip().is_loopback() && options.tls.is_none() && !options.insecure {
             return Err(ServeError::Insecure {
                 addr,
-                reason: "calls between the processes of a cluster are not encrypted",
+                reason: "without TLS (--tls-cert, --tls-key and --tls-ca, which its master must \
+                         have too), calls between the processes of a cluster are not encrypted",
             });
         }
-        super::reachable_url(addr, options.advertise.as_deref())?;
+        let peers = Peers::new(
+            options.secret.clone(),
+            options.tls.is_some(),
+            options.tls_ca.as_deref(),
+        )?;
+        super::reachable_url(addr, options.advertise.as_deref(), &peers)?;
+        let master = master_channel(&options.master, &peers)?;
+        if !options.insecure && !peers.encrypted() && !is_loopback(master.uri()) {
+            return Err(ServeError::ClusterTls(
+                "a worker without TLS joins only a master on a loopback address: its calls, \
+                 and the cluster secret they carry, would cross the network in the clear; give \
+                 --tls-cert, --tls-key and --tls-ca (which its master must have too), or \
+                 --insecure",
+            ));
+        }
+        let master = master.connect_lazy();
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = &options.tls {
+            let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
+            builder = builder
+                .tls_config(ServerTlsConfig::new().identity(identity))
+                .map_err(ServeError::Tls)?;
+        }
         let (listener, addr) = crate::server::bind(addr).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let name = super::reachable_url(addr, options.advertise.as_deref())?;
-        let worker = worker_service(db.clone(), options.secret.clone(), name.clone());
+        let name = super::reachable_url(addr, options.advertise.as_deref(), &peers)?;
+        let worker = worker_service(db.clone(), peers, name.clone());
         let worker = worker.into_worker_server();
         let worker = options.secret.guard(worker);
         let (stop, stopped) = oneshot::channel::<()>();
         let data = options.secret.guard(TabletDataService::new(db.clone()));
-        let serving = tonic::transport::Server::builder()
+        let serving = builder
             .add_service(worker)
             .add_service(data)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             });
         let task = tokio::spawn(serving);
-        let master = master_channel(&options.master)?;
         let first = match join(&master, &options.secret, &name).await {
             Ok(first) => first,
             Err(status) => {
@@ -86,6 +117,16 @@ impl WorkerServer {
                     tonic::Code::Unimplemented => tonic::Status::unimplemented(
                         "it is not a cluster's master (a master is started with --master)",
                     ),
+                    // Not the master's answer but the connection's: one
+                    // side may speak TLS and the other not.
+                    tonic::Code::Unavailable
+                    | tonic::Code::Internal
+                    | tonic::Code::Unknown
+                    | tonic::Code::Cancelled => tonic::Status::unavailable(format!(
+                        "{} (if the master is up: a worker serves TLS exactly when its master \
+                         does, and trusts the certificate the master serves)",
+                        status.message()
+                    )),
                     _ => status,
                 };
                 return Err(ServeError::Join {
@@ -130,23 +171,32 @@ impl WorkerServer {
     }
 }
 
-/// A channel to the master, connected on first use (and again after the
+/// Where the master is called, as `peers` call (over TLS when the worker
+/// serves TLS); its channel connects on first use (and again after the
 /// master restarts).
-fn master_channel(master: &str) -> Result<Channel, ServeError> {
+fn master_channel(master: &str, peers: &Peers) -> Result<Endpoint, ServeError> {
     let url = if master.contains("://") {
         master.to_string()
     } else {
-        format!("http://{master}")
+        format!("{}://{master}", peers.scheme())
     };
-    let refused = |why: String| ServeError::Join {
+    let endpoint = peers.endpoint(&url).map_err(|why| ServeError::Join {
         master: master.to_string(),
         status: tonic::Status::invalid_argument(why),
-    };
-    let endpoint = Endpoint::from_shared(url)
-        .map_err(|e| refused(format!("not an address: {e}")))?
+    })?;
+    Ok(endpoint
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(5));
-    Ok(endpoint.connect_lazy())
+        .timeout(Duration::from_secs(5)))
+}
+
+/// Whether `uri` names this machine: a loopback address or `localhost`.
+fn is_loopback(uri: &http::Uri) -> bool {
+    let host = uri.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
 }
 
 /// Calls the master every `every`, as long as the worker runs; a failed

@@ -55,6 +55,8 @@ fn serve_worker(spec: &str) -> Result<(), BoxError> {
             advertise: None,
             master: master.to_string(),
             secret: ClusterSecret::new(SECRET)?,
+            tls: None,
+            tls_ca: None,
             insecure: false,
         };
         let worker = WorkerServer::start(db, options).await?;
