@@ -116,6 +116,7 @@ pub fn w12(config: &Config, pages: &[Page], ratios: &mut Ratios) -> Res<()> {
         )?;
         let options = WorkerOptions {
             listen: loopback,
+            advertise: None,
             master: master.local_addr().to_string(),
             secret: secret.clone(),
             tls: None,

@@ -142,6 +142,53 @@ async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Re
         stage.contains("tasks=3") && stage.contains("SortExec:"),
         "{plan}"
     );
+    // So does a limit the session SETs, and every other setting it
+    // changes: its tasks on the workers run under them.
+    let setting = db.session();
+    setting
+        .run("SET datafusion.runtime.memory_limit = '64K'")
+        .await?;
+    let error = setting
+        .run(sorted)
+        .await
+        .expect_err("a worker's sort takes more than the 64 KiB SET")
+        .to_string();
+    assert!(error.contains("ExternalSorter"), "{error}");
+    let counted = "SELECT count(*) FROM t WHERE v % 3 = 0";
+    let batches = |plan: &str| -> Result<usize, BoxError> {
+        let (_, stage) = plan
+            .split_once("───── Stage 1")
+            .ok_or_else(|| format!("no stage of tasks: {plan}"))?;
+        let filter = stage
+            .lines()
+            .find(|line| line.contains("FilterExec:"))
+            .ok_or_else(|| format!("no filter in the tasks: {plan}"))?;
+        let count = filter
+            .split("output_batches=")
+            .nth(1)
+            .and_then(|rest| rest.split([',', ']']).next())
+            .ok_or_else(|| format!("no batches counted: {filter}"))?;
+        Ok(count.trim().parse()?)
+    };
+    let before = batches(
+        &lines(&cluster, &format!("EXPLAIN ANALYZE {counted}"))
+            .await?
+            .join("\n"),
+    )?;
+    cluster
+        .run("SET datafusion.execution.batch_size = 50")
+        .await?;
+    let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {counted}"))
+        .await?
+        .join("\n");
+    // A thousand rows pass the filter on the workers: at most a batch per
+    // partition before, at least twenty of 50 rows after.
+    let after = batches(&plan)?;
+    assert!(
+        after >= 20 && after > before,
+        "{before} then {after}: {plan}"
+    );
+    cluster.run("RESET datafusion.execution.batch_size").await?;
 
     // The plan sends one task to each worker the keys reach.
     let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[0]))

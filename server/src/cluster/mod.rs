@@ -21,6 +21,7 @@ mod protocol;
 mod reads;
 mod remote;
 mod secret;
+mod task_settings;
 mod worker;
 
 use std::time::Duration;

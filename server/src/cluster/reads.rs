@@ -13,15 +13,13 @@
 //! the workers' tablets through the storage routes, as before.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{internal_err, DataFusionError, Result};
-use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryLimit, TrackConsumersPool};
-use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-use datafusion::execution::{SessionStateBuilder, TaskContext};
+use datafusion::execution::memory_pool::MemoryLimit;
+use datafusion::execution::{SessionState, SessionStateBuilder, TaskContext};
 use datafusion::physical_plan::Distribution;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_distributed::grpc::{create_worker_client, BoxCloneSyncChannel};
@@ -39,6 +37,7 @@ use widesql::internals::{self, SessionHook};
 use widesql::{Db, Workers};
 
 use super::remote::worker_endpoint;
+use super::task_settings::{self, apply_settings, session_runtime, SessionRuntimes};
 use super::Peers;
 
 /// Makes every session `db` opens plan its queries over the workers that
@@ -48,26 +47,51 @@ use super::Peers;
 /// process, and serves their output to the workers from the worker this
 /// returns (behind [`refuse_plans`]).
 pub(crate) fn distribute_queries(db: &Db, peers: &Peers, reached_at: &str) -> Result<Worker> {
-    let workers = Arc::clone(db.workers());
     let channels = SecretChannels::new(peers.clone());
     let here = worker_of(None, channels.clone());
-    let here_url = worker_url(reached_at)?;
-    let local = here.clone();
-    let hook: SessionHook = Arc::new(move |builder: SessionStateBuilder| {
+    let hook = MasterSessions {
+        workers: Arc::clone(db.workers()),
+        channels,
+        here: here.clone(),
+        here_url: worker_url(reached_at)?,
+    };
+    if !internals::extend_sessions(db, Arc::new(hook)) {
+        return Err(DataFusionError::Execution(
+            "the database already serves a cluster's master in this process".to_string(),
+        ));
+    }
+    Ok(here)
+}
+
+/// The sessions of a master: they plan over its workers, and their tasks
+/// carry their memory limit and settings ([`task_settings`]).
+struct MasterSessions {
+    workers: Arc<Workers>,
+    channels: SecretChannels,
+    /// The master's own worker, and the URL the workers reach it at.
+    here: Worker,
+    here_url: Url,
+}
+
+impl SessionHook for MasterSessions {
+    fn build(&self, builder: SessionStateBuilder) -> SessionStateBuilder {
+        let workers = &self.workers;
+        let local = self.here.to_local_worker_context(self.here_url.clone());
         let mut builder = builder
-            .with_distributed_local_worker_context(local.to_local_worker_context(here_url.clone()))
-            .with_distributed_worker_resolver(UpWorkers(Arc::clone(&workers)))
-            .with_distributed_channel_resolver(channels.clone())
+            .with_distributed_local_worker_context(local)
+            .with_distributed_worker_resolver(UpWorkers(Arc::clone(workers)))
+            .with_distributed_channel_resolver(self.channels.clone())
             .with_distributed_user_codec(ScanCodec { held: None })
-            .with_distributed_desired_task_count_handler(desired_tasks(Arc::clone(&workers)))
+            .with_distributed_desired_task_count_handler(desired_tasks(Arc::clone(workers)))
             .with_distributed_scale_up_leaf_node_handler(scale_up)
-            .with_distributed_route_tasks_handler(route_tasks(Arc::clone(&workers)))
+            .with_distributed_route_tasks_handler(route_tasks(Arc::clone(workers)))
             .with_distributed_planner();
-        // The session's memory limit, which its tasks on workers keep.
         let limit = builder
             .runtime_env()
             .as_ref()
-            .map(|runtime| runtime.memory_pool.memory_limit());
+            .map_or(MemoryLimit::Infinite, |runtime| {
+                runtime.memory_pool.memory_limit()
+            });
         // A union's children would share a stage's task numbers, which
         // route each task to its tablets' worker; a task sent to another
         // worker fails there (see `held_scan`), never reads the wrong
@@ -76,25 +100,18 @@ pub(crate) fn distribute_queries(db: &Db, peers: &Peers, reached_at: &str) -> Re
         if let Err(e) = config.set_distributed_children_isolator_unions(false) {
             tracing::warn!(error = %e, "unions of scans on workers will fail");
         }
-        if let Some(MemoryLimit::Finite(limit)) = limit {
-            let mut headers = http::HeaderMap::new();
-            headers.insert(MEMORY_LIMIT, http::HeaderValue::from(limit));
-            let session = uuid::Uuid::new_v4().simple().to_string();
-            if let Ok(session) = http::HeaderValue::from_str(&session) {
-                headers.insert(SESSION, session);
-            }
-            if let Err(e) = config.set_distributed_passthrough_headers(headers) {
-                tracing::warn!(error = %e, "tasks on workers will run without a memory limit");
-            }
+        if let Err(e) = task_settings::carry_session(config, limit) {
+            tracing::warn!(error = %e, "tasks on workers will run without the session's limit and settings");
         }
         builder
-    });
-    if !internals::extend_sessions(db, hook) {
-        return Err(DataFusionError::Execution(
-            "the database already serves a cluster's master in this process".to_string(),
-        ));
     }
-    Ok(here)
+
+    fn settings_changed(&self, state: &mut SessionState) {
+        let limit = state.runtime_env().memory_pool.memory_limit();
+        if let Err(e) = task_settings::carry_session(state.config_mut(), limit) {
+            tracing::warn!(error = %e, "tasks on workers will run without the session's new settings");
+        }
+    }
 }
 
 /// The call that sends a worker a plan to run.
@@ -119,17 +136,6 @@ pub(crate) fn worker_service(db: Db, peers: Peers, name: String) -> Worker {
     worker_of(Some((db, name)), SecretChannels::new(peers))
 }
 
-/// The header that carries the memory limit of the session whose query a
-/// task is part of, in bytes.
-const MEMORY_LIMIT: &str = "x-widesql-memory-limit";
-/// The header that names that session, so that its tasks on one worker
-/// share one memory pool.
-const SESSION: &str = "x-widesql-session";
-
-/// The runtimes (each with its session's memory pool) of the sessions
-/// whose tasks run on a worker, by session, while a task holds them.
-type SessionRuntimes = Arc<Mutex<HashMap<String, Weak<RuntimeEnv>>>>;
-
 /// A worker whose tasks' scans read the tablets `held` holds (none on the
 /// master, whose tasks arrive as plans, not encoded). The tasks of a
 /// session run in one memory pool of the session's limit on each worker,
@@ -145,59 +151,13 @@ fn worker_of(held: Option<(Db, String)>, channels: SecretChannels) -> Worker {
             if let Some(runtime) = session_runtime(&runtimes, &context.headers, base.as_deref())? {
                 builder = builder.with_runtime_env(runtime);
             }
+            apply_settings(&context.headers, builder.config().get_or_insert_default())?;
             Ok(internals::with_functions(builder)
                 .with_distributed_user_codec(ScanCodec { held })
                 .with_distributed_channel_resolver(channels)
                 .build())
         }
     })
-}
-
-/// The runtime a task whose headers are `headers` runs in: that of the
-/// other tasks of its session still running on this worker, or a new one
-/// (from `base`) with a memory pool of the session's limit; `None` when
-/// its session has no limit.
-fn session_runtime(
-    runtimes: &SessionRuntimes,
-    headers: &http::HeaderMap,
-    base: Option<&RuntimeEnv>,
-) -> Result<Option<Arc<RuntimeEnv>>> {
-    let Some(limit) = memory_limit(headers)? else {
-        return Ok(None);
-    };
-    let session = headers.get(SESSION).and_then(|v| v.to_str().ok());
-    let key = format!("{}/{limit}", session.unwrap_or("-"));
-    let mut runtimes = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(runtime) = runtimes.get(&key).and_then(Weak::upgrade) {
-        return Ok(Some(runtime));
-    }
-    let pool = TrackConsumersPool::new(
-        GreedyMemoryPool::new(limit),
-        NonZeroUsize::MIN.saturating_add(4),
-    );
-    let runtime = base
-        .map_or_else(RuntimeEnvBuilder::new, RuntimeEnvBuilder::from_runtime_env)
-        .with_memory_pool(Arc::new(pool))
-        .build_arc()?;
-    // Sessions whose tasks all ended are forgotten.
-    runtimes.retain(|_, runtime| runtime.strong_count() > 0);
-    if session.is_some() {
-        runtimes.insert(key, Arc::downgrade(&runtime));
-    }
-    Ok(Some(runtime))
-}
-
-/// The memory limit a task's headers carry; `None` when its session has
-/// none.
-fn memory_limit(headers: &http::HeaderMap) -> Result<Option<usize>> {
-    let Some(value) = headers.get(MEMORY_LIMIT) else {
-        return Ok(None);
-    };
-    let limit = value.to_str().ok().and_then(|v| v.parse().ok());
-    match limit {
-        Some(limit) => Ok(Some(limit)),
-        None => internal_err!("a task's memory limit is not a number of bytes: {value:?}"),
-    }
 }
 
 /// Ships a scan to a worker and, on the worker, reads it from the tablets
@@ -445,62 +405,5 @@ impl ChannelResolver for SecretChannels {
             request
         });
         Ok(create_worker_client(BoxCloneSyncChannel::new(signed)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::{session_runtime, SessionRuntimes, MEMORY_LIMIT, SESSION};
-
-    fn headers(session: &str, limit: usize) -> http::HeaderMap {
-        let mut headers = http::HeaderMap::new();
-        headers.insert(MEMORY_LIMIT, limit.into());
-        headers.insert(SESSION, session.parse().unwrap());
-        headers
-    }
-
-    #[test]
-    fn the_tasks_of_a_session_on_a_worker_share_one_memory_pool_of_its_limit() {
-        let runtimes = SessionRuntimes::default();
-        let runtime = |headers: &http::HeaderMap| {
-            session_runtime(&runtimes, headers, None)
-                .unwrap()
-                .expect("a limit")
-        };
-        let first = runtime(&headers("s1", 1 << 20));
-        let limit = first.memory_pool.memory_limit();
-        assert!(
-            matches!(limit, datafusion::execution::memory_pool::MemoryLimit::Finite(n) if n == 1 << 20)
-        );
-        // Another task of the session while the first runs: the same pool.
-        let second = runtime(&headers("s1", 1 << 20));
-        assert!(Arc::ptr_eq(&first, &second));
-        // Another session: a pool of its own.
-        let other = runtime(&headers("s2", 1 << 20));
-        assert!(!Arc::ptr_eq(&first, &other));
-        // Once its tasks ended, the session's next task gets a new pool,
-        // and a session whose tasks all ended is forgotten.
-        let first_pool = Arc::clone(&first.memory_pool);
-        drop((first, second));
-        let again = runtime(&headers("s1", 1 << 20));
-        assert!(!Arc::ptr_eq(&first_pool, &again.memory_pool));
-        drop(other);
-        let _next = runtime(&headers("s4", 1 << 20));
-        let held = runtimes.lock().unwrap();
-        assert!(
-            !held.contains_key(&format!("s2/{}", 1 << 20)),
-            "{:?}",
-            held.keys()
-        );
-        drop(held);
-        // A session without a limit runs in the worker's own runtime.
-        assert!(session_runtime(&runtimes, &http::HeaderMap::new(), None)
-            .unwrap()
-            .is_none());
-        let mut bad = headers("s3", 1);
-        bad.insert(MEMORY_LIMIT, "lots".parse().unwrap());
-        assert!(session_runtime(&runtimes, &bad, None).is_err());
     }
 }

@@ -241,7 +241,16 @@ impl Session {
             LogicalPlan::Statement(PlanStatement::Prepare(_) | PlanStatement::Deallocate(_))
         );
         let remembered = prepares.then(|| plan.clone());
+        let sets = matches!(
+            plan,
+            LogicalPlan::Statement(PlanStatement::SetVariable(_) | PlanStatement::ResetVariable(_))
+        );
         let frame = self.ctx.execute_logical_plan(plan).await?;
+        if sets {
+            if let Some(hook) = super::session_hook(&self.db) {
+                hook.settings_changed(&mut self.ctx.state_ref().write());
+            }
+        }
         if let Some(plan) = remembered {
             self.remember_prepared(&plan, stamp, prepare);
         }

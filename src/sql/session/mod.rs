@@ -28,7 +28,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnv;
-use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionConfig;
@@ -250,11 +250,8 @@ impl Session {
             None => state,
         };
         let state = planned::with_planner(state);
-        let state = match db
-            .extension()
-            .and_then(|e| e.downcast_ref::<SessionExtension>())
-        {
-            Some(SessionExtension(extend)) => extend(state),
+        let state = match session_hook(&db) {
+            Some(hook) => hook.build(state),
             None => state,
         };
         let state = state.build();
@@ -530,17 +527,32 @@ fn sql_statements(parsed: &VecDeque<Parsed>) -> Vec<&DfStatement> {
     sql.collect()
 }
 
-/// Changes every session's state as it is built: a cluster's master adds
-/// its distributed planner ([`extend_sessions`]).
-pub type SessionHook = Arc<dyn Fn(SessionStateBuilder) -> SessionStateBuilder + Send + Sync>;
+/// Changes every session's state ([`extend_sessions`]): a cluster's master
+/// adds its distributed planner as a session is built, and gives the
+/// tasks it sends the session's settings each time they change.
+pub trait SessionHook: Send + Sync {
+    /// The state of a session being built.
+    fn build(&self, builder: SessionStateBuilder) -> SessionStateBuilder;
+
+    /// The state of a session whose settings a statement (`SET`, `RESET`)
+    /// has just changed.
+    fn settings_changed(&self, state: &mut SessionState);
+}
 
 /// The [`SessionHook`] a database keeps.
-struct SessionExtension(SessionHook);
+struct SessionExtension(Arc<dyn SessionHook>);
 
 /// Makes every session of `db` opened from now on go through `hook`;
 /// `false` when a hook was set already.
-pub fn extend_sessions(db: &Db, hook: SessionHook) -> bool {
+pub fn extend_sessions(db: &Db, hook: Arc<dyn SessionHook>) -> bool {
     db.set_extension(Arc::new(SessionExtension(hook)))
+}
+
+/// The hook the sessions of `db` go through, if any.
+fn session_hook(db: &Db) -> Option<Arc<dyn SessionHook>> {
+    db.extension()
+        .and_then(|e| e.downcast_ref::<SessionExtension>())
+        .map(|SessionExtension(hook)| Arc::clone(hook))
 }
 
 /// `builder` with the functions widesql's plans may hold besides
