@@ -189,6 +189,33 @@ async fn scans_of_tablets_on_workers_run_there_and_answer_as_one_process() -> Re
         "{before} then {after}: {plan}"
     );
     cluster.run("RESET datafusion.execution.batch_size").await?;
+    let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {counted}"))
+        .await?
+        .join("\n");
+    assert_eq!(batches(&plan)?, before, "RESET: {plan}");
+    // Settings that shape a session as it is built stay on the master:
+    // tasks are not built with a catalog at a location that is no URL.
+    let cataloged = db.session();
+    cataloged
+        .run(
+            "SET datafusion.catalog.create_default_catalog_and_schema = true; \
+             SET datafusion.catalog.location = 'junk'; \
+             SET datafusion.catalog.format = 'csv'",
+        )
+        .await?;
+    both(&cataloged, &single, QUERIES[0]).await?;
+    // Settings longer than a task's headers take are refused.
+    let error = cataloged
+        .run(&format!(
+            "SET datafusion.execution.time_zone = '{}'",
+            "+".repeat(9000)
+        ))
+        .await
+        .expect_err("9,000 bytes of settings")
+        .to_string();
+    assert!(error.contains("set shorter values"), "{error}");
+    // Its tasks carry the settings they carried before.
+    both(&cataloged, &single, QUERIES[0]).await?;
 
     // The plan sends one task to each worker the keys reach.
     let plan = lines(&cluster, &format!("EXPLAIN ANALYZE {}", QUERIES[0]))

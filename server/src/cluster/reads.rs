@@ -106,11 +106,9 @@ impl SessionHook for MasterSessions {
         builder
     }
 
-    fn settings_changed(&self, state: &mut SessionState) {
+    fn settings_changed(&self, state: &mut SessionState) -> Result<()> {
         let limit = state.runtime_env().memory_pool.memory_limit();
-        if let Err(e) = task_settings::carry_session(state.config_mut(), limit) {
-            tracing::warn!(error = %e, "tasks on workers will run without the session's new settings");
-        }
+        task_settings::carry_session(state.config_mut(), limit)
     }
 }
 

@@ -15,7 +15,7 @@ use datafusion::config::ConfigOptions;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryLimit, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::SessionConfig;
-use datafusion_distributed::DistributedExt;
+use datafusion_distributed::{DistributedConfig, DistributedExt};
 
 /// The header that carries the memory limit of the session whose query a
 /// task is part of, in bytes.
@@ -23,10 +23,19 @@ const MEMORY_LIMIT: &str = "x-widesql-memory-limit";
 /// The header that names that session, so that its tasks on one worker
 /// share one memory pool.
 const SESSION: &str = "x-widesql-session";
-/// The header that carries the session's settings that differ from
-/// DataFusion's defaults: a JSON object of `datafusion.…` keys and their
-/// values, in base64.
+/// The header that carries the session's execution settings that differ
+/// from DataFusion's defaults: a JSON object of `datafusion.execution.…`
+/// keys and their values, in base64.
 const SETTINGS: &str = "x-widesql-settings";
+
+/// The settings a task carries: those a plan reads as it runs. The others
+/// shape a plan as it is made, which the master did, or a session as it
+/// is built (`datafusion.catalog.…`, which a task must not take).
+const TASK_SETTINGS: &str = "datafusion.execution.";
+
+/// The most bytes of settings a task carries: a worker takes 16 KiB of
+/// headers in all.
+const MAX_SETTINGS_BYTES: usize = 8 * 1024;
 
 /// The random name of a session on the master, kept in its config so that
 /// its headers name it the same after its settings change.
@@ -59,6 +68,13 @@ fn session_headers(config: &mut SessionConfig, limit: MemoryLimit) -> Result<htt
         let json = serde_json::to_vec(&settings)
             .map_err(|e| DataFusionError::Internal(format!("settings as JSON: {e}")))?;
         let encoded = base64::engine::general_purpose::STANDARD.encode(json);
+        if encoded.len() > MAX_SETTINGS_BYTES {
+            return Err(DataFusionError::Configuration(format!(
+                "the session's settings take {} bytes as its tasks carry them, more than the \
+                 {MAX_SETTINGS_BYTES} the workers take: set shorter values",
+                encoded.len()
+            )));
+        }
         headers.insert(SETTINGS, header_value(&encoded)?);
     }
     Ok(headers)
@@ -69,8 +85,8 @@ fn header_value(text: &str) -> Result<http::HeaderValue> {
         .map_err(|e| DataFusionError::Internal(format!("a task's header {text:?}: {e}")))
 }
 
-/// The `datafusion.…` settings of `options` whose values differ from
-/// DataFusion's defaults.
+/// The settings of `options` a task carries ([`TASK_SETTINGS`]) whose
+/// values differ from DataFusion's defaults.
 fn changed_settings(options: &ConfigOptions) -> BTreeMap<String, String> {
     let defaults: HashMap<String, Option<String>> = ConfigOptions::default()
         .entries()
@@ -80,7 +96,7 @@ fn changed_settings(options: &ConfigOptions) -> BTreeMap<String, String> {
     options
         .entries()
         .into_iter()
-        .filter(|entry| entry.key.starts_with("datafusion."))
+        .filter(|entry| entry.key.starts_with(TASK_SETTINGS))
         .filter_map(|entry| {
             let value = entry.value?;
             let default = defaults.get(&entry.key).cloned().flatten();
@@ -100,9 +116,15 @@ pub(super) fn apply_settings(headers: &http::HeaderMap, config: &mut SessionConf
         .map_err(|e| DataFusionError::Internal(format!("a task's settings are not base64: {e}")))?;
     let settings: BTreeMap<String, String> = serde_json::from_slice(&json)
         .map_err(|e| DataFusionError::Internal(format!("a task's settings are not JSON: {e}")))?;
+    // A batch size datafusion-distributed set for its shuffles stays.
+    let shuffles = DistributedConfig::from_session_config(config)
+        .is_ok_and(|distributed| distributed.shuffle_batch_size != 0);
     for (key, value) in &settings {
-        if !key.starts_with("datafusion.") {
-            return internal_err!("a task's setting {key} is not one of DataFusion's");
+        if !key.starts_with(TASK_SETTINGS) {
+            return internal_err!("a task's setting {key} is not one a task takes");
+        }
+        if shuffles && key == "datafusion.execution.batch_size" {
+            continue;
         }
         config
             .options_mut()
@@ -223,11 +245,14 @@ mod tests {
     fn a_task_carries_the_settings_of_its_session_that_differ_from_the_defaults() {
         let mut master = SessionConfig::new()
             .with_batch_size(100)
-            .set_str("datafusion.execution.time_zone", "+05:00");
+            .set_str("datafusion.execution.time_zone", "+05:00")
+            .set_str("datafusion.catalog.location", "junk")
+            .set_str("datafusion.optimizer.max_passes", "2");
         let sent = session_headers(&mut master, MemoryLimit::Finite(1 << 20)).unwrap();
         assert_eq!(sent.get(MEMORY_LIMIT).unwrap(), "1048576");
         let name = sent.get(SESSION).unwrap().clone();
-        // Only the settings that differ travel.
+        // Only the execution settings that differ travel: not those that
+        // shape a plan (the master made it) or a session as it is built.
         let settings = changed_settings(master.options());
         assert_eq!(
             settings.keys().collect::<Vec<_>>(),
@@ -262,7 +287,8 @@ mod tests {
         // Settings that are not DataFusion's, or not settings, are refused.
         for bad in [
             r#"{"distributed.x":"1"}"#,
-            r#"{"datafusion.no.such":"1"}"#,
+            r#"{"datafusion.catalog.location":"junk"}"#,
+            r#"{"datafusion.execution.no_such":"1"}"#,
             "[1",
         ] {
             let mut headers = http::HeaderMap::new();
@@ -273,5 +299,12 @@ mod tests {
                 "{bad}"
             );
         }
+        // Settings too long for a worker's headers are refused.
+        let mut long = SessionConfig::new();
+        long.options_mut()
+            .set("datafusion.execution.time_zone", &"+".repeat(9000))
+            .unwrap();
+        let error = session_headers(&mut long, MemoryLimit::Infinite).unwrap_err();
+        assert!(error.to_string().contains("set shorter values"), "{error}");
     }
 }

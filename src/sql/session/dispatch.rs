@@ -245,12 +245,19 @@ impl Session {
             plan,
             LogicalPlan::Statement(PlanStatement::SetVariable(_) | PlanStatement::ResetVariable(_))
         );
-        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let frame = self.ctx.execute_logical_plan(plan).await;
         if sets {
+            // Even after a failed SET, which may have changed a setting.
             if let Some(hook) = super::session_hook(&self.db) {
-                hook.settings_changed(&mut self.ctx.state_ref().write());
+                let told = hook.settings_changed(&mut self.ctx.state_ref().write());
+                // A state planned before the hook changed it is not kept.
+                self.cache.state_changed();
+                if frame.is_ok() {
+                    told?;
+                }
             }
         }
+        let frame = frame?;
         if let Some(plan) = remembered {
             self.remember_prepared(&plan, stamp, prepare);
         }

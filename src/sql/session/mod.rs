@@ -535,8 +535,9 @@ pub trait SessionHook: Send + Sync {
     fn build(&self, builder: SessionStateBuilder) -> SessionStateBuilder;
 
     /// The state of a session whose settings a statement (`SET`, `RESET`)
-    /// has just changed.
-    fn settings_changed(&self, state: &mut SessionState);
+    /// has just changed; an error fails that statement (its settings stay
+    /// changed).
+    fn settings_changed(&self, state: &mut SessionState) -> datafusion::error::Result<()>;
 }
 
 /// The [`SessionHook`] a database keeps.
