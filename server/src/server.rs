@@ -26,6 +26,19 @@ pub struct TlsIdentity {
     pub key_pem: Vec<u8>,
 }
 
+impl TlsIdentity {
+    /// `builder`, serving TLS with this identity.
+    pub(crate) fn serve(
+        &self,
+        builder: tonic::transport::Server,
+    ) -> Result<tonic::transport::Server, ServeError> {
+        let identity = Identity::from_pem(&self.cert_pem, &self.key_pem);
+        builder
+            .tls_config(ServerTlsConfig::new().identity(identity))
+            .map_err(ServeError::Tls)
+    }
+}
+
 impl std::fmt::Debug for TlsIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TlsIdentity(…)")
@@ -269,7 +282,7 @@ impl Server {
     /// Binds `options.listen` and serves `db` until [`Server::shutdown`].
     pub async fn start(db: Db, options: ServeOptions) -> Result<Server, ServeError> {
         options.check(db.has_users())?;
-        let peers = match &options.master {
+        let master = match &options.master {
             Some(master) => {
                 let peers = Peers::new(
                     master.secret.clone(),
@@ -277,7 +290,7 @@ impl Server {
                     master.tls_ca.as_deref(),
                 )?;
                 crate::cluster::reachable_url(options.listen, master.advertise.as_deref(), &peers)?;
-                Some(peers)
+                Some((master, peers))
             }
             None => None,
         };
@@ -316,14 +329,11 @@ impl Server {
             // Calls at once on one connection.
             .max_concurrent_streams(Some(256));
         if let Some(tls) = &options.tls {
-            let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-            builder = builder
-                .tls_config(ServerTlsConfig::new().identity(identity))
-                .map_err(ServeError::Tls)?;
+            builder = tls.serve(builder)?;
         }
         let (stop, stopped) = oneshot::channel::<()>();
-        let (cluster, worker) = match (&options.master, peers) {
-            (Some(master), Some(peers)) => {
+        let (cluster, worker) = match master {
+            Some((master, peers)) => {
                 let stores = MasterStores {
                     peers: peers.clone(),
                 };
@@ -342,7 +352,7 @@ impl Server {
                     ),
                 )
             }
-            _ => (None, None),
+            None => (None, None),
         };
         let serving = builder
             .add_service(service)

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use base64::Engine;
 use datafusion::common::{internal_err, DataFusionError, Result};
@@ -88,11 +88,15 @@ fn header_value(text: &str) -> Result<http::HeaderValue> {
 /// The settings of `options` a task carries ([`TASK_SETTINGS`]) whose
 /// values differ from DataFusion's defaults.
 fn changed_settings(options: &ConfigOptions) -> BTreeMap<String, String> {
-    let defaults: HashMap<String, Option<String>> = ConfigOptions::default()
-        .entries()
-        .into_iter()
-        .map(|entry| (entry.key, entry.value))
-        .collect();
+    // Found once: a master makes these headers for every session it opens.
+    static DEFAULTS: OnceLock<HashMap<String, Option<String>>> = OnceLock::new();
+    let defaults = DEFAULTS.get_or_init(|| {
+        ConfigOptions::default()
+            .entries()
+            .into_iter()
+            .map(|entry| (entry.key, entry.value))
+            .collect()
+    });
     options
         .entries()
         .into_iter()

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Channel, Endpoint, Identity, ServerTlsConfig};
+use tonic::transport::{Channel, Endpoint};
 use widesql::Db;
 
 use super::data::TabletDataService;
@@ -87,10 +87,7 @@ impl WorkerServer {
         let master = master.connect_lazy();
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = &options.tls {
-            let identity = Identity::from_pem(&tls.cert_pem, &tls.key_pem);
-            builder = builder
-                .tls_config(ServerTlsConfig::new().identity(identity))
-                .map_err(ServeError::Tls)?;
+            builder = tls.serve(builder)?;
         }
         let (listener, addr) = crate::server::bind(addr).await?;
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
