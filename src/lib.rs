@@ -108,7 +108,10 @@ pub use table::{
 #[doc(hidden)]
 pub mod internals {
     pub use crate::catalog::{crash_moves_at, MoveStep, WorkerStores};
-    pub use crate::db::{apply_held, drop_held, held_entries, held_keys_read, stored_entries};
+    pub use crate::db::{
+        apply_held, drop_held, dropped_tables, held_entries, held_keys_read, held_tables,
+        stored_entries,
+    };
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,
         FORMAT_VERSION,
@@ -139,6 +142,7 @@ pub mod internals {
     };
     pub use crate::table::chunks::{encode_chunk, ChunkReader};
     pub use crate::table::entries::ENTRY_BYTES;
+    pub use crate::table::layout::table_tree_name;
 
     /// The row-lock stripe of the row `key` of `table`: rows on one stripe
     /// wait for each other's writers, which a test of queued writers must

@@ -406,3 +406,93 @@ async fn writes_made_while_a_tablet_moves_are_all_at_its_new_home() -> Result<()
     master.shutdown().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_away_at_a_drop_removes_its_copy_when_it_joins_again() -> Result<(), BoxError> {
+    let dirs = [
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+        tempfile::tempdir()?,
+    ];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let w = worker(&worker_db, &master, any_port()).await?;
+    let addr = w.local_addr();
+    let url = format!("http://{addr}");
+    until_up(&db, 1).await?;
+    let session = db.session();
+    for table in ["gone", "kept", "moved_back"] {
+        session
+            .run(&format!(
+                "CREATE TABLE {table} (_key VARCHAR PRIMARY KEY, v BIGINT); \
+                 INSERT INTO {table} VALUES ('a', 1), ('b', 2); \
+                 ALTER TABLE {table} MOVE TABLET TO '{url}'"
+            ))
+            .await?;
+    }
+    let id = |name: &str| -> Result<widesql::TableId, BoxError> {
+        Ok(db.open_table("default", "public", name)?.id())
+    };
+    let (gone, kept, moved_back) = (id("gone")?, id("kept")?, id("moved_back")?);
+    // A tablet moved away leaves its old copy on the worker.
+    session
+        .run("ALTER TABLE moved_back MOVE TABLET TO LOCAL")
+        .await?;
+
+    // Dropped while the worker is down: its copies stay there for now.
+    w.shutdown().await?;
+    session.run("DROP TABLE gone").await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(held(&worker_db, gone)? >= 2);
+
+    // Back, it names the tables it holds when it joins, and the master
+    // answers which were dropped: they are gone once its start returns.
+    let w = worker(&worker_db, &master, addr).await?;
+    assert_eq!(held(&worker_db, gone)?, 0);
+    assert!(held(&worker_db, kept)? >= 2);
+    assert_eq!(
+        lines(&session, "SELECT _key, v FROM kept ORDER BY _key").await?,
+        ["a 1", "b 2"]
+    );
+
+    // A master opened again (on its address) reaches the workers its
+    // tablet map names; with every tablet back on it, it names none, and
+    // a table whose old copy only the worker keeps is dropped without a
+    // call to the worker: the copy goes at the worker's next heartbeat.
+    session.run("ALTER TABLE kept MOVE TABLET TO LOCAL").await?;
+    let master_addr = master.local_addr();
+    master.shutdown().await?;
+    drop(session);
+    drop(db);
+    let db = Db::open(dirs[0].path())?;
+    let options = widesql_server::ServeOptions {
+        listen: master_addr,
+        ..common::master_options(None)?
+    };
+    let master = widesql_server::Server::start(db.clone(), options).await?;
+    let session = db.session();
+    assert!(held(&worker_db, moved_back)? >= 2);
+    session.run("DROP TABLE moved_back").await?;
+    until_dropped(&worker_db, moved_back).await?;
+    until_up(&db, 1).await?;
+    assert_eq!(
+        lines(&session, "SELECT _key, v FROM kept ORDER BY _key").await?,
+        ["a 1", "b 2"]
+    );
+
+    // A master whose catalog does not know a table (another database's
+    // here; one restored from an older copy of its files is the same)
+    // did not drop it, and the worker keeps its tablets.
+    w.shutdown().await?;
+    let other_db = Db::open(dirs[2].path())?;
+    let (_, other) = common::master_of(other_db.clone()).await?;
+    let w = worker(&worker_db, &other, addr).await?;
+    until_up(&other_db, 1).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(held(&worker_db, kept)? >= 2);
+    other.shutdown().await?;
+
+    w.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}

@@ -129,6 +129,7 @@ impl Catalog {
         }
         catalog.remove_orphan_trees()?;
         catalog.remove_orphan_rows(system::GRANTS, CatalogState::holds_grant)?;
+        catalog.record_dropped_tablets()?;
         catalog.remove_orphan_rows(system::TABLETS, CatalogState::has_tablet_row)?;
         catalog.remove_moved_away()?;
         Ok(catalog)

@@ -217,6 +217,15 @@ fn reached(step: MoveStep) {
     }
 }
 
+/// The meta key that records that the table `id`, whose tablets workers
+/// may hold, was dropped. Kept for good: a worker may call again after
+/// any time away.
+fn dropped_key(id: TableId) -> Vec<u8> {
+    let mut key = b"widesql/dropped_table/".to_vec();
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
 /// Entries a move copies or deletes per batch at most.
 const MOVE_BATCH_ENTRIES: usize = 1024;
 /// Bytes a move copies per batch at most.
@@ -308,22 +317,61 @@ impl Catalog {
         Ok(())
     }
 
+    /// Whether the table `id` was dropped while workers may have held
+    /// tablets of it ([`Catalog::drop_on_workers`] recorded it): a worker
+    /// that missed the drop removes its copy when it next calls the
+    /// master.
+    pub(crate) fn dropped_from_workers(&self, id: TableId) -> Result<bool> {
+        Ok(self.engine.storage.meta_get(&dropped_key(id))?.is_some())
+    }
+
+    /// Records that the tables whose `_tablets` rows outlived them were
+    /// dropped: a drop writes its record after the catalog change, and a
+    /// process that died in between leaves only those rows (which the
+    /// next open then removes) to show it.
+    pub(super) fn record_dropped_tablets(&self) -> Result<()> {
+        let mut dropped = std::collections::BTreeSet::new();
+        {
+            let state = self.read();
+            for (key, _) in self.rows_of(system::TABLETS)? {
+                let id = key.first().and_then(|table| TableId::parse(table));
+                if let Some(id) = id.filter(|id| state.table(*id).is_none()) {
+                    dropped.insert(id);
+                }
+            }
+        }
+        for id in dropped {
+            if !self.dropped_from_workers(id)? {
+                self.engine
+                    .storage
+                    .meta_put_durable(&dropped_key(id), &[])?;
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the copies of the dropped table `id` (its tree `name`)
     /// from the workers that may hold one: those its tablet map names and
     /// every other this process has reached (a tablet moved away from a
     /// worker leaves its old copy there). The table is gone from the
     /// catalog already, so nothing reads a copy again: the calls run on a
-    /// thread of their own, after the drop, and a worker that cannot be
-    /// reached keeps its copy.
+    /// thread of their own, after the drop. A worker that cannot be
+    /// reached removes its copy when it next calls the master, which
+    /// answers from the record of the drop made here.
     pub(super) fn drop_on_workers(&self, id: TableId, name: &[u8]) {
-        if self.workers.reach.get().is_none() {
-            return; // Only a master reaches workers.
-        }
         // A table never split or moved has no tablet row: no worker ever
         // held any of it.
         let Some(placed) = self.read().tablets.get(&id).cloned() else {
             return;
         };
+        // Recorded after the drop, so that it never names a table that
+        // exists. If it is lost (the process died first, or the write
+        // failed), the next open records it from the table's `_tablets`
+        // rows, which outlive it until then.
+        let _ = self.engine.storage.meta_put_durable(&dropped_key(id), &[]);
+        if self.workers.reach.get().is_none() {
+            return; // Only a master reaches workers.
+        }
         let mut workers: std::collections::BTreeSet<String> = self.workers.reached();
         workers.extend(placed.into_values().filter_map(|t| t.worker));
         let stores: Vec<Arc<dyn Backend>> = workers.iter().map(|w| self.workers.store(w)).collect();
@@ -338,7 +386,8 @@ impl Catalog {
                     let _ = store.drop_tree(&name);
                 }
             });
-        // No thread: the copies stay, as with a worker that is down.
+        // No thread: the workers remove their copies at their next call,
+        // as one that is down does.
         drop(dropping);
     }
 

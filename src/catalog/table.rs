@@ -326,6 +326,19 @@ impl Catalog {
         self.refresh_layouts(&mut state)
     }
 
+    /// What [`Catalog::drop_table`] commits first, and nothing after it:
+    /// the table's catalog row removed, as a process that died there left
+    /// it (for tests of what the next open does).
+    #[cfg(test)]
+    pub(crate) fn drop_table_row_only(&self, id: TableId) -> Result<()> {
+        let entry = self.existing_table(id)?;
+        let dataset = entry.dataset.to_string();
+        self.apply(vec![Self::delete_row(
+            system::TABLES,
+            &[&dataset, &entry.name],
+        )?])
+    }
+
     /// Drops a table and its data.
     pub fn drop_table(&self, id: TableId) -> Result<()> {
         let _ddl = self.ddl_lock();
@@ -495,8 +508,10 @@ impl Catalog {
         // instead of writing into a dropped tree.
         self.engine.locks.write_every().supersede(layout);
         let name = crate::table::layout::table_tree_name(layout.id);
-        self.engine.storage.drop_tree(&name)?;
+        // First: a failure to drop the tree here must not keep the
+        // workers' copies (the catalog no longer names the table).
         self.drop_on_workers(layout.id, &name);
+        self.engine.storage.drop_tree(&name)?;
         Ok(())
     }
 

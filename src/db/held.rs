@@ -12,7 +12,9 @@
 use std::ops::Bound;
 
 use crate::storage::{RangeIter, Write, WriteBatch};
-use crate::table::layout::{held_tree_name, parse_table_tree_name, table_tree_name};
+use crate::table::layout::{
+    held_tree_name, parse_held_tree_name, parse_table_tree_name, table_tree_name,
+};
 use crate::{Db, Result};
 
 /// The tree a worker holds the tablets of its master's table tree `name`
@@ -91,6 +93,36 @@ pub fn apply_held(db: &Db, writes: Vec<(Vec<u8>, Vec<Write>)>, durable: bool) ->
 pub fn drop_held(db: &Db, name: &[u8]) -> Result<bool> {
     let id = held_table(name)?;
     Ok(db.inner.engine.storage.drop_tree(&held_tree_name(id))?)
+}
+
+/// The master's tables `db` holds tablets of, in id order.
+pub fn held_tables(db: &Db) -> Vec<crate::TableId> {
+    let mut ids: Vec<crate::TableId> = db
+        .inner
+        .engine
+        .storage
+        .tree_names()
+        .iter()
+        .filter_map(|name| parse_held_tree_name(name))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Of the tables `ids`, those `db` dropped while workers held tablets of
+/// them. A table its catalog does not know and never recorded dropping
+/// is not one: a database restored from an older copy of its files does
+/// not know the tables made since, and their tablets must stay.
+pub fn dropped_tables(db: &Db, ids: &[crate::TableId]) -> Result<Vec<crate::TableId>> {
+    let catalog = db.catalog();
+    let mut dropped = Vec::new();
+    for &id in ids {
+        let known = catalog.read().table(id).is_some();
+        if !known && catalog.dropped_from_workers(id)? {
+            dropped.push(id);
+        }
+    }
+    Ok(dropped)
 }
 
 /// The table whose tree is `name`, when it is a user table's.
@@ -180,4 +212,27 @@ pub(crate) fn hold_own_rows(db: &Db, table: crate::TableId) -> Result<()> {
         .map(|entry| entry.map(|(key, value)| Write::Put(key, value)))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     apply_held(db, vec![(name, writes)], false)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, TableSpec};
+
+    #[test]
+    fn a_drop_whose_record_was_lost_is_recorded_at_the_next_open(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let db = Db::open(dir.path())?;
+        let table = db.default_dataset()?.create_table("t", TableSpec::new())?;
+        table.split_at(&[b"m"])?;
+        let id = table.id();
+        // The process dies after the drop's catalog change, before its
+        // record.
+        db.catalog().drop_table_row_only(id)?;
+        assert!(super::dropped_tables(&db, &[id])?.is_empty());
+        drop((table, db));
+        let db = Db::open(dir.path())?;
+        assert_eq!(super::dropped_tables(&db, &[id])?, [id]);
+        Ok(())
+    }
 }

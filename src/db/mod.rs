@@ -21,7 +21,10 @@ pub use database::Db;
 pub use dataset::Dataset;
 #[cfg(test)]
 pub(crate) use held::hold_own_rows;
-pub use held::{apply_held, drop_held, held_entries, held_keys_read, held_store, stored_entries};
+pub use held::{
+    apply_held, drop_held, dropped_tables, held_entries, held_keys_read, held_store, held_tables,
+    stored_entries,
+};
 pub use options::DbOptions;
 pub use project::Project;
 use registry::{open_databases, DbInner};

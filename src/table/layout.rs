@@ -33,6 +33,13 @@ pub fn held_tree_name(id: TableId) -> Vec<u8> {
     name
 }
 
+/// The master's table whose tablets a worker holds in the tree `name`,
+/// if it is such a tree ([`held_tree_name`]).
+pub fn parse_held_tree_name(name: &[u8]) -> Option<TableId> {
+    let id: [u8; 16] = name.strip_prefix(b"h:")?.try_into().ok()?;
+    Some(TableId::from_bytes(id))
+}
+
 /// The table a tree belongs to, if it is a table tree.
 pub fn parse_table_tree_name(name: &[u8]) -> Option<TableId> {
     let rest = name.strip_prefix(TABLE_TREE_TAG)?;

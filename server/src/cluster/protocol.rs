@@ -14,7 +14,7 @@ use tonic::server::{NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 use tower_service::Service;
-use widesql::Db;
+use widesql::{Db, TableId};
 
 use super::{ClusterSecret, Peers};
 
@@ -28,6 +28,9 @@ pub(crate) struct JoinRequest {
     /// `https://host:port` in a cluster that encrypts its calls.
     #[prost(string, tag = "1")]
     pub(crate) worker: String,
+    /// The ids of the master's tables whose tablets the worker holds.
+    #[prost(bytes = "vec", repeated, tag = "2")]
+    pub(crate) held: Vec<Vec<u8>>,
 }
 
 /// The master's answer.
@@ -36,10 +39,16 @@ pub(crate) struct JoinReply {
     /// How often the worker calls again, in milliseconds.
     #[prost(uint64, tag = "1")]
     pub(crate) heartbeat_millis: u64,
+    /// Of the tables the worker holds tablets of, those the master
+    /// dropped: the worker removes its copies.
+    #[prost(bytes = "vec", repeated, tag = "2")]
+    pub(crate) dropped: Vec<Vec<u8>>,
 }
 
 /// The master's side: it records each worker that calls in the database's
-/// [`widesql::Workers`].
+/// [`widesql::Workers`], and answers which of the tables the worker holds
+/// tablets of it dropped, so that a worker that missed a `DROP` removes
+/// its copy at its next call.
 #[derive(Clone)]
 pub(crate) struct ClusterService {
     db: Db,
@@ -95,20 +104,40 @@ impl UnaryService<JoinRequest> for ClusterService {
     type Future = std::future::Ready<Result<Response<JoinReply>, Status>>;
 
     fn call(&mut self, request: Request<JoinRequest>) -> Self::Future {
-        std::future::ready(self.join(&request.into_inner().worker))
+        std::future::ready(self.join(request.into_inner()))
     }
 }
 
 impl ClusterService {
-    fn join(&self, worker: &str) -> Result<Response<JoinReply>, Status> {
+    fn join(&self, request: JoinRequest) -> Result<Response<JoinReply>, Status> {
+        let worker = request.worker.as_str();
         check_worker_address(worker, self.scheme)?;
+        let held = table_ids(&request.held)?;
         if self.db.workers().heard_from(worker) {
             tracing::info!(worker, "worker joined");
         }
+        // The call is a heartbeat first: a failure to look up drops is
+        // logged, and the worker asks again at its next one.
+        let dropped = widesql::internals::dropped_tables(&self.db, &held).unwrap_or_else(|e| {
+            tracing::warn!(worker, error = %e, "could not look up the tables dropped on workers");
+            Vec::new()
+        });
         Ok(Response::new(JoinReply {
             heartbeat_millis: u64::try_from(self.heartbeat.as_millis()).unwrap_or(u64::MAX),
+            dropped: dropped.iter().map(|id| id.as_bytes().to_vec()).collect(),
         }))
     }
+}
+
+/// Table ids as a worker sends them, 16 bytes each.
+fn table_ids(ids: &[Vec<u8>]) -> Result<Vec<TableId>, Status> {
+    ids.iter()
+        .map(|id| {
+            <[u8; 16]>::try_from(id.as_slice())
+                .map(TableId::from_bytes)
+                .map_err(|_| Status::invalid_argument("a table id is 16 bytes"))
+        })
+        .collect()
 }
 
 /// A worker is named by the address it serves on, `http://host:port`
@@ -150,26 +179,71 @@ fn check_worker_address(worker: &str, scheme: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// Calls `Join` on the master at `master` for the worker at `worker`.
+/// Calls `Join` on the master at `master` for the worker at `worker`,
+/// whose database is `db`, and removes the copies of the tables the
+/// master dropped.
 pub(crate) async fn join(
     master: &tonic::transport::Channel,
     secret: &ClusterSecret,
     worker: &str,
+    db: &Db,
 ) -> Result<JoinReply, Status> {
     let mut client = tonic::client::Grpc::new(master.clone());
     client
         .ready()
         .await
         .map_err(|e| Status::unavailable(format!("the master cannot be reached: {e}")))?;
+    let held = widesql::internals::held_tables(db);
     let mut request = Request::new(JoinRequest {
         worker: worker.to_string(),
+        held: held.iter().map(|id| id.as_bytes().to_vec()).collect(),
     });
     secret.add_to_request(&mut request);
     let path = http::uri::PathAndQuery::from_static(JOIN);
-    client
+    let reply: JoinReply = client
         .unary(request, path, ProstCodec::default())
         .await
-        .map(Response::into_inner)
+        .map(Response::into_inner)?;
+    // The master took the call; removing the copies of dropped tables is
+    // tried again at the next heartbeat if it fails.
+    match table_ids(&reply.dropped) {
+        Ok(dropped) => {
+            let db = db.clone();
+            // Whole trees removed: off the runtime's threads.
+            let removing =
+                tokio::task::spawn_blocking(move || remove_dropped(&db, &held, &dropped));
+            if let Err(e) = removing.await {
+                tracing::warn!(error = %e, "the removal of dropped tables' tablets stopped");
+            }
+        }
+        Err(status) => {
+            tracing::warn!(status = %status.message(), "the master named dropped tables wrongly");
+        }
+    }
+    Ok(reply)
+}
+
+/// Removes from `db` the tablets of the tables `dropped` that are among
+/// those it named as `held` (sorted): the master cannot make a worker
+/// remove anything else.
+/// Each failure is logged, naming its table, and the rest are tried.
+fn remove_dropped(db: &Db, held: &[TableId], dropped: &[TableId]) {
+    for id in dropped {
+        if held.binary_search(id).is_err() {
+            continue;
+        }
+        let tree = widesql::internals::table_tree_name(*id);
+        match widesql::internals::drop_held(db, &tree) {
+            Ok(_) => {
+                tracing::info!(table = %id, "removed the tablets of a table the master dropped")
+            }
+            Err(e) => tracing::warn!(
+                table = %id,
+                error = %e,
+                "could not remove the tablets of a table the master dropped"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +259,63 @@ mod tests {
         assert_eq!(options.heartbeat, Duration::from_secs(1));
         ClusterService::new(db.clone(), options.heartbeat, &Peers::plain(options.secret));
         assert_eq!(db.workers().down_after(), Duration::from_secs(3));
+        Ok(())
+    }
+
+    #[test]
+    fn a_master_names_only_the_tables_it_dropped_while_workers_held_them(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let db = Db::open(dir.path())?;
+        let peers = Peers::plain(ClusterSecret::new("sixteen-chars-ok")?);
+        let service = ClusterService::new(db.clone(), Duration::from_secs(1), &peers);
+        let dataset = db.default_dataset()?;
+        let live = dataset
+            .create_table("live", widesql::TableSpec::new())?
+            .id();
+        // Dropped, but never on a worker: nothing recorded it.
+        let gone = dataset
+            .create_table("gone", widesql::TableSpec::new())?
+            .id();
+        dataset.drop_table("gone")?;
+        // Unknown, as the tables made after the copy of its files a
+        // database was restored from are.
+        let unknown = TableId::from_bytes([7; 16]);
+        let join = |held: Vec<Vec<u8>>| {
+            service.join(JoinRequest {
+                worker: "http://127.0.0.1:7001".into(),
+                held,
+            })
+        };
+        let held = [live, gone, unknown].map(|id| id.as_bytes().to_vec());
+        assert!(join(held.to_vec())?.into_inner().dropped.is_empty());
+        // Split, so workers may hold it: its drop is recorded (here, in a
+        // process that serves no cluster, too), and the master names it.
+        let split = dataset.create_table("split", widesql::TableSpec::new())?;
+        split.split_at(&[b"m"])?;
+        let split = split.id();
+        dataset.drop_table("split")?;
+        let named = join(vec![live.as_bytes().to_vec(), split.as_bytes().to_vec()])?;
+        assert_eq!(named.into_inner().dropped, [split.as_bytes().to_vec()]);
+        let bad = join(vec![vec![1, 2, 3]]).expect_err("a short id");
+        assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+        Ok(())
+    }
+
+    #[test]
+    fn a_worker_removes_only_the_dropped_tables_it_named() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let db = Db::open(dir.path())?;
+        let table = TableId::from_bytes([7; 16]);
+        let put = widesql::internals::Write::Put(b"k".to_vec().into(), b"v".to_vec().into());
+        let tree = widesql::internals::table_tree_name(table);
+        widesql::internals::apply_held(&db, vec![(tree, vec![put])], false)?;
+        assert_eq!(widesql::internals::held_tables(&db), [table]);
+        remove_dropped(&db, &[], &[table]);
+        assert_eq!(widesql::internals::held_tables(&db), [table]);
+        remove_dropped(&db, &[table], &[table]);
+        assert!(widesql::internals::held_tables(&db).is_empty());
         Ok(())
     }
 

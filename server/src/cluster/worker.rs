@@ -104,7 +104,7 @@ impl WorkerServer {
                 let _ = stopped.await;
             });
         let task = tokio::spawn(serving);
-        let first = match join(&master, &options.secret, &name).await {
+        let first = match join(&master, &options.secret, &name, &db).await {
             Ok(first) => first,
             Err(status) => {
                 // Not a worker after all: it stops serving.
@@ -136,6 +136,7 @@ impl WorkerServer {
             master,
             options.secret,
             name,
+            db.clone(),
             Duration::from_millis(first.heartbeat_millis.max(1)),
         ));
         Ok(WorkerServer {
@@ -198,11 +199,17 @@ fn is_loopback(uri: &http::Uri) -> bool {
 
 /// Calls the master every `every`, as long as the worker runs; a failed
 /// call is logged and the next one tried at the next beat.
-async fn heartbeats(master: Channel, secret: ClusterSecret, name: String, mut every: Duration) {
+async fn heartbeats(
+    master: Channel,
+    secret: ClusterSecret,
+    name: String,
+    db: Db,
+    mut every: Duration,
+) {
     let mut reached = true;
     loop {
         tokio::time::sleep(every).await;
-        match join(&master, &secret, &name).await {
+        match join(&master, &secret, &name, &db).await {
             Ok(reply) => {
                 if !reached {
                     tracing::info!("the master is reached again");
