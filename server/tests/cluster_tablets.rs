@@ -29,13 +29,20 @@ async fn until_dropped(db: &Db, table: widesql::TableId) -> Result<(), BoxError>
     Ok(())
 }
 
-/// How many entries the table tree of `table` holds in `db`.
+/// How many entries the table tree of `table` holds in `db`. A count that
+/// meets the tree dropped under it (the worker removes a dropped table's
+/// copy meanwhile) is taken again: such an iterator yields an error at
+/// every step, for good.
 fn held(db: &Db, table: widesql::TableId) -> Result<usize, BoxError> {
     let mut name = b"t:".to_vec();
     name.extend_from_slice(table.as_bytes());
-    let entries =
-        widesql::internals::held_entries(db, &name, Bound::Unbounded, Bound::Unbounded, false)?;
-    Ok(entries.count())
+    loop {
+        let entries =
+            widesql::internals::held_entries(db, &name, Bound::Unbounded, Bound::Unbounded, false)?;
+        if let Ok(entries) = entries.collect::<Result<Vec<_>, _>>() {
+            return Ok(entries.len());
+        }
+    }
 }
 
 const ALL: &str = "SELECT _key, v FROM t ORDER BY _key";
