@@ -48,12 +48,14 @@ use super::Peers;
 /// returns (behind [`refuse_plans`]).
 pub(crate) fn distribute_queries(db: &Db, peers: &Peers, reached_at: &str) -> Result<Worker> {
     let channels = SecretChannels::new(peers.clone());
-    let here = worker_of(None, channels.clone());
+    let runtimes = SessionRuntimes::default();
+    let here = worker_of(None, channels.clone(), runtimes.clone());
     let hook = MasterSessions {
         workers: Arc::clone(db.workers()),
         channels,
         here: here.clone(),
         here_url: worker_url(reached_at)?,
+        runtimes,
     };
     if !internals::extend_sessions(db, Arc::new(hook)) {
         return Err(DataFusionError::Execution(
@@ -71,6 +73,9 @@ struct MasterSessions {
     /// The master's own worker, and the URL the workers reach it at.
     here: Worker,
     here_url: Url,
+    /// The runtimes its worker runs the sessions' stages in: each
+    /// session's own ([`task_settings::share_runtime`]).
+    runtimes: SessionRuntimes,
 }
 
 impl SessionHook for MasterSessions {
@@ -103,12 +108,19 @@ impl SessionHook for MasterSessions {
         if let Err(e) = task_settings::carry_session(config, limit) {
             tracing::warn!(error = %e, "tasks on workers will run without the session's limit and settings");
         }
+        let runtime = builder.runtime_env().clone();
+        if let (Some(config), Some(runtime)) = (builder.config().as_ref(), runtime) {
+            task_settings::share_runtime(&self.runtimes, config, &runtime);
+        }
         builder
     }
 
     fn settings_changed(&self, state: &mut SessionState) -> Result<()> {
         let limit = state.runtime_env().memory_pool.memory_limit();
-        task_settings::carry_session(state.config_mut(), limit)
+        task_settings::carry_session(state.config_mut(), limit)?;
+        let runtime = Arc::clone(state.runtime_env());
+        task_settings::share_runtime(&self.runtimes, state.config(), &runtime);
+        Ok(())
     }
 }
 
@@ -131,7 +143,11 @@ pub(crate) fn refuse_plans(
 /// datafusion-distributed's worker service of the worker named `name`,
 /// running the tasks it is sent over the tablets `db` holds.
 pub(crate) fn worker_service(db: Db, peers: Peers, name: String) -> Worker {
-    worker_of(Some((db, name)), SecretChannels::new(peers))
+    worker_of(
+        Some((db, name)),
+        SecretChannels::new(peers),
+        SessionRuntimes::default(),
+    )
 }
 
 /// A worker whose tasks' scans read the tablets `held` holds (none on the
@@ -139,8 +155,11 @@ pub(crate) fn worker_service(db: Db, peers: Peers, name: String) -> Worker {
 /// session run in one memory pool of the session's limit on each worker,
 /// so that its queries cannot take more memory in a worker's process than
 /// they may in the master's.
-fn worker_of(held: Option<(Db, String)>, channels: SecretChannels) -> Worker {
-    let runtimes: SessionRuntimes = Arc::default();
+fn worker_of(
+    held: Option<(Db, String)>,
+    channels: SecretChannels,
+    runtimes: SessionRuntimes,
+) -> Worker {
     Worker::from_session_builder(move |context: WorkerQueryContext| {
         let (held, channels, runtimes) = (held.clone(), channels.clone(), runtimes.clone());
         async move {
@@ -403,5 +422,52 @@ impl ChannelResolver for SecretChannels {
             request
         });
         Ok(create_worker_client(BoxCloneSyncChannel::new(signed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Weak;
+
+    use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+
+    use super::*;
+
+    fn shared(runtimes: &SessionRuntimes) -> Vec<Arc<RuntimeEnv>> {
+        let runtimes = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+        runtimes.values().filter_map(Weak::upgrade).collect()
+    }
+
+    #[test]
+    fn a_masters_sessions_lend_their_runtime_to_its_own_stages(
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let peers = Peers::plain(super::super::ClusterSecret::new("sixteen-chars-ok")?);
+        let channels = SecretChannels::new(peers);
+        let runtimes = SessionRuntimes::default();
+        let hook = MasterSessions {
+            workers: Arc::default(),
+            here: worker_of(None, channels.clone(), runtimes.clone()),
+            channels,
+            here_url: Url::parse("http://127.0.0.1:1")?,
+            runtimes: runtimes.clone(),
+        };
+        let own = RuntimeEnvBuilder::new()
+            .with_memory_limit(1 << 20, 1.0)
+            .build_arc()?;
+        let builder = SessionStateBuilder::new().with_runtime_env(Arc::clone(&own));
+        let state = hook.build(builder).build();
+        let lent = shared(&runtimes);
+        assert!(lent.len() == 1 && Arc::ptr_eq(&lent[0], &own));
+        // A SET of another limit gives the session another runtime, which
+        // its stages then take.
+        let other = RuntimeEnvBuilder::new()
+            .with_memory_limit(2 << 20, 1.0)
+            .build_arc()?;
+        let mut state = SessionStateBuilder::new_from_existing(state)
+            .with_runtime_env(Arc::clone(&other))
+            .build();
+        hook.settings_changed(&mut state)?;
+        assert!(shared(&runtimes).iter().any(|r| Arc::ptr_eq(r, &other)));
+        Ok(())
     }
 }

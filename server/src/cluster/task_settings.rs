@@ -155,7 +155,7 @@ pub(super) fn session_runtime(
         return Ok(None);
     };
     let session = headers.get(SESSION).and_then(|v| v.to_str().ok());
-    let key = format!("{}/{limit}", session.unwrap_or("-"));
+    let key = runtime_key(session.unwrap_or("-"), limit);
     let mut runtimes = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(runtime) = runtimes.get(&key).and_then(Weak::upgrade) {
         return Ok(Some(runtime));
@@ -174,6 +174,33 @@ pub(super) fn session_runtime(
         runtimes.insert(key, Arc::downgrade(&runtime));
     }
     Ok(Some(runtime))
+}
+
+/// Makes the tasks of the session whose config is `config` that run in
+/// this process (a master's own stages, which its workers read) run in
+/// `runtime`, the session's own: they take memory from the session's
+/// pool, not from one of their own. Nothing for a session without a
+/// limit, whose tasks take none.
+pub(super) fn share_runtime(
+    runtimes: &SessionRuntimes,
+    config: &SessionConfig,
+    runtime: &Arc<RuntimeEnv>,
+) {
+    let (Some(name), MemoryLimit::Finite(limit)) = (
+        config.get_extension::<SessionName>(),
+        runtime.memory_pool.memory_limit(),
+    ) else {
+        return;
+    };
+    let mut runtimes = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+    runtimes.retain(|_, runtime| runtime.strong_count() > 0);
+    runtimes.insert(runtime_key(&name.0, limit), Arc::downgrade(runtime));
+}
+
+/// The key of a session's runtime, by its name and memory limit: a task
+/// sent after the session changed its limit takes a pool of the new one.
+fn runtime_key(session: &str, limit: usize) -> String {
+    format!("{session}/{limit}")
 }
 
 /// The memory limit a task's headers carry; `None` when its session has
@@ -200,6 +227,30 @@ mod tests {
         headers.insert(MEMORY_LIMIT, limit.into());
         headers.insert(SESSION, session.parse().unwrap());
         headers
+    }
+
+    #[test]
+    fn a_sessions_own_runtime_serves_its_tasks_in_this_process() -> Result<()> {
+        let runtimes = SessionRuntimes::default();
+        let limit = 1 << 20;
+        let mut config = SessionConfig::new();
+        let headers = session_headers(&mut config, MemoryLimit::Finite(limit))?;
+        let own = RuntimeEnvBuilder::new()
+            .with_memory_limit(limit, 1.0)
+            .build_arc()?;
+        share_runtime(&runtimes, &config, &own);
+        let taken = session_runtime(&runtimes, &headers, None)?.expect("a limit");
+        assert!(Arc::ptr_eq(&taken, &own));
+        // After a SET of another limit, its tasks carry that one, and take
+        // a pool of their own until the session's runtime is shared again.
+        let headers = session_headers(&mut config, MemoryLimit::Finite(2 * limit))?;
+        let taken = session_runtime(&runtimes, &headers, None)?.expect("a limit");
+        assert!(!Arc::ptr_eq(&taken, &own));
+        // A session without a limit shares nothing.
+        let unlimited = RuntimeEnvBuilder::new().build_arc()?;
+        share_runtime(&runtimes, &SessionConfig::new(), &unlimited);
+        assert_eq!(runtimes.lock().unwrap().len(), 2);
+        Ok(())
     }
 
     #[test]
