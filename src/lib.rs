@@ -107,7 +107,9 @@ pub use table::{
 /// release.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::catalog::{crash_moves_at, MoveStep, WorkerStores};
+    pub use crate::catalog::{
+        crash_moves_at, hold_moves_at, limit_keys_noted, MoveHold, MoveStep, WorkerStores,
+    };
     pub use crate::db::{
         apply_held, drop_held, dropped_tables, held_entries, held_keys_read, held_tables,
         stored_entries,

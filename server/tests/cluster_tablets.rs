@@ -36,13 +36,17 @@ async fn until_dropped(db: &Db, table: widesql::TableId) -> Result<(), BoxError>
 fn held(db: &Db, table: widesql::TableId) -> Result<usize, BoxError> {
     let mut name = b"t:".to_vec();
     name.extend_from_slice(table.as_bytes());
-    loop {
+    let mut failed = None;
+    for _ in 0..100 {
         let entries =
             widesql::internals::held_entries(db, &name, Bound::Unbounded, Bound::Unbounded, false)?;
-        if let Ok(entries) = entries.collect::<Result<Vec<_>, _>>() {
-            return Ok(entries.len());
+        match entries.collect::<Result<Vec<_>, _>>() {
+            Ok(entries) => return Ok(entries.len()),
+            Err(e) => failed = Some(e),
         }
+        std::thread::sleep(Duration::from_millis(10));
     }
+    Err(format!("the worker's entries cannot be counted: {failed:?}").into())
 }
 
 const ALL: &str = "SELECT _key, v FROM t ORDER BY _key";
@@ -409,6 +413,119 @@ async fn writes_made_while_a_tablet_moves_are_all_at_its_new_home() -> Result<()
     // Every row is on the worker, the table's one tablet there.
     let table = db.open_table("default", "public", "t")?.id();
     assert!(held(&worker_db, table)? >= 20100);
+    w1.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+/// Rows `n0000` to `n1999`, written while a tablet's copy is held.
+const WRITTEN_WHILE_HELD: &str =
+    "INSERT INTO t SELECT concat('n', lpad(CAST(value AS VARCHAR), 4, '0')), \
+     value, 'new' FROM generate_series(0, 1999) AS s(value)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_on_while_a_tablet_is_copied_and_reach_its_new_home() -> Result<(), BoxError> {
+    move_while_writing(None).await
+}
+
+/// The same, where the move keeps so few written keys that it copies the
+/// whole range again under every row lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_that_keeps_too_many_written_keys_copies_its_range_again() -> Result<(), BoxError> {
+    move_while_writing(Some(100)).await
+}
+
+/// Moves a tablet of a table of two locality groups to a worker, held
+/// between the copies of its groups while rows are written; the move
+/// keeps at most `noted` written keys per group.
+async fn move_while_writing(noted: Option<usize>) -> Result<(), BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let w1 = worker(&worker_db, &master, any_port()).await?;
+    let url = format!("http://{}", w1.local_addr());
+    until_up(&db, 1).await?;
+    // Two locality groups, so that the move is held between their copies.
+    db.session()
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT, body VARCHAR) \
+             WITH ('page.columns' = 'body', 'page.locality_group' = 'blobs'); \
+             INSERT INTO t SELECT concat('k', lpad(CAST(value AS VARCHAR), 4, '0')), value, \
+             concat('b', CAST(value AS VARCHAR)) FROM generate_series(0, 999) AS s(value); \
+             ALTER TABLE t SPLIT AT ('k0500')",
+        )
+        .await?;
+    let table = db.open_table("default", "public", "t")?.id();
+    if let Some(noted) = noted {
+        widesql::internals::limit_keys_noted(table, noted);
+    }
+    let hold = widesql::internals::hold_moves_at(table, widesql::internals::MoveStep::Copying);
+    let moving = {
+        let db = db.clone();
+        let url = url.clone();
+        tokio::spawn(async move {
+            db.session()
+                .run(&format!(
+                    "ALTER TABLE t MOVE TABLET AT ('k0600') TO '{url}'"
+                ))
+                .await
+        })
+    };
+    let reached =
+        tokio::task::spawn_blocking(move || (hold.reached(Duration::from_secs(30)), hold));
+    let (reached, hold) = reached.await?;
+    assert!(reached, "the move did not reach its copy");
+    // The first group is copied, the second not yet. Writes to the
+    // tablet's rows run meanwhile (they waited for the whole copy before):
+    // an update of a copied row in both groups, a delete, a new row, and
+    // more rows than the move copies under its lock.
+    let writes = tokio::time::timeout(Duration::from_secs(30), async {
+        let session = db.session();
+        session
+            .run(
+                "UPDATE t SET v = -1, body = 'changed' WHERE _key = 'k0600'; \
+                 DELETE FROM t WHERE _key = 'k0700'; \
+                 INSERT INTO t VALUES ('k0800x', 8000, 'added'), ('a', 1, 'outside')",
+            )
+            .await?;
+        session.run(WRITTEN_WHILE_HELD).await
+    })
+    .await;
+    let moved_yet = moving.is_finished();
+    drop(hold);
+    let written = writes.map_err(|_| "writes waited for the tablet's copy")?;
+    written?;
+    assert!(!moved_yet, "the move ended while it was held");
+    moving.await??;
+    // Every write is at the tablet's new home, which now serves its rows.
+    assert_eq!(
+        lines(
+            &db.session(),
+            "SELECT _key, v, body FROM t WHERE _key IN ('a', 'k0600', 'k0700', 'k0800x', 'n1999') \
+             ORDER BY _key",
+        )
+        .await?,
+        [
+            "a 1 outside",
+            "k0600 -1 changed",
+            "k0800x 8000 added",
+            "n1999 1999 new"
+        ]
+    );
+    assert_eq!(
+        lines(&db.session(), "SELECT count(*), sum(v) FROM t").await?,
+        [format!(
+            "3001 {}",
+            (0..1000).sum::<i64>() - 600 - 1 - 700 + 8000 + 1 + (0..2000).sum::<i64>()
+        )]
+    );
+    let explain = lines(&db.session(), "EXPLAIN SELECT * FROM t WHERE _key >= 'n'").await?;
+    assert!(
+        explain
+            .concat()
+            .contains(&format!("tablets=1 of 2 ({url})")),
+        "{explain:?}"
+    );
     w1.shutdown().await?;
     master.shutdown().await?;
     Ok(())

@@ -11,6 +11,7 @@
 
 mod dataset;
 mod error;
+mod move_steps;
 pub(crate) mod names;
 mod privileges;
 mod project;
@@ -24,8 +25,9 @@ mod tablets;
 mod users;
 
 pub use error::{not_found, CatalogError, ObjectKind};
+pub use move_steps::{crash_moves_at, hold_moves_at, limit_keys_noted, MoveHold, MoveStep};
 pub use privileges::{Privilege, Securable};
-pub use routing::{crash_moves_at, MoveStep, WorkerStores};
+pub use routing::WorkerStores;
 pub use spec::{with_family, with_gc, without_family, KEY_COLUMN, ROWID_COLUMN};
 pub use state::{CatalogState, DatasetEntry, ProjectEntry, TableEntry};
 use tablets::StoredTablet;

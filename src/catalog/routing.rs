@@ -7,12 +7,16 @@
 //! server hands the catalog a [`WorkerStores`]; until then, a read or
 //! write of a tablet a worker holds fails, naming it.
 //!
-//! Moving a tablet ([`Catalog::move_tablet`]) holds every write to the
-//! database, clears the target's copy of the tablet's range (what a move
-//! that stopped half-way left there), copies the rows, makes the target
-//! the tablet's home in one catalog change, and lets writes go on. A crash
-//! before the catalog change leaves the tablet where it was; after it, the
-//! tablet is at its target. The source's copy stays, so that a query that
+//! Moving a tablet ([`Catalog::move_tablet`]) clears the target's copy of
+//! the tablet's range (what a move that stopped half-way left there) and
+//! copies the rows while writes go on, watching the keys they write
+//! ([`crate::storage::Watch`]). It copies those keys again, in a few
+//! rounds, until few are left; then it holds every write to the database,
+//! copies the last of them, makes the target the tablet's home in one
+//! catalog change, and lets writes go on. Writes wait only for that last
+//! part, not for the copy of the whole range. A crash before the catalog
+//! change leaves the tablet where it was; after it, the tablet is at its
+//! target. The source's copy stays, so that a query that
 //! began before the move reads it whole; a copy in this process's store
 //! is removed at the next open, one on a worker is never read again and
 //! is cleared by the next move of that range to it.
@@ -22,11 +26,12 @@ use std::fmt::Debug;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::move_steps::{self, reached, MoveStep};
 use super::*;
 use crate::ids::TabletId;
 use crate::storage::{
-    Backend, BackendError, BackendIter, BackendTree, Durability, Home, KeyRange, Routes, Tree,
-    TreeWrites, WriteBatch,
+    Backend, BackendError, BackendIter, BackendTree, Bytes, Durability, Home, KeyRange, Routes,
+    Tree, TreeWrites, WriteBatch,
 };
 
 /// How a cluster's master reaches the stores of its workers.
@@ -183,40 +188,6 @@ fn all_to(home: Home) -> Routes {
         .unwrap_or_else(|| unreachable!("one range from the first key"))
 }
 
-/// The steps of a move at which a test can stop the process as a crash
-/// would ([`crash_moves_at`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MoveStep {
-    /// The target's copy of the range was cleared (in the first
-    /// locality group).
-    Cleared,
-    /// The first locality group's rows were copied, not the others'.
-    Copying,
-    /// Every row was copied and the target flushed; the catalog still
-    /// names the source.
-    Flushed,
-    /// The catalog names the target; this process has not yet switched
-    /// its routes.
-    Committed,
-}
-
-/// The step at which moves stop the process.
-static CRASH_AT: std::sync::Mutex<Option<MoveStep>> = std::sync::Mutex::new(None);
-
-/// Makes every move of this process abort it at `step` (`None`: never),
-/// for tests of what a crash there leaves. Only debug builds stop.
-pub fn crash_moves_at(step: Option<MoveStep>) {
-    *CRASH_AT.lock().unwrap_or_else(|p| p.into_inner()) = step;
-}
-
-/// Aborts the process when a test asked moves to stop at `step`.
-fn reached(step: MoveStep) {
-    let armed = *CRASH_AT.lock().unwrap_or_else(|p| p.into_inner());
-    if cfg!(debug_assertions) && armed == Some(step) {
-        std::process::abort();
-    }
-}
-
 /// The meta key that records that the table `id`, whose tablets workers
 /// may hold, was dropped. Kept for good: a worker may call again after
 /// any time away.
@@ -230,6 +201,24 @@ fn dropped_key(id: TableId) -> Vec<u8> {
 const MOVE_BATCH_ENTRIES: usize = 1024;
 /// Bytes a move copies per batch at most.
 const MOVE_BATCH_BYTES: usize = 4 << 20;
+/// Rounds in which a move copies again, without locks, the keys written
+/// while it copied: each round copies what writes did during the one
+/// before. Writes to a busy table may never let up, so they are bounded.
+const UNLOCKED_ROUNDS: usize = 8;
+/// Written keys few enough for a move to copy them under every row lock.
+const KEYS_COPIED_LOCKED: usize = 1024;
+/// The most written keys a move keeps per locality group (their memory is
+/// about a hundred bytes each). Past them it copies the whole range again
+/// under every row lock, as if it had watched nothing.
+const KEYS_NOTED: usize = 256 * 1024;
+
+/// One locality group's key space as a move copies it: from its source,
+/// to its target, and the keys written meanwhile.
+struct GroupCopy {
+    from: Tree,
+    to: Tree,
+    written: crate::storage::Watch,
+}
 
 impl Catalog {
     /// Makes this process reach the workers the tablet map names through
@@ -444,20 +433,16 @@ impl Catalog {
             let keys = tree
                 .range(lo.clone(), hi.clone(), false)
                 .take(MOVE_BATCH_ENTRIES)
-                .map(|entry| entry.map(|(key, _)| key))
-                .collect::<Result<Vec<_>, _>>()?;
+                .map(|entry| entry.map(|(key, _)| (key, None)))
+                .collect::<Vec<_>>();
             if keys.is_empty() {
                 return Ok(());
             }
-            let mut batch = WriteBatch::with_durability(Durability::Eventual);
-            for key in keys {
-                batch.delete(tree, key);
-            }
-            self.engine.storage.apply(batch)?;
+            self.write_copies(tree, keys)?;
         }
     }
 
-    /// Copies the entries of `from` in `(lo, hi)` to `to`, batch by batch.
+    /// Copies the entries of `from` in `(lo, hi)` to `to`.
     fn copy_range(
         &self,
         from: &Tree,
@@ -465,19 +450,49 @@ impl Catalog {
         lo: &Bound<Vec<u8>>,
         hi: &Bound<Vec<u8>>,
     ) -> Result<()> {
-        let mut batch = WriteBatch::with_durability(Durability::Eventual);
-        let mut entries = 0;
-        for entry in from.range(lo.clone(), hi.clone(), false) {
-            let (key, value) = entry?;
-            batch.put(to, key, value);
-            entries += 1;
-            if entries >= MOVE_BATCH_ENTRIES || batch.bytes() >= MOVE_BATCH_BYTES {
-                let full = std::mem::replace(
-                    &mut batch,
-                    WriteBatch::with_durability(Durability::Eventual),
-                );
+        let entries = from
+            .range(lo.clone(), hi.clone(), false)
+            .map(|entry| entry.map(|(key, value)| (key, Some(value))));
+        self.write_copies(to, entries)
+    }
+
+    /// Copies again the keys written to each group since they were last
+    /// copied, each as its source holds it now: a key the source no longer
+    /// holds is deleted.
+    fn copy_written(&self, groups: &[GroupCopy]) -> Result<()> {
+        for group in groups {
+            let entries = group.written.take().into_iter().map(|key| {
+                let at = Bound::Included(key.to_vec());
+                let value = group.from.range(at.clone(), at, false).next().transpose()?;
+                Ok::<_, crate::Error>((key, value.map(|(_, value)| value)))
+            });
+            self.write_copies(&group.to, entries)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `entries` to `to` (a value, or `None` to delete the key) in
+    /// batches of copies, which watches do not note.
+    fn write_copies<E>(
+        &self,
+        to: &Tree,
+        entries: impl IntoIterator<Item = Result<(Bytes, Option<Bytes>), E>>,
+    ) -> Result<()>
+    where
+        crate::Error: From<E>,
+    {
+        let mut batch = WriteBatch::copying(Durability::Eventual);
+        let mut count = 0;
+        for entry in entries {
+            match entry? {
+                (key, Some(value)) => batch.put(to, key, value),
+                (key, None) => batch.delete(to, key),
+            }
+            count += 1;
+            if count >= MOVE_BATCH_ENTRIES || batch.bytes() >= MOVE_BATCH_BYTES {
+                let full = std::mem::replace(&mut batch, WriteBatch::copying(Durability::Eventual));
                 self.engine.storage.apply(full)?;
-                entries = 0;
+                count = 0;
             }
         }
         self.engine.storage.apply(batch).map_err(Into::into)
@@ -515,17 +530,48 @@ impl Catalog {
         };
         let source = all_to(home(&self.workers, &stored(&tablet.worker)));
         let target = all_to(home(&self.workers, &stored(&worker)));
-        let local = self.local_key_spaces(id)?;
+        // Writes go on while the range is copied; the keys they write are
+        // watched from before the copy begins, and copied again after it.
+        let groups = self
+            .local_key_spaces(id)?
+            .iter()
+            .map(|tree| {
+                Ok(GroupCopy {
+                    from: tree.with_routes(source.clone())?,
+                    to: tree.with_routes(target.clone())?,
+                    written: self.engine.storage.watch(
+                        tree,
+                        (lo.clone(), hi.clone()),
+                        move_steps::noted_limit(id).unwrap_or(KEYS_NOTED),
+                    ),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for group in &groups {
+            self.delete_range(&group.to, &lo, &hi)?;
+            reached(id, MoveStep::Cleared);
+            self.copy_range(&group.from, &group.to, &lo, &hi)?;
+            reached(id, MoveStep::Copying);
+        }
+        let overflowed = |groups: &[GroupCopy]| groups.iter().any(|g| g.written.overflowed());
+        for _ in 0..UNLOCKED_ROUNDS {
+            let written: usize = groups.iter().map(|g| g.written.written()).sum();
+            if written <= KEYS_COPIED_LOCKED || overflowed(&groups) {
+                break;
+            }
+            self.copy_written(&groups)?;
+        }
+        // The last keys are copied while no write can run, so the target
+        // holds what the source holds when the catalog changes; all of
+        // them when more were written than a watch keeps.
         let writes_wait = self.engine.locks.write_every();
-        for tree in &local {
-            let (from, to) = (
-                tree.with_routes(source.clone())?,
-                tree.with_routes(target.clone())?,
-            );
-            self.delete_range(&to, &lo, &hi)?;
-            reached(MoveStep::Cleared);
-            self.copy_range(&from, &to, &lo, &hi)?;
-            reached(MoveStep::Copying);
+        if overflowed(&groups) {
+            for group in &groups {
+                self.delete_range(&group.to, &lo, &hi)?;
+                self.copy_range(&group.from, &group.to, &lo, &hi)?;
+            }
+        } else {
+            self.copy_written(&groups)?;
         }
         if let Home::Away { store, name } = home(&self.workers, &stored(&worker)) {
             store
@@ -535,7 +581,7 @@ impl Catalog {
                     source,
                 })?;
         }
-        reached(MoveStep::Flushed);
+        reached(id, MoveStep::Flushed);
         // The new map and layout are made before the catalog changes, so
         // that nothing can fail between the change and its use.
         let mut tablets = self.read().tablets.get(&id).cloned().unwrap_or_default();
@@ -560,7 +606,7 @@ impl Catalog {
             worker.as_deref(),
             now,
         )?])?;
-        reached(MoveStep::Committed);
+        reached(id, MoveStep::Committed);
         {
             let mut state = self.write_state();
             state.tablets.insert(id, tablets);

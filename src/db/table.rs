@@ -136,8 +136,9 @@ impl Table {
     /// Moves the tablet that holds the row key `at` (as stored; `b""` is
     /// the first tablet) to `worker`, a worker of this cluster's master
     /// that is up (`None`: back to this process), and returns its id.
-    /// Writes wait while the rows are copied, then the tablet map changes
-    /// in one catalog change; the source keeps its copy for the queries
+    /// Writes go on while the rows are copied and wait while the last
+    /// keys written meanwhile are; then the tablet map changes in one
+    /// catalog change; the source keeps its copy for the queries
     /// that began before (docs/cluster.md says when it goes, and what a
     /// crash at each step leaves).
     pub fn move_tablet(&self, at: &[u8], worker: Option<&str>) -> Result<TabletId> {

@@ -53,6 +53,9 @@ pub struct WriteBatch {
     bytes: usize,
     /// The writes to keys other stores hold, by store.
     pub(super) away: Vec<AwayWrites>,
+    /// Whether the batch copies data that is already stored elsewhere,
+    /// which watches do not note ([`WriteBatch::copying`]).
+    pub(super) copying: bool,
 }
 
 /// The writes of a batch to one other store.
@@ -69,6 +72,16 @@ impl WriteBatch {
         Self {
             durability,
             ..Self::default()
+        }
+    }
+
+    /// An empty batch of copies, such as a tablet move writes to the
+    /// tablet's new home: [`Storage::watch`](crate::storage::Storage::watch)es
+    /// do not note its keys, so that a move notes only what others wrote.
+    pub fn copying(durability: Durability) -> Self {
+        Self {
+            copying: true,
+            ..Self::with_durability(durability)
         }
     }
 

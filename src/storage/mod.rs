@@ -31,6 +31,7 @@ mod range;
 mod read_ahead;
 mod routes;
 mod sled_backend;
+mod watch;
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -50,6 +51,7 @@ pub use memory::{Fault, MemoryBackend};
 pub use range::RangeIter;
 pub use routes::{Home, KeyRange, Routes};
 pub use sled_backend::SledBackend;
+pub use watch::Watch;
 
 const META_FORMAT: &[u8] = b"widesql/format";
 
@@ -95,6 +97,7 @@ pub struct Storage {
     path: PathBuf,
     /// Open trees and key spaces by backend tree name and key prefix.
     trees: RwLock<HashMap<KeySpaceId, Tree>>,
+    watches: Arc<watch::Watches>,
 }
 
 /// A backend tree's name and a key prefix in it.
@@ -146,6 +149,7 @@ impl Storage {
             backend,
             path: path.to_path_buf(),
             trees: RwLock::new(HashMap::new()),
+            watches: Arc::default(),
         };
         storage.check_format()?;
         Ok(storage)
@@ -243,11 +247,19 @@ impl Storage {
     /// Removes the tree called `name` and all its data, its key spaces
     /// included; `false` if there was none.
     pub fn drop_tree(&self, name: &[u8]) -> Result<bool, StorageError> {
-        self.trees
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(n, _), _| n.as_slice() != name);
-        self.commit(commit::Work::DropTree(name.to_vec()), true)
+        let forget = || {
+            self.trees
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(n, _), _| n.as_slice() != name);
+        };
+        forget();
+        let dropped = self.commit(commit::Work::DropTree(name.to_vec()), true);
+        // A key space opened while the tree was dropped holds the dropped
+        // tree, whose every call fails: it is forgotten too, so that the
+        // next open makes the tree anew.
+        forget();
+        dropped
     }
 
     /// Deletes every key of `tree`, in atomic batches of up to `batch_keys`
@@ -313,6 +325,28 @@ impl Storage {
     /// whole not. A part that fails stops the rest, and the error names
     /// the homes whose parts were applied.
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
+        let noting = self.watches.note(&batch);
+        let applied = self.apply_noted(batch);
+        noting.record();
+        applied
+    }
+
+    /// Starts noting the keys of `tree` in `range` (keys of the key
+    /// space) that batches write, whichever store holds them, up to
+    /// `limit` keys, until the watch is dropped; batches of copies
+    /// ([`WriteBatch::copying`]) are not noted. It waits for the batches
+    /// being applied: a batch it does not note was applied before it began.
+    pub fn watch(
+        &self,
+        tree: &Tree,
+        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        limit: usize,
+    ) -> Watch {
+        self.watches.watch(tree, range, limit)
+    }
+
+    /// [`Storage::apply`], after the watches noted the batch's keys.
+    fn apply_noted(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let durable = batch.durability == Durability::Immediate;
         if batch.away.is_empty() {
             if batch.trees.is_empty() {
