@@ -7,6 +7,7 @@ use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use widesql::Db;
+use widesql_server::{Server, WorkerServer};
 
 #[expect(
     dead_code,
@@ -47,6 +48,34 @@ fn held(db: &Db, table: widesql::TableId) -> Result<usize, BoxError> {
         std::thread::sleep(Duration::from_millis(10));
     }
     Err(format!("the worker's entries cannot be counted: {failed:?}").into())
+}
+
+/// A master and one worker that joined it, each on a database of its own
+/// in `dirs`.
+struct OneWorker {
+    dirs: [tempfile::TempDir; 2],
+    db: Db,
+    master: Server,
+    worker_db: Db,
+    worker: WorkerServer,
+    url: String,
+}
+
+async fn one_worker() -> Result<OneWorker, BoxError> {
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let (db, master) = master(dirs[0].path()).await?;
+    let worker_db = Db::open(dirs[1].path())?;
+    let worker = worker(&worker_db, &master, any_port()).await?;
+    let url = format!("http://{}", worker.local_addr());
+    until_up(&db, 1).await?;
+    Ok(OneWorker {
+        dirs,
+        db,
+        master,
+        worker_db,
+        worker,
+        url,
+    })
 }
 
 const ALL: &str = "SELECT _key, v FROM t ORDER BY _key";
@@ -180,12 +209,14 @@ async fn a_tablet_moves_to_workers_and_back_and_its_rows_follow() -> Result<(), 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_of_one_tablet_moves_without_a_key_and_drops_from_its_worker(
 ) -> Result<(), BoxError> {
-    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
-    let (db, master) = master(dirs[0].path()).await?;
-    let worker_db = Db::open(dirs[1].path())?;
-    let w = worker(&worker_db, &master, any_port()).await?;
-    let url = format!("http://{}", w.local_addr());
-    until_up(&db, 1).await?;
+    let OneWorker {
+        dirs: _dirs,
+        db,
+        master,
+        worker_db,
+        worker: w,
+        url,
+    } = one_worker().await?;
     let session = db.session();
     // No primary key: its keys are generated, so no key names its tablet.
     session
@@ -259,13 +290,15 @@ async fn a_table_of_one_tablet_moves_without_a_key_and_drops_from_its_worker(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Result<(), BoxError> {
-    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
-    let (db, master) = master(dirs[0].path()).await?;
-    let worker_db = Db::open(dirs[1].path())?;
-    let w1 = worker(&worker_db, &master, any_port()).await?;
+    let OneWorker {
+        dirs,
+        db,
+        master,
+        worker_db,
+        worker: w1,
+        url,
+    } = one_worker().await?;
     let addr = w1.local_addr();
-    let url = format!("http://{addr}");
-    until_up(&db, 1).await?;
     let session = db.session();
     session
         .run(&format!(
@@ -377,12 +410,14 @@ async fn a_worker_that_is_down_fails_only_the_statements_that_need_it() -> Resul
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_made_while_a_tablet_moves_are_all_at_its_new_home() -> Result<(), BoxError> {
-    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
-    let (db, master) = master(dirs[0].path()).await?;
-    let worker_db = Db::open(dirs[1].path())?;
-    let w1 = worker(&worker_db, &master, any_port()).await?;
-    let url = format!("http://{}", w1.local_addr());
-    until_up(&db, 1).await?;
+    let OneWorker {
+        dirs: _dirs,
+        db,
+        master,
+        worker_db,
+        worker: w1,
+        url,
+    } = one_worker().await?;
     db.session()
         .run(
             "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT); \
@@ -439,12 +474,14 @@ async fn a_move_that_keeps_too_many_written_keys_copies_its_range_again() -> Res
 /// between the copies of its groups while rows are written; the move
 /// keeps at most `noted` written keys per group.
 async fn move_while_writing(noted: Option<usize>) -> Result<(), BoxError> {
-    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
-    let (db, master) = master(dirs[0].path()).await?;
-    let worker_db = Db::open(dirs[1].path())?;
-    let w1 = worker(&worker_db, &master, any_port()).await?;
-    let url = format!("http://{}", w1.local_addr());
-    until_up(&db, 1).await?;
+    let OneWorker {
+        dirs: _dirs,
+        db,
+        master,
+        worker_db,
+        worker: w1,
+        url,
+    } = one_worker().await?;
     // Two locality groups, so that the move is held between their copies.
     db.session()
         .run(
@@ -519,6 +556,8 @@ async fn move_while_writing(noted: Option<usize>) -> Result<(), BoxError> {
             (0..1000).sum::<i64>() - 600 - 1 - 700 + 8000 + 1 + (0..2000).sum::<i64>()
         )]
     );
+    // The tablet's 2,500 rows are in the worker's database.
+    assert!(held(&worker_db, table)? >= 2500);
     let explain = lines(&db.session(), "EXPLAIN SELECT * FROM t WHERE _key >= 'n'").await?;
     assert!(
         explain

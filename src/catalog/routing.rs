@@ -14,12 +14,13 @@
 //! rounds, until few are left; then it holds every write to the database,
 //! copies the last of them, makes the target the tablet's home in one
 //! catalog change, and lets writes go on. Writes wait only for that last
-//! part, not for the copy of the whole range. A crash before the catalog
-//! change leaves the tablet where it was; after it, the tablet is at its
-//! target. The source's copy stays, so that a query that
-//! began before the move reads it whole; a copy in this process's store
-//! is removed at the next open, one on a worker is never read again and
-//! is cleared by the next move of that range to it.
+//! part; only in a locality group where more keys were written than its
+//! watch keeps do they wait for a copy of the group's whole range again. A
+//! crash before the catalog change leaves the tablet where it was; after
+//! it, the tablet is at its target. The source's copy stays, so that a
+//! query that began before the move reads it whole; a copy in this
+//! process's store is removed at the next open, one on a worker is never
+//! read again and is cleared by the next move of that range to it.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -456,19 +457,16 @@ impl Catalog {
         self.write_copies(to, entries)
     }
 
-    /// Copies again the keys written to each group since they were last
+    /// Copies again the keys written to `group` since they were last
     /// copied, each as its source holds it now: a key the source no longer
     /// holds is deleted.
-    fn copy_written(&self, groups: &[GroupCopy]) -> Result<()> {
-        for group in groups {
-            let entries = group.written.take().into_iter().map(|key| {
-                let at = Bound::Included(key.to_vec());
-                let value = group.from.range(at.clone(), at, false).next().transpose()?;
-                Ok::<_, crate::Error>((key, value.map(|(_, value)| value)))
-            });
-            self.write_copies(&group.to, entries)?;
-        }
-        Ok(())
+    fn copy_written(&self, group: &GroupCopy) -> Result<()> {
+        let entries = group.written.take().into_iter().map(|key| {
+            let at = Bound::Included(key.to_vec());
+            let value = group.from.range(at.clone(), at, false).next().transpose()?;
+            Ok::<_, crate::Error>((key, value.map(|(_, value)| value)))
+        });
+        self.write_copies(&group.to, entries)
     }
 
     /// Writes `entries` to `to` (a value, or `None` to delete the key) in
@@ -553,25 +551,26 @@ impl Catalog {
             self.copy_range(&group.from, &group.to, &lo, &hi)?;
             reached(id, MoveStep::Copying);
         }
-        let overflowed = |groups: &[GroupCopy]| groups.iter().any(|g| g.written.overflowed());
         for _ in 0..UNLOCKED_ROUNDS {
             let written: usize = groups.iter().map(|g| g.written.written()).sum();
-            if written <= KEYS_COPIED_LOCKED || overflowed(&groups) {
+            if written <= KEYS_COPIED_LOCKED {
                 break;
             }
-            self.copy_written(&groups)?;
+            for group in &groups {
+                self.copy_written(group)?;
+            }
         }
         // The last keys are copied while no write can run, so the target
-        // holds what the source holds when the catalog changes; all of
-        // them when more were written than a watch keeps.
+        // holds what the source holds when the catalog changes: in a group
+        // where more were written than its watch keeps, all of them.
         let writes_wait = self.engine.locks.write_every();
-        if overflowed(&groups) {
-            for group in &groups {
+        for group in &groups {
+            if group.written.overflowed() {
                 self.delete_range(&group.to, &lo, &hi)?;
                 self.copy_range(&group.from, &group.to, &lo, &hi)?;
+            } else {
+                self.copy_written(group)?;
             }
-        } else {
-            self.copy_written(&groups)?;
         }
         if let Home::Away { store, name } = home(&self.workers, &stored(&worker)) {
             store
