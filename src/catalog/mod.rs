@@ -12,6 +12,7 @@
 mod dataset;
 mod error;
 mod move_steps;
+mod moves;
 pub(crate) mod names;
 mod privileges;
 mod project;
