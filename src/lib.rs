@@ -112,7 +112,7 @@ pub mod internals {
     };
     pub use crate::db::{
         apply_held, drop_held, dropped_tables, held_entries, held_keys_read, held_tables,
-        stored_entries,
+        settle_held, stored_entries,
     };
     pub use crate::keys::{
         decode_tuple, encode_tuple, prefix_successor, put_bytes, CellKey, Element, ElementKind,

@@ -7,12 +7,14 @@
 //! - a flush stuck past the stall limit is an error naming it for its
 //!   writer and for a writer queued behind it, and the database reports
 //!   itself read-only until the flush returns;
+//! - settling the store waits for the writes queued before it, also those
+//!   whose writers gave up, and answers while writes are refused;
 //! - a reader of another row does not wait for a writer's flush.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use widesql::internals::{lock_stripe, Fault, MemoryBackend};
+use widesql::internals::{lock_stripe, settle_held, Fault, MemoryBackend};
 use widesql::{
     Db, DbOptions, ErrorKind, FamilySpec, Filter, Health, RowMutation, StorageError, Table,
     TableSpec,
@@ -240,6 +242,10 @@ fn a_failed_flush_fails_exactly_its_group_and_loses_nothing_acknowledged() -> Te
     );
     assert!(refused.to_string().contains("refuses writes"), "{refused}");
     assert!(exists(&t, "a")?);
+    // Nothing queued can land any more: settling says so at once, where a
+    // flush is refused.
+    assert!(db.flush().is_err());
+    settle_held(&db)?;
     // After a power loss, what was acknowledged is there; what the failed
     // flush should have made durable is not; the reopened database writes.
     drop((t, db));
@@ -292,9 +298,24 @@ fn a_stalled_flush_is_an_error_naming_it_and_stops_writes_until_it_returns() -> 
     assert!(started.elapsed() < Duration::from_millis(200));
     assert!(db.flush().is_err());
     assert!(exists(&t, "before")?);
+    // The write queued behind it may still land: settling waits behind
+    // the stuck flush, and fails as stalled.
+    let unsettled = settle_held(&db)
+        .err()
+        .ok_or("settled behind a stuck flush")?;
+    assert!(
+        matches!(
+            unsettled,
+            widesql::Error::Storage(StorageError::Stalled { .. })
+        ),
+        "{unsettled}"
+    );
     // The flush returns after all: what follows is ordered after it, and
-    // writes are served again.
+    // writes are served again. Once settled, the write whose writer gave
+    // up has landed.
     drop(hold);
+    settle_held(&db)?;
+    assert!(exists(&t, "behind")?);
     wait_until("the database serves writes again", || {
         db.health() == Health::Healthy
     })?;

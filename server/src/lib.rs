@@ -40,3 +40,9 @@ pub use cluster::{
     ClusterSecret, MasterOptions, RemoteStore, WorkerOptions, WorkerServer, SECRET_VARIABLE,
 };
 pub use server::{Limits, ServeError, ServeOptions, Server, TlsIdentity};
+
+/// Hooks for tests of the cluster; not part of the API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::cluster::{hold_back_applies_to, send_held_back_apply};
+}

@@ -570,6 +570,176 @@ async fn move_while_writing(noted: Option<usize>) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// A master and one worker, with a table `t` of 100 rows (`k0000` to
+/// `k0099`) whose tablet from `k0050` is on the worker.
+async fn rows_on_one_worker() -> Result<(OneWorker, widesql::TableId), BoxError> {
+    let cluster = one_worker().await?;
+    cluster
+        .db
+        .session()
+        .run(&format!(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT, body VARCHAR); \
+             INSERT INTO t SELECT concat('k', lpad(CAST(value AS VARCHAR), 4, '0')), value, 'old' \
+             FROM generate_series(0, 99) AS s(value); \
+             ALTER TABLE t SPLIT AT ('k0050'); \
+             ALTER TABLE t MOVE TABLET AT ('k0060') TO '{}'",
+            cluster.url
+        ))
+        .await?;
+    let table = cluster.db.open_table("default", "public", "t")?.id();
+    Ok((cluster, table))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_given_up_on_lands_before_its_tablet_moves_or_never() -> Result<(), BoxError> {
+    use widesql_server::internals::{hold_back_applies_to, send_held_back_apply};
+    let (
+        OneWorker {
+            dirs: _dirs,
+            db,
+            master,
+            worker_db: _worker_db,
+            worker: w1,
+            url,
+        },
+        table,
+    ) = rows_on_one_worker().await?;
+    let session = db.session();
+    // A write to the worker's tablet whose answer is lost: its writer
+    // gets an error, and the call is still on its way.
+    hold_back_applies_to(&url, true);
+    let lost = session
+        .run("INSERT INTO t VALUES ('k0077x', 7, 'late')")
+        .await;
+    hold_back_applies_to(&url, false);
+    assert!(lost.is_err(), "the write whose answer was lost succeeded");
+    // The tablet moves back; the call arrives once its rows are copied.
+    let hold = widesql::internals::hold_moves_at(table, widesql::internals::MoveStep::Copying);
+    let moving = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.session()
+                .run("ALTER TABLE t MOVE TABLET AT ('k0060') TO LOCAL")
+                .await
+        })
+    };
+    let reached =
+        tokio::task::spawn_blocking(move || (hold.reached(Duration::from_secs(30)), hold));
+    let (reached, hold) = reached.await?;
+    assert!(reached, "the move did not reach its copy");
+    let sending = url.clone();
+    let arrived = tokio::task::spawn_blocking(move || send_held_back_apply(&sending)).await?;
+    // Landed there, it would be read now and gone once the move ends.
+    let read_meanwhile = lines(&session, "SELECT v FROM t WHERE _key = 'k0077x'").await?;
+    drop(hold);
+    moving.await??;
+    let refused = arrived
+        .ok_or("no call was held back")?
+        .expect_err("the late call was applied");
+    assert!(refused.to_string().contains("not applied"), "{refused}");
+    assert!(read_meanwhile.is_empty(), "{read_meanwhile:?}");
+    assert!(lines(&session, "SELECT v FROM t WHERE _key = 'k0077x'")
+        .await?
+        .is_empty());
+    assert_eq!(
+        lines(&session, "SELECT count(*), sum(v) FROM t").await?,
+        [format!("100 {}", (0..100).sum::<i64>())]
+    );
+    w1.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_given_up_on_while_its_tablet_moves_is_copied_or_refused() -> Result<(), BoxError> {
+    use widesql::internals::{hold_moves_at, MoveStep};
+    use widesql_server::internals::{hold_back_applies_to, send_held_back_apply};
+    let (
+        OneWorker {
+            dirs: _dirs,
+            db,
+            master,
+            worker_db: _worker_db,
+            worker: w1,
+            url,
+        },
+        table,
+    ) = rows_on_one_worker().await?;
+    let session = db.session();
+    let holds = [
+        hold_moves_at(table, MoveStep::Copying),
+        hold_moves_at(table, MoveStep::CopiedAgain),
+        hold_moves_at(table, MoveStep::Flushed),
+    ];
+    let moving = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.session()
+                .run("ALTER TABLE t MOVE TABLET AT ('k0060') TO LOCAL")
+                .await
+        })
+    };
+    let mut holds = holds.into_iter();
+    // Waits until the move reaches the next step held, and lets it go on
+    // from there once the returned hold is dropped.
+    let mut next_step = || {
+        let hold = holds.next().ok_or("no step left")?;
+        let reached = hold.reached(Duration::from_secs(30));
+        if !reached {
+            return Err(BoxError::from("the move did not reach its step"));
+        }
+        Ok(hold)
+    };
+    let copying = tokio::task::block_in_place(&mut next_step)?;
+    // While the rows are copied: two writes whose answers are lost, and
+    // more writes than the move copies under its locks, so that it copies
+    // the written keys again without them first.
+    hold_back_applies_to(&url, true);
+    let lost = [
+        session
+            .run("INSERT INTO t VALUES ('k0077x', 7, 'late')")
+            .await,
+        session
+            .run("INSERT INTO t VALUES ('k0088x', 8, 'later')")
+            .await,
+    ];
+    hold_back_applies_to(&url, false);
+    assert!(lost.iter().all(Result::is_err), "{lost:?}");
+    session.run(WRITTEN_WHILE_HELD).await?;
+    drop(copying);
+    let copied_again = tokio::task::block_in_place(&mut next_step)?;
+    // The first arrives after its key was copied again, and lands: it is
+    // read at the tablet's source now, and must be at its new home too.
+    let sending = url.clone();
+    let first = tokio::task::spawn_blocking(move || send_held_back_apply(&sending)).await?;
+    first.ok_or("no call was held back")??;
+    let read = lines(&session, "SELECT v FROM t WHERE _key = 'k0077x'").await?;
+    assert_eq!(read, ["7"]);
+    drop(copied_again);
+    // The second arrives after the last copy: refused.
+    let flushed = tokio::task::block_in_place(&mut next_step)?;
+    let sending = url.clone();
+    let second = tokio::task::spawn_blocking(move || send_held_back_apply(&sending)).await?;
+    drop(flushed);
+    moving.await??;
+    let refused = second
+        .ok_or("no call was held back")?
+        .expect_err("a call that came after the last copy was applied");
+    assert!(refused.to_string().contains("not applied"), "{refused}");
+    assert_eq!(
+        lines(
+            &session,
+            "SELECT _key, v FROM t WHERE _key IN ('k0077x', 'k0088x') ORDER BY _key"
+        )
+        .await?,
+        ["k0077x 7"]
+    );
+    assert_eq!(lines(&session, "SELECT count(*) FROM t").await?, ["2101"]);
+    w1.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_away_at_a_drop_removes_its_copy_when_it_joins_again() -> Result<(), BoxError> {
     let dirs = [

@@ -8,7 +8,11 @@
 //! the tablet's home in one catalog change, and lets writes go on. Writes
 //! wait only for that last part; only in a locality group where more keys
 //! were written than its watch keeps do they wait for a copy of the group's
-//! whole range again. A crash before the catalog change leaves the tablet
+//! whole range again. A write whose writer gave up waiting for it (its
+//! store stalled, its worker did not answer in time) may still be on its
+//! way: before the copy, and again before its last part, the move settles
+//! such writes at the source (and first at the target), so that each lands
+//! before the copy reads its key, or never. A crash before the catalog change leaves the tablet
 //! where it was; after it, the tablet is at its target. The source's copy
 //! stays, so that a query that began before the move reads it whole; a copy
 //! in this process's store is removed at the next open, one on a worker is
@@ -57,15 +61,38 @@ impl Catalog {
     }
 
     /// Copies again the keys written to `group` since they were last
-    /// copied, each as its source holds it now: a key the source no longer
-    /// holds is deleted.
-    fn copy_written(&self, group: &GroupCopy) -> Result<()> {
-        let entries = group.watch.take().into_iter().map(|key| {
+    /// copied (`last`: and every key of a write that failed), each as its
+    /// source holds it now: a key the source no longer holds is deleted.
+    fn copy_written(&self, group: &GroupCopy, last: bool) -> Result<()> {
+        let keys = match last {
+            true => group.watch.take_all(),
+            false => group.watch.take(),
+        };
+        let entries = keys.into_iter().map(|key| {
             let at = Bound::Included(key.to_vec());
             let value = group.from.range(at.clone(), at, false).next().transpose()?;
             Ok::<_, crate::Error>((key, value.map(|(_, value)| value)))
         });
         self.write_copies(&group.to, entries)
+    }
+
+    /// Settles the writes given up on at `home`: in this process's store,
+    /// those a stall left queued ([`Storage::settle`](crate::storage::Storage::settle));
+    /// on a worker, the calls it did not answer in time
+    /// ([`Backend::settle`](crate::storage::Backend::settle)).
+    fn settle(&self, home: &Home) -> Result<()> {
+        match home {
+            Home::Here => self.engine.storage.settle()?,
+            Home::Away { store, name } => {
+                store
+                    .settle()
+                    .map_err(|source| crate::storage::StorageError::Away {
+                        home: name.to_string(),
+                        source,
+                    })?
+            }
+        }
+        Ok(())
     }
 
     /// Moves the tablet of table `id` that holds the key `at` to `worker`
@@ -98,8 +125,12 @@ impl Catalog {
             id: tablet.id,
             worker: worker.clone(),
         };
-        let source = all_to(home(&self.workers, &stored(&tablet.worker)));
-        let target = all_to(home(&self.workers, &stored(&worker)));
+        let (source_home, target_home) = (
+            home(&self.workers, &stored(&tablet.worker)),
+            home(&self.workers, &stored(&worker)),
+        );
+        let source = all_to(source_home.clone());
+        let target = all_to(target_home.clone());
         // Writes go on while the range is copied; the keys they write are
         // watched from before the copy begins, and copied again after it.
         let groups = self
@@ -117,6 +148,11 @@ impl Catalog {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        // A write given up on before the watches began was not noted: it
+        // lands before the copy, or never. At the target, an old one would
+        // land on the copy.
+        self.settle(&source_home)?;
+        self.settle(&target_home)?;
         for group in &groups {
             self.delete_range(&group.to, &lo, &hi)?;
             reached(id, MoveStep::Cleared);
@@ -129,19 +165,24 @@ impl Catalog {
                 break;
             }
             for group in &groups {
-                self.copy_written(group)?;
+                self.copy_written(group, false)?;
             }
         }
+        reached(id, MoveStep::CopiedAgain);
         // The last keys are copied while no write can run, so the target
         // holds what the source holds when the catalog changes: in a group
         // where more were written than its watch keeps, all of them.
         let writes_wait = self.engine.locks.write_every();
+        // Every write has answered its writer now. One that failed while
+        // the move copied was noted and its keys kept for this copy; once
+        // settled, it has landed before the copy reads them, or never will.
+        self.settle(&source_home)?;
         for group in &groups {
             if group.watch.overflowed() {
                 self.delete_range(&group.to, &lo, &hi)?;
                 self.copy_range(&group.from, &group.to, &lo, &hi)?;
             } else {
-                self.copy_written(group)?;
+                self.copy_written(group, true)?;
             }
         }
         if let Home::Away { store, name } = home(&self.workers, &stored(&worker)) {

@@ -97,6 +97,9 @@ impl Backend for LazyStore {
     fn size_on_disk(&self) -> Result<u64, BackendError> {
         Ok(0)
     }
+    fn settle(&self) -> Result<(), BackendError> {
+        self.0.get()?.settle()
+    }
 }
 
 #[derive(Debug)]

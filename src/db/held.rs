@@ -88,6 +88,13 @@ pub fn apply_held(db: &Db, writes: Vec<(Vec<u8>, Vec<Write>)>, durable: bool) ->
     Ok(storage.apply(batch)?)
 }
 
+/// Waits until every write handed to `db`'s store was applied or
+/// refused, also one whose caller stopped waiting (a stall): when it
+/// returns, none of them can still land (see `Storage::settle`).
+pub fn settle_held(db: &Db) -> Result<()> {
+    Ok(db.inner.engine.storage.settle()?)
+}
+
 /// Removes what `db` holds of the master's table tree `name` (the master
 /// dropped the table); whether it held any.
 pub fn drop_held(db: &Db, name: &[u8]) -> Result<bool> {

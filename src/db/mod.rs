@@ -23,7 +23,7 @@ pub use dataset::Dataset;
 pub(crate) use held::hold_own_rows;
 pub use held::{
     apply_held, drop_held, dropped_tables, held_entries, held_keys_read, held_store, held_tables,
-    stored_entries,
+    settle_held, stored_entries,
 };
 pub use options::DbOptions;
 pub use project::Project;

@@ -63,6 +63,12 @@ pub trait Backend: Send + Sync + Debug {
     }
     /// Bytes the store occupies on disk (or in memory).
     fn size_on_disk(&self) -> Result<u64, BackendError>;
+    /// Settles the writes this process handed the store and gave up
+    /// waiting for: when it returns, each of them has landed or never
+    /// will. A store whose calls always answer has none.
+    fn settle(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 /// One tree of a [`Backend`].

@@ -52,6 +52,9 @@ pub(super) enum Work {
     DropTree(Vec<u8>),
     /// Nothing to apply: a job that only waits for the group's flush.
     Flush,
+    /// Nothing to apply or flush: answered once every job queued before it
+    /// was applied or refused, also while the store refuses writes.
+    Barrier,
 }
 
 /// Why a job failed.
@@ -372,7 +375,9 @@ impl Pipeline {
     /// the apply for an eventual job, after the flush that covers it for a
     /// durable one.
     pub(super) fn submit(&self, work: Work, durable: bool) -> Result<bool, CommitError> {
-        if let Health::ReadOnly { reason } = self.shared.health() {
+        if let (Health::ReadOnly { reason }, false) =
+            (self.shared.health(), matches!(work, Work::Barrier))
+        {
             return Err(CommitError::ReadOnly { reason });
         }
         let (reply, answer) = mpsc::sync_channel(1);
@@ -477,7 +482,7 @@ fn commit_group(shared: &Shared, group: Vec<Job>, backlog: &mut usize) {
             matches!(work, Work::Apply { .. }),
             matches!(work, Work::PutMeta { .. }),
         );
-        let outcome = if shared.read_only.load(Ordering::SeqCst) {
+        let outcome = if shared.read_only.load(Ordering::SeqCst) && !matches!(work, Work::Barrier) {
             Err(CommitError::ReadOnly {
                 reason: shared.refusal_text(),
             })
@@ -567,7 +572,7 @@ fn run(shared: &Shared, work: Work) -> Result<bool, CommitError> {
         Work::DropTree(name) => shared.call(Running::DropTree(name.clone()), |backend| {
             backend.drop_tree(&name)
         }),
-        Work::Flush => return Ok(true),
+        Work::Flush | Work::Barrier => return Ok(true),
     };
     result.map_err(CommitError::Backend)
 }

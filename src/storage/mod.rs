@@ -327,7 +327,7 @@ impl Storage {
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let noting = self.watches.note(&batch);
         let applied = self.apply_noted(batch);
-        noting.record();
+        noting.record(applied.is_err());
         applied
     }
 
@@ -394,6 +394,15 @@ impl Storage {
     /// Waits until every applied write is durable on disk.
     pub fn flush(&self) -> Result<(), StorageError> {
         self.commit(commit::Work::Flush, true).map(|_| ())
+    }
+
+    /// Waits until every write handed to the store before this call was
+    /// applied or refused, also those whose writers stopped waiting (a
+    /// stall): when it returns, none of them can still land. It makes
+    /// nothing durable, and it answers while the store refuses writes;
+    /// behind a call that is stuck it fails as stalled, as writes do.
+    pub fn settle(&self) -> Result<(), StorageError> {
+        self.commit(commit::Work::Barrier, false).map(|_| ())
     }
 
     /// Hands `work` to the commit pipeline and waits for it.
@@ -510,6 +519,17 @@ impl Tree {
     }
 }
 
+/// A store in memory, for tests.
+#[cfg(test)]
+pub(crate) fn in_memory() -> Storage {
+    Storage::with_backend(
+        Arc::new(MemoryBackend::new()),
+        Path::new("here"),
+        DEFAULT_STALL_LIMIT,
+    )
+    .expect("a store in memory opens")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,12 +543,7 @@ mod tests {
 
     #[test]
     fn key_spaces_share_a_tree_without_seeing_each_other() {
-        let storage = Storage::with_backend(
-            Arc::new(MemoryBackend::new()),
-            Path::new("mem"),
-            DEFAULT_STALL_LIMIT,
-        )
-        .expect("open");
+        let storage = in_memory();
         let a = storage.key_space(b"t", b"a\x00\x01").expect("a");
         let b = storage.key_space(b"t", b"b\x00\x01").expect("b");
         // A prefix with no successor: its space runs to the end of the tree.

@@ -243,11 +243,7 @@ mod tests {
         );
     }
 
-    use crate::storage::{
-        Durability, Fault, MemoryBackend, Storage, StorageError, Tree, WriteBatch,
-        DEFAULT_STALL_LIMIT,
-    };
-    use std::path::Path;
+    use crate::storage::{Durability, Fault, MemoryBackend, StorageError, Tree, WriteBatch};
 
     fn keys(tree: &Tree, reverse: bool) -> Vec<String> {
         tree.range(Bound::Unbounded, Bound::Unbounded, reverse)
@@ -266,12 +262,7 @@ mod tests {
 
     #[test]
     fn a_routed_key_space_reads_and_writes_each_range_in_its_home() {
-        let here = Storage::with_backend(
-            Arc::new(MemoryBackend::new()),
-            Path::new("here"),
-            DEFAULT_STALL_LIMIT,
-        )
-        .expect("open");
+        let here = crate::storage::in_memory();
         let away = Arc::new(MemoryBackend::new());
         let away_home = Home::Away {
             store: Arc::clone(&away) as Arc<dyn Backend>,

@@ -33,7 +33,12 @@ struct Watched {
     range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
     /// The keys written, without the key space's prefix.
     written: Mutex<BTreeSet<Bytes>>,
-    /// The most keys it keeps; past them it keeps none, and says so.
+    /// The keys of batches that failed: such a batch may still land
+    /// (its store stalled, its worker did not answer), after its keys
+    /// were taken, so they are kept apart until [`Watch::take_all`].
+    doubtful: Mutex<BTreeSet<Bytes>>,
+    /// The most keys it keeps, in both sets; past them it keeps none, and
+    /// says so.
     limit: usize,
     overflowed: AtomicBool,
 }
@@ -61,8 +66,9 @@ pub(super) struct Noting<'a> {
 
 impl Noting<'_> {
     /// Hands each watch its keys: the batch was applied, or its
-    /// application ended (a part of it may have been applied).
-    pub(super) fn record(self) {
+    /// application ended (`failed`: a part of it may have been applied, or
+    /// may still be).
+    pub(super) fn record(self, failed: bool) {
         for (watched, keys) in self.noted {
             if watched.overflowed.load(Ordering::SeqCst) {
                 continue;
@@ -71,10 +77,20 @@ impl Noting<'_> {
                 .written
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
+            let mut doubtful = watched
+                .doubtful
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if failed {
+                doubtful.extend(keys.iter().cloned());
+            }
             written.extend(keys);
-            if written.len() > watched.limit {
+            // The limit bounds the memory of both sets: a key of a failed
+            // batch counts twice until it is taken.
+            if written.len() + doubtful.len() > watched.limit {
                 watched.overflowed.store(true, Ordering::SeqCst);
                 *written = BTreeSet::new();
+                *doubtful = BTreeSet::new();
             }
         }
     }
@@ -95,6 +111,7 @@ impl Watches {
             prefix: Arc::clone(&tree.prefix),
             range,
             written: Mutex::default(),
+            doubtful: Mutex::default(),
             limit,
             overflowed: AtomicBool::new(false),
         });
@@ -187,6 +204,27 @@ impl Watch {
         );
         taken.into_iter().collect()
     }
+
+    /// The keys [`Watch::take`] gives, with every key of a batch that
+    /// failed since the watch began, taken or not: for the last copy,
+    /// once such batches have landed or never will.
+    pub fn take_all(&self) -> Vec<Bytes> {
+        let mut taken = std::mem::take(
+            &mut *self
+                .watched
+                .written
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        taken.append(
+            &mut self
+                .watched
+                .doubtful
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        taken.into_iter().collect()
+    }
 }
 
 impl Drop for Watch {
@@ -216,12 +254,7 @@ mod tests {
 
     #[test]
     fn a_watch_notes_the_keys_written_to_its_range_in_every_home_until_it_ends() {
-        let here = Storage::with_backend(
-            Arc::new(MemoryBackend::new()),
-            Path::new("here"),
-            DEFAULT_STALL_LIMIT,
-        )
-        .expect("open");
+        let here = crate::storage::in_memory();
         let away = Arc::new(MemoryBackend::new()) as Arc<dyn Backend>;
         let routes = Routes::new(vec![
             (Vec::new(), Home::Here),
@@ -278,6 +311,44 @@ mod tests {
         // A dropped watch leaves the list.
         drop(watch);
         assert!(here.watches.watched.read().expect("lock").is_empty());
+    }
+
+    #[test]
+    fn a_watch_keeps_the_keys_of_a_failed_batch_until_it_takes_all() {
+        let here = crate::storage::in_memory();
+        let away = Arc::new(MemoryBackend::new());
+        away.inject(crate::storage::Fault::FailBatch(1));
+        let routes = Routes::new(vec![(
+            Vec::new(),
+            Home::Away {
+                store: Arc::clone(&away) as Arc<dyn Backend>,
+                name: Arc::from("worker w"),
+            },
+        )])
+        .expect("ordered");
+        let space = here.key_space(b"t", b"g1").expect("key space");
+        let routed = space.with_routes(routes).expect("routed");
+        let watch = here.watch(&space, (Bound::Unbounded, Bound::Unbounded), 3);
+        // A batch that fails at its worker may land there later.
+        let mut batch = WriteBatch::with_durability(Durability::Eventual);
+        batch.put(&routed, "f", "v");
+        here.apply(batch).expect_err("the injected failure");
+        let mut batch = WriteBatch::with_durability(Durability::Eventual);
+        batch.put(&routed, "g", "v");
+        here.apply(batch).expect("applied");
+        assert_eq!(shown(watch.take()), ["f", "g"]);
+        assert_eq!(shown(watch.take()), Vec::<String>::new());
+        // The last copy takes its keys again, and only once.
+        assert_eq!(shown(watch.take_all()), ["f"]);
+        assert_eq!(shown(watch.take_all()), Vec::<String>::new());
+        // Its keys count toward the limit: twice, as written and as kept.
+        away.inject(crate::storage::Fault::FailBatch(3));
+        let mut failing = WriteBatch::with_durability(Durability::Eventual);
+        failing.put(&routed, "i", "v");
+        failing.put(&routed, "j", "v");
+        here.apply(failing).expect_err("the injected failure");
+        assert!(watch.overflowed());
+        assert_eq!(watch.take_all().len(), 0);
     }
 
     /// A store whose batches wait, once they have begun, until let go.

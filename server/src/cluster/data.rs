@@ -3,9 +3,11 @@
 //! secret (the master's side is [`super::remote::RemoteStore`]). `Scan`
 //! streams the entries of a key range in chunks; `Apply` writes a batch
 //! atomically (durably when asked); `Drop` removes a dropped table's
-//! tree. The worker keeps the keys as the master would, under the same
+//! tree; `Fence` settles the writes the master gave up waiting for (see
+//! [`FenceRequest`]). The worker keeps the keys as the master would, under the same
 //! table tree names ([`widesql::internals::held_entries`]).
 
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -20,12 +22,13 @@ use tonic::server::{NamedService, ServerStreamingService, UnaryService};
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 use tower_service::Service;
-use widesql::internals::{apply_held, drop_held, held_entries, Bytes, Write};
+use widesql::internals::{apply_held, drop_held, held_entries, settle_held, Bytes, Write};
 use widesql::Db;
 
 pub(super) const SCAN: &str = "/widesql.cluster.TabletData/Scan";
 pub(super) const APPLY: &str = "/widesql.cluster.TabletData/Apply";
 pub(super) const DROP: &str = "/widesql.cluster.TabletData/Drop";
+pub(super) const FENCE: &str = "/widesql.cluster.TabletData/Fence";
 
 /// How long a call to a worker may wait for its answer, or a scan for its
 /// next chunk, before it fails: a worker that hangs must not hold the
@@ -97,6 +100,9 @@ pub(crate) struct ApplyRequest {
     pub(super) trees: Vec<TreeWritesMessage>,
     #[prost(bool, tag = "2")]
     pub(super) durable: bool,
+    /// The call's id, which a fence names once the master gave up on it.
+    #[prost(bytes = "vec", tag = "3")]
+    pub(super) call: Vec<u8>,
 }
 
 /// A batch was applied.
@@ -115,6 +121,61 @@ pub(crate) struct DropRequest {
 pub(crate) struct Dropped {
     #[prost(bool, tag = "1")]
     pub(super) held: bool,
+}
+
+/// Settles the `Apply` calls the master gave up waiting for: the worker
+/// refuses those of them that arrive later, waits for the calls being
+/// applied, and then for any write a stall left queued in its store.
+/// When it answers, each call named has landed or never will: a tablet
+/// that moves away meanwhile does not miss it (see the master's
+/// `Catalog::move_tablet`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct FenceRequest {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    pub(super) given_up: Vec<Vec<u8>>,
+}
+
+/// The calls named are settled.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Fenced {}
+
+/// The id of an `Apply` call as its message carries it (16 bytes; none
+/// from a master that names its calls no id).
+pub(super) fn call_id(bytes: &[u8]) -> Option<u128> {
+    Some(u128::from_be_bytes(bytes.try_into().ok()?))
+}
+
+/// The ids of calls a fence named, kept to refuse them should they
+/// arrive: [`GIVEN_UP_KEPT`] at most, the oldest forgotten first.
+#[derive(Debug, Default)]
+struct GivenUp {
+    ids: HashSet<u128>,
+    order: VecDeque<u128>,
+}
+
+/// Ids of given-up calls a worker keeps, and a master names at most: a
+/// few megabytes. A call older than the oldest is taken to have arrived
+/// by then, or never to arrive.
+pub(super) const GIVEN_UP_KEPT: usize = 65_536;
+
+impl GivenUp {
+    fn add(&mut self, ids: impl IntoIterator<Item = u128>) {
+        for id in ids {
+            if !self.ids.insert(id) {
+                continue;
+            }
+            self.order.push_back(id);
+            if self.order.len() > GIVEN_UP_KEPT {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.ids.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    fn refuses(&self, call: &[u8]) -> bool {
+        call_id(call).is_some_and(|id| self.ids.contains(&id))
+    }
 }
 
 pub(super) fn to_bound(bound: Option<KeyBound>) -> Bound<Vec<u8>> {
@@ -154,6 +215,13 @@ const SCANS_AT_ONCE: usize = 64;
 pub(crate) struct TabletDataService {
     db: Db,
     scans: Arc<tokio::sync::Semaphore>,
+    /// Held shared by each `Apply` call from its check to its answer, and
+    /// exclusively by a fence as it adds ids.
+    given_up: Arc<tokio::sync::RwLock<GivenUp>>,
+    /// Where a test holds `Apply` calls as they apply: met twice, once
+    /// when one gets there and once to let it go on.
+    #[cfg(test)]
+    applying: Option<Arc<std::sync::Barrier>>,
 }
 
 impl TabletDataService {
@@ -161,6 +229,9 @@ impl TabletDataService {
         TabletDataService {
             db,
             scans: Arc::new(tokio::sync::Semaphore::new(SCANS_AT_ONCE)),
+            given_up: Arc::default(),
+            #[cfg(test)]
+            applying: None,
         }
     }
 }
@@ -196,6 +267,11 @@ impl Service<http::Request<Body>> for TabletDataService {
                 DROP => {
                     let mut grpc =
                         tonic::server::Grpc::new(ProstCodec::<Dropped, DropRequest>::default());
+                    grpc.unary(this, request).await
+                }
+                FENCE => {
+                    let mut grpc =
+                        tonic::server::Grpc::new(ProstCodec::<Fenced, FenceRequest>::default());
                     grpc.unary(this, request).await
                 }
                 other => Status::unimplemented(format!("no tablet data call {other}")).into_http(),
@@ -284,7 +360,19 @@ impl UnaryService<ApplyRequest> for TabletDataService {
     fn call(&mut self, request: Request<ApplyRequest>) -> Self::Future {
         let apply = request.into_inner();
         let db = self.db.clone();
+        let given_up = Arc::clone(&self.given_up);
+        #[cfg(test)]
+        let gate = self.applying.clone();
         Box::pin(async move {
+            // Held until the write returns, also when the master stops
+            // waiting, so that a fence waits for it.
+            let applying = given_up.read_owned().await;
+            if applying.refuses(&apply.call) {
+                return Err(Status::aborted(
+                    "the master gave up waiting for this write before it arrived: \
+                     it was not applied",
+                ));
+            }
             let writes = apply
                 .trees
                 .into_iter()
@@ -300,11 +388,44 @@ impl UnaryService<ApplyRequest> for TabletDataService {
                     (tree.tree, writes)
                 })
                 .collect();
-            tokio::task::spawn_blocking(move || apply_held(&db, writes, apply.durable))
-                .await
-                .map_err(|e| Status::internal(format!("the write stopped: {e}")))?
-                .map_err(status)?;
+            tokio::task::spawn_blocking(move || {
+                let _applying = applying;
+                #[cfg(test)]
+                if let Some(gate) = gate {
+                    gate.wait();
+                    gate.wait();
+                }
+                apply_held(&db, writes, apply.durable)
+            })
+            .await
+            .map_err(|e| Status::internal(format!("the write stopped: {e}")))?
+            .map_err(status)?;
             Ok(Response::new(Applied {}))
+        })
+    }
+}
+
+impl UnaryService<FenceRequest> for TabletDataService {
+    type Response = Fenced;
+    type Future = BoxFuture<'static, Result<Response<Fenced>, Status>>;
+
+    fn call(&mut self, request: Request<FenceRequest>) -> Self::Future {
+        let given_up = request.into_inner().given_up;
+        let db = self.db.clone();
+        let lock = Arc::clone(&self.given_up);
+        Box::pin(async move {
+            // Taken once the calls being applied have answered; a call
+            // that arrives later finds the ids.
+            lock.write_owned()
+                .await
+                .add(given_up.iter().filter_map(|id| call_id(id)));
+            // A write that answered as stalled may still be queued in the
+            // store: this answers once it landed or was refused.
+            tokio::task::spawn_blocking(move || settle_held(&db))
+                .await
+                .map_err(|e| Status::internal(format!("the fence stopped: {e}")))?
+                .map_err(status)?;
+            Ok(Response::new(Fenced {}))
         })
     }
 }
@@ -323,5 +444,99 @@ impl UnaryService<DropRequest> for TabletDataService {
                 .map_err(status)?;
             Ok(Response::new(Dropped { held }))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use widesql::internals::table_tree_name;
+    use widesql::TableId;
+
+    /// An `Apply` call of one put of `key` to a table's tree, as call `id`.
+    fn put(key: &[u8], id: &[u8]) -> Request<ApplyRequest> {
+        Request::new(ApplyRequest {
+            trees: vec![TreeWritesMessage {
+                tree: table_tree_name(TableId::from_bytes([7; 16])),
+                writes: vec![WriteMessage {
+                    key: key.to_vec(),
+                    value: Some(b"v".to_vec()),
+                }],
+            }],
+            durable: false,
+            call: id.to_vec(),
+        })
+    }
+
+    fn held_keys(db: &Db) -> Vec<Vec<u8>> {
+        let tree = table_tree_name(TableId::from_bytes([7; 16]));
+        let entries = held_entries(db, &tree, Bound::Unbounded, Bound::Unbounded, false);
+        entries
+            .map(|entries| {
+                entries
+                    .map(|e| e.map(|(k, _)| k.to_vec()))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_fence_waits_for_the_writes_being_applied_and_refuses_the_given_up_ones_that_come_later(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let runtime = tokio::runtime::Runtime::new()?;
+        let dir = tempfile::tempdir()?;
+        let db = Db::open(dir.path())?;
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let mut service = TabletDataService::new(db.clone());
+        let (late, live) = (7u128.to_be_bytes(), 8u128.to_be_bytes());
+        runtime.block_on(async {
+            // A call being applied holds the fence off until it answers.
+            let mut held = service.clone();
+            held.applying = Some(Arc::clone(&gate));
+            let applying = tokio::spawn(UnaryService::call(&mut held, put(b"k0", &live)));
+            let reached = Arc::clone(&gate);
+            tokio::task::spawn_blocking(move || reached.wait()).await?;
+            let fence = FenceRequest {
+                given_up: vec![late.to_vec(), b"not an id".to_vec()],
+            };
+            let fencing = tokio::spawn(UnaryService::call(
+                &mut service.clone(),
+                Request::new(fence),
+            ));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let waited = !fencing.is_finished();
+            let release = Arc::clone(&gate);
+            tokio::task::spawn_blocking(move || release.wait()).await?;
+            applying.await??;
+            fencing.await??;
+            assert!(waited, "the fence did not wait for a write");
+            // A call named arrives late: refused, and not applied.
+            let refused = UnaryService::call(&mut service, put(b"k1", &late)).await;
+            let refused = refused.expect_err("a given-up call was applied");
+            assert_eq!(refused.code(), tonic::Code::Aborted);
+            assert!(refused.message().contains("not applied"), "{refused:?}");
+            // Other calls, and calls without an id, are applied.
+            UnaryService::call(&mut service, put(b"k2", &live)).await?;
+            UnaryService::call(&mut service, put(b"k3", b"")).await?;
+            Ok::<_, Box<dyn std::error::Error>>(())
+        })?;
+        let keys = held_keys(&db);
+        assert!(keys.iter().all(|k| !k.ends_with(b"k1")), "{keys:?}");
+        assert_eq!(keys.len(), 3, "{keys:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_worker_keeps_the_newest_given_up_ids() {
+        let mut given_up = GivenUp::default();
+        given_up.add(0..=GIVEN_UP_KEPT as u128);
+        given_up.add([5]);
+        assert_eq!(given_up.ids.len(), GIVEN_UP_KEPT);
+        assert_eq!(given_up.order.len(), GIVEN_UP_KEPT);
+        assert!(!given_up.refuses(&0u128.to_be_bytes()));
+        assert!(given_up.refuses(&5u128.to_be_bytes()));
+        assert!(given_up.refuses(&(GIVEN_UP_KEPT as u128).to_be_bytes()));
+        assert!(!given_up.refuses(b""));
     }
 }

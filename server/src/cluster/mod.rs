@@ -30,7 +30,7 @@ pub(crate) use peers::Peers;
 pub(crate) use protocol::ClusterService;
 pub(crate) use reads::{distribute_queries, refuse_plans, worker_service};
 pub(crate) use remote::MasterStores;
-pub use remote::RemoteStore;
+pub use remote::{hold_back_applies_to, send_held_back_apply, RemoteStore};
 pub use secret::{ClusterSecret, SECRET_VARIABLE};
 pub use worker::{WorkerOptions, WorkerServer};
 

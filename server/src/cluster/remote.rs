@@ -3,9 +3,11 @@
 //! worker's `widesql.cluster.TabletData` service ([`super::data`]).
 
 use std::any::Any;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::ops::Bound;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -17,8 +19,9 @@ use widesql::internals::{
 };
 
 use super::data::{
-    from_bound, Applied, ApplyRequest, DropRequest, Dropped, Entries, ScanRequest,
-    TreeWritesMessage, WriteMessage, APPLY, CALL_WAIT, DROP, SCAN,
+    from_bound, Applied, ApplyRequest, DropRequest, Dropped, Entries, FenceRequest, Fenced,
+    ScanRequest, TreeWritesMessage, WriteMessage, APPLY, CALL_WAIT, DROP, FENCE, GIVEN_UP_KEPT,
+    SCAN,
 };
 use super::{ClusterSecret, Peers};
 
@@ -57,9 +60,26 @@ struct Client {
     name: String,
     channel: Channel,
     secret: ClusterSecret,
+    /// The ids of `Apply` calls that failed: whether the worker applied
+    /// them, or still will, is unknown until a fence settles them. The
+    /// newest [`GIVEN_UP_KEPT`], as many as the worker keeps.
+    given_up: Mutex<VecDeque<u128>>,
 }
 
 impl Client {
+    fn given_up(&self) -> std::sync::MutexGuard<'_, VecDeque<u128>> {
+        self.given_up.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that the call `id` failed: it may still land.
+    fn gave_up(&self, id: u128) {
+        let mut given_up = self.given_up();
+        if given_up.len() == GIVEN_UP_KEPT {
+            given_up.pop_front();
+        }
+        given_up.push_back(id);
+    }
+
     fn failed(&self, status: &Status) -> BackendError {
         format!("{}: {}", self.name, status.message()).into()
     }
@@ -129,6 +149,7 @@ impl RemoteStore {
                 name: format!("worker {worker}"),
                 channel: endpoint.connect_lazy(),
                 secret: peers.secret.clone(),
+                given_up: Mutex::default(),
             }),
         })
     }
@@ -175,7 +196,7 @@ impl Backend for RemoteStore {
     }
 
     fn apply_and_flush(&self, batch: &[TreeWrites], durable: bool) -> Result<(), BackendError> {
-        let trees = batch
+        let trees: Vec<TreeWritesMessage> = batch
             .iter()
             .map(|(tree, writes)| TreeWritesMessage {
                 tree: tree.name().to_vec(),
@@ -194,7 +215,42 @@ impl Backend for RemoteStore {
                     .collect(),
             })
             .collect();
-        let _: Applied = self.client.unary(APPLY, ApplyRequest { trees, durable })?;
+        if batch.is_empty() {
+            // A flush: nothing to give up on.
+            let flush = ApplyRequest {
+                durable,
+                ..ApplyRequest::default()
+            };
+            let _: Applied = self.client.unary(APPLY, flush)?;
+            return Ok(());
+        }
+        let call = uuid::Uuid::now_v7().as_u128();
+        let request = ApplyRequest {
+            trees,
+            durable,
+            call: call.to_be_bytes().to_vec(),
+        };
+        let applied = match held_back(&self.client, request) {
+            Some(request) => self.client.unary::<_, Applied>(APPLY, request).map(drop),
+            None => Err("the call's answer was lost (held back by a test)".into()),
+        };
+        if applied.is_err() {
+            self.client.gave_up(call);
+        }
+        applied
+    }
+
+    fn settle(&self) -> Result<(), BackendError> {
+        let given_up: HashSet<u128> = self.client.given_up().iter().copied().collect();
+        let fence = FenceRequest {
+            given_up: given_up
+                .iter()
+                .map(|id| id.to_be_bytes().to_vec())
+                .collect(),
+        };
+        let _: Fenced = self.client.unary(FENCE, fence)?;
+        // Calls given up on meanwhile wait for the next fence.
+        self.client.given_up().retain(|id| !given_up.contains(id));
         Ok(())
     }
 
@@ -302,4 +358,68 @@ impl BackendTree for RemoteTree {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The `Apply` calls a test holds back from one worker, as a network
+/// that delays them would.
+struct HeldBack {
+    worker: String,
+    holding: bool,
+    calls: VecDeque<(Arc<Client>, ApplyRequest)>,
+}
+
+/// Whether a test holds back any worker's calls: the only cost of the
+/// hook to a call that no test holds back.
+static HOLDING_BACK: AtomicBool = AtomicBool::new(false);
+static HELD_BACK: Mutex<Vec<HeldBack>> = Mutex::new(Vec::new());
+
+fn held_back_calls() -> std::sync::MutexGuard<'static, Vec<HeldBack>> {
+    HELD_BACK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `request` as the test hook leaves it: `None` when a test holds back
+/// the calls to this client's worker ([`hold_back_applies_to`]).
+fn held_back(client: &Arc<Client>, request: ApplyRequest) -> Option<ApplyRequest> {
+    if !HOLDING_BACK.load(Ordering::SeqCst) {
+        return Some(request);
+    }
+    let mut held = held_back_calls();
+    match held
+        .iter_mut()
+        .find(|h| h.holding && client.name == format!("worker {}", h.worker))
+    {
+        Some(h) => {
+            h.calls.push_back((Arc::clone(client), request));
+            None
+        }
+        None => Some(request),
+    }
+}
+
+/// For tests: while `holding`, the master's `Apply` calls to `worker` fail
+/// as if their answers were lost, and are sent only by
+/// [`send_held_back_apply`], as a call a network delays arrives late.
+pub fn hold_back_applies_to(worker: &str, holding: bool) {
+    let mut held = held_back_calls();
+    match held.iter_mut().find(|h| h.worker == worker) {
+        Some(h) => h.holding = holding,
+        None => held.push(HeldBack {
+            worker: worker.to_string(),
+            holding,
+            calls: VecDeque::new(),
+        }),
+    }
+    HOLDING_BACK.store(held.iter().any(|h| h.holding), Ordering::SeqCst);
+}
+
+/// For tests: sends the oldest call to `worker` held back by
+/// [`hold_back_applies_to`] and returns what the worker answered; `None`
+/// when none is held.
+pub fn send_held_back_apply(worker: &str) -> Option<Result<(), BackendError>> {
+    let (client, request) = held_back_calls()
+        .iter_mut()
+        .find(|h| h.worker == worker)?
+        .calls
+        .pop_front()?;
+    Some(client.unary::<_, Applied>(APPLY, request).map(drop))
 }
