@@ -570,6 +570,52 @@ async fn move_while_writing(noted: Option<usize>) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// A move of `table` (`sql`) held at `step`, where the oldest call held
+/// back from the worker `url` is sent: the call's answer, the hold (the
+/// move goes on once it is dropped) and the move.
+async fn send_held_back_during_move(
+    db: &Db,
+    table: widesql::TableId,
+    step: widesql::internals::MoveStep,
+    sql: String,
+    url: &str,
+) -> Result<(SentLate, widesql::internals::MoveHold, Moving), BoxError> {
+    let hold = widesql::internals::hold_moves_at(table, step);
+    let moving = {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.session().run(&sql).await?;
+            Ok(())
+        })
+    };
+    let reached =
+        tokio::task::spawn_blocking(move || (hold.reached(Duration::from_secs(30)), hold));
+    let (reached, hold) = reached.await?;
+    if !reached {
+        return Err(format!("the move did not reach {step:?}").into());
+    }
+    let sending = url.to_string();
+    let sent = tokio::task::spawn_blocking(move || {
+        widesql_server::internals::send_held_back_apply(&sending)
+    })
+    .await?;
+    Ok((sent.ok_or("no call was held back")?, hold, moving))
+}
+
+/// What a worker answered a call sent late.
+type SentLate = Result<(), widesql::internals::BackendError>;
+/// A move running on a task of its own.
+type Moving = tokio::task::JoinHandle<Result<(), BoxError>>;
+
+/// Checks that a call sent late was refused as one its master gave up on.
+fn refused_as_given_up(sent: SentLate) -> Result<(), BoxError> {
+    let refused = sent.err().ok_or("the call sent late was applied")?;
+    if !refused.to_string().contains("not applied") {
+        return Err(format!("refused for another reason: {refused}").into());
+    }
+    Ok(())
+}
+
 /// A master and one worker, with a table `t` of 100 rows (`k0000` to
 /// `k0099`) whose tablet from `k0050` is on the worker.
 async fn rows_on_one_worker() -> Result<(OneWorker, widesql::TableId), BoxError> {
@@ -592,7 +638,7 @@ async fn rows_on_one_worker() -> Result<(OneWorker, widesql::TableId), BoxError>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_given_up_on_lands_before_its_tablet_moves_or_never() -> Result<(), BoxError> {
-    use widesql_server::internals::{hold_back_applies_to, send_held_back_apply};
+    use widesql_server::internals::hold_back_applies_to;
     let (
         OneWorker {
             dirs: _dirs,
@@ -614,29 +660,19 @@ async fn a_write_given_up_on_lands_before_its_tablet_moves_or_never() -> Result<
     hold_back_applies_to(&url, false);
     assert!(lost.is_err(), "the write whose answer was lost succeeded");
     // The tablet moves back; the call arrives once its rows are copied.
-    let hold = widesql::internals::hold_moves_at(table, widesql::internals::MoveStep::Copying);
-    let moving = {
-        let db = db.clone();
-        tokio::spawn(async move {
-            db.session()
-                .run("ALTER TABLE t MOVE TABLET AT ('k0060') TO LOCAL")
-                .await
-        })
-    };
-    let reached =
-        tokio::task::spawn_blocking(move || (hold.reached(Duration::from_secs(30)), hold));
-    let (reached, hold) = reached.await?;
-    assert!(reached, "the move did not reach its copy");
-    let sending = url.clone();
-    let arrived = tokio::task::spawn_blocking(move || send_held_back_apply(&sending)).await?;
+    let (sent, hold, moving) = send_held_back_during_move(
+        &db,
+        table,
+        widesql::internals::MoveStep::Copying,
+        "ALTER TABLE t MOVE TABLET AT ('k0060') TO LOCAL".into(),
+        &url,
+    )
+    .await?;
     // Landed there, it would be read now and gone once the move ends.
     let read_meanwhile = lines(&session, "SELECT v FROM t WHERE _key = 'k0077x'").await?;
     drop(hold);
     moving.await??;
-    let refused = arrived
-        .ok_or("no call was held back")?
-        .expect_err("the late call was applied");
-    assert!(refused.to_string().contains("not applied"), "{refused}");
+    refused_as_given_up(sent)?;
     assert!(read_meanwhile.is_empty(), "{read_meanwhile:?}");
     assert!(lines(&session, "SELECT v FROM t WHERE _key = 'k0077x'")
         .await?
@@ -722,10 +758,7 @@ async fn a_write_given_up_on_while_its_tablet_moves_is_copied_or_refused() -> Re
     let second = tokio::task::spawn_blocking(move || send_held_back_apply(&sending)).await?;
     drop(flushed);
     moving.await??;
-    let refused = second
-        .ok_or("no call was held back")?
-        .expect_err("a call that came after the last copy was applied");
-    assert!(refused.to_string().contains("not applied"), "{refused}");
+    refused_as_given_up(second.ok_or("no call was held back")?)?;
     assert_eq!(
         lines(
             &session,
@@ -735,6 +768,57 @@ async fn a_write_given_up_on_while_its_tablet_moves_is_copied_or_refused() -> Re
         ["k0077x 7"]
     );
     assert_eq!(lines(&session, "SELECT count(*) FROM t").await?, ["2101"]);
+    w1.shutdown().await?;
+    master.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_given_up_on_never_lands_on_a_later_copy() -> Result<(), BoxError> {
+    use widesql_server::internals::hold_back_applies_to;
+    let OneWorker {
+        dirs: _dirs,
+        db,
+        master,
+        worker_db: _worker_db,
+        worker: w1,
+        url,
+    } = one_worker().await?;
+    let session = db.session();
+    session
+        .run(
+            "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT); \
+             INSERT INTO t SELECT concat('k', lpad(CAST(value AS VARCHAR), 4, '0')), value \
+             FROM generate_series(0, 99) AS s(value); \
+             ALTER TABLE t SPLIT AT ('k0050')",
+        )
+        .await?;
+    let table = db.open_table("default", "public", "t")?.id();
+    let to_worker = format!("ALTER TABLE t MOVE TABLET AT ('k0060') TO '{url}'");
+    // A move whose copy to the worker is lost on its way fails, and the
+    // tablet stays; a row of that copy is deleted meanwhile.
+    hold_back_applies_to(&url, true);
+    let failed = session.run(&to_worker).await;
+    hold_back_applies_to(&url, false);
+    assert!(failed.is_err(), "the move whose copy was lost succeeded");
+    session.run("DELETE FROM t WHERE _key = 'k0077'").await?;
+    // The move again; the lost copy arrives once the target was cleared.
+    let (sent, hold, moving) = send_held_back_during_move(
+        &db,
+        table,
+        widesql::internals::MoveStep::Cleared,
+        to_worker,
+        &url,
+    )
+    .await?;
+    drop(hold);
+    moving.await??;
+    refused_as_given_up(sent)?;
+    // The deleted row did not come back with it.
+    assert_eq!(
+        lines(&session, "SELECT count(*), sum(v) FROM t").await?,
+        [format!("99 {}", (0..100).sum::<i64>() - 77)]
+    );
     w1.shutdown().await?;
     master.shutdown().await?;
     Ok(())

@@ -16,9 +16,9 @@ pub enum MoveStep {
     Cleared,
     /// The first locality group's rows were copied, not the others'.
     Copying,
-    /// The rounds that copy again, without locks, the keys written while
-    /// the rows were copied are over (there are none when few keys were
-    /// written); the last part has not begun.
+    /// A round that copies again, without locks, the keys written
+    /// meanwhile has ended (reached after each; none runs when few keys
+    /// were written); another round or the last part follows.
     CopiedAgain,
     /// Every row was copied and the target flushed; the catalog still
     /// names the source.

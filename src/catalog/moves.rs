@@ -10,10 +10,10 @@
 //! were written than its watch keeps do they wait for a copy of the group's
 //! whole range again. A write whose writer gave up waiting for it (its
 //! store stalled, its worker did not answer in time) may still be on its
-//! way: before the copy, and again before its last part, the move settles
-//! such writes at the source (and first at the target), so that each lands
-//! before the copy reads its key, or never. A crash before the catalog change leaves the tablet
-//! where it was; after it, the tablet is at its target. The source's copy
+//! way: before the copy at the source and the target, and again at the
+//! source before its last part, the move settles such writes, so that each
+//! lands before the copy reads its key, or never. A crash before the
+//! catalog change leaves the tablet where it was; after it, the tablet is at its target. The source's copy
 //! stays, so that a query that began before the move reads it whole; a copy
 //! in this process's store is removed at the next open, one on a worker is
 //! never read again and is cleared by the next move of that range to it.
@@ -167,8 +167,8 @@ impl Catalog {
             for group in &groups {
                 self.copy_written(group, false)?;
             }
+            reached(id, MoveStep::CopiedAgain);
         }
-        reached(id, MoveStep::CopiedAgain);
         // The last keys are copied while no write can run, so the target
         // holds what the source holds when the catalog changes: in a group
         // where more were written than its watch keeps, all of them.

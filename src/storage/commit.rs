@@ -87,7 +87,8 @@ pub enum Health {
 /// Counters of the pipeline, for tests and the benchmark.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitStats {
-    /// Jobs answered (batches, meta writes, tree drops and flush waits).
+    /// Jobs answered (batches, meta writes, tree drops, flush waits and
+    /// barriers).
     pub jobs: u64,
     /// Flushes the pipeline ran for durable jobs.
     pub flushes: u64,

@@ -192,8 +192,9 @@ impl Watch {
             .len()
     }
 
-    /// The keys written since the last call (or since the watch began), in
-    /// key order, without the key space's prefix.
+    /// The keys written since the last `take` or [`Watch::take_all`] (or
+    /// since the watch began), in key order, without the key space's
+    /// prefix.
     pub fn take(&self) -> Vec<Bytes> {
         let taken = std::mem::take(
             &mut *self

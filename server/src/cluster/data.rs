@@ -218,10 +218,9 @@ pub(crate) struct TabletDataService {
     /// Held shared by each `Apply` call from its check to its answer, and
     /// exclusively by a fence as it adds ids.
     given_up: Arc<tokio::sync::RwLock<GivenUp>>,
-    /// Where a test holds `Apply` calls as they apply: met twice, once
-    /// when one gets there and once to let it go on.
+    /// Where a test holds `Apply` calls as they apply.
     #[cfg(test)]
-    applying: Option<Arc<std::sync::Barrier>>,
+    applying: Option<Arc<tests::Gate>>,
 }
 
 impl TabletDataService {
@@ -392,8 +391,7 @@ impl UnaryService<ApplyRequest> for TabletDataService {
                 let _applying = applying;
                 #[cfg(test)]
                 if let Some(gate) = gate {
-                    gate.wait();
-                    gate.wait();
+                    gate.pass();
                 }
                 apply_held(&db, writes, apply.durable)
             })
@@ -449,9 +447,39 @@ impl UnaryService<DropRequest> for TabletDataService {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{mpsc, Mutex};
+
     use super::*;
     use widesql::internals::table_tree_name;
     use widesql::TableId;
+
+    /// Where a test holds an `Apply` call as it applies: the call says it
+    /// got there, then waits (10 s at most) to be let go on.
+    pub(super) struct Gate {
+        reached: Mutex<mpsc::Sender<()>>,
+        go: Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl Gate {
+        /// The gate, where the test hears of the call, and how it lets it go.
+        fn new() -> (Arc<Gate>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+            let (reached, heard) = mpsc::channel();
+            let (go, waited) = mpsc::channel();
+            let gate = Gate {
+                reached: Mutex::new(reached),
+                go: Mutex::new(waited),
+            };
+            (Arc::new(gate), heard, go)
+        }
+
+        pub(super) fn pass(&self) {
+            let _ = self.reached.lock().map(|reached| reached.send(()));
+            let _ = self
+                .go
+                .lock()
+                .map(|go| go.recv_timeout(Duration::from_secs(10)));
+        }
+    }
 
     /// An `Apply` call of one put of `key` to a table's tree, as call `id`.
     fn put(key: &[u8], id: &[u8]) -> Request<ApplyRequest> {
@@ -487,16 +515,17 @@ mod tests {
         let runtime = tokio::runtime::Runtime::new()?;
         let dir = tempfile::tempdir()?;
         let db = Db::open(dir.path())?;
-        let gate = Arc::new(std::sync::Barrier::new(2));
+        let (gate, reached, go) = Gate::new();
         let mut service = TabletDataService::new(db.clone());
         let (late, live) = (7u128.to_be_bytes(), 8u128.to_be_bytes());
         runtime.block_on(async {
             // A call being applied holds the fence off until it answers.
             let mut held = service.clone();
-            held.applying = Some(Arc::clone(&gate));
+            held.applying = Some(gate);
             let applying = tokio::spawn(UnaryService::call(&mut held, put(b"k0", &live)));
-            let reached = Arc::clone(&gate);
-            tokio::task::spawn_blocking(move || reached.wait()).await?;
+            tokio::task::spawn_blocking(move || reached.recv_timeout(Duration::from_secs(10)))
+                .await?
+                .map_err(|_| "the call did not reach its apply")?;
             let fence = FenceRequest {
                 given_up: vec![late.to_vec(), b"not an id".to_vec()],
             };
@@ -506,8 +535,7 @@ mod tests {
             ));
             tokio::time::sleep(Duration::from_millis(100)).await;
             let waited = !fencing.is_finished();
-            let release = Arc::clone(&gate);
-            tokio::task::spawn_blocking(move || release.wait()).await?;
+            go.send(())?;
             applying.await??;
             fencing.await??;
             assert!(waited, "the fence did not wait for a write");

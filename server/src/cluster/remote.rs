@@ -60,8 +60,9 @@ struct Client {
     name: String,
     channel: Channel,
     secret: ClusterSecret,
-    /// The ids of `Apply` calls that failed: whether the worker applied
-    /// them, or still will, is unknown until a fence settles them. The
+    /// The ids of `Apply` calls that failed after they left: whether the
+    /// worker applied them, or still will, is unknown until a fence
+    /// settles them. The
     /// newest [`GIVEN_UP_KEPT`], as many as the worker keeps.
     given_up: Mutex<VecDeque<u128>>,
 }
@@ -102,12 +103,29 @@ impl Client {
         M: prost::Message + Send + 'static,
         R: prost::Message + Default + Send + 'static,
     {
+        self.unary_sent(path, message).map_err(|(error, _)| error)
+    }
+
+    /// [`Client::unary`], whose error also says whether the message may
+    /// have left (it did not when the channel was not ready for it).
+    fn unary_sent<M, R>(
+        self: &Arc<Self>,
+        path: &'static str,
+        message: M,
+    ) -> Result<R, (BackendError, bool)>
+    where
+        M: prost::Message + Send + 'static,
+        R: prost::Message + Default + Send + 'static,
+    {
         let client = Arc::clone(self);
+        let sent = Arc::new(AtomicBool::new(false));
+        let sending = Arc::clone(&sent);
         wait(async move {
             let mut grpc = client.grpc();
             grpc.ready()
                 .await
                 .map_err(|e| client.failed(&Status::unavailable(e.to_string())))?;
+            sending.store(true, Ordering::SeqCst);
             let request = client.request(message);
             let path = http::uri::PathAndQuery::from_static(path);
             grpc.unary::<_, R, _>(request, path, ProstCodec::default())
@@ -115,6 +133,7 @@ impl Client {
                 .map(Response::into_inner)
                 .map_err(|status| client.failed(&status))
         })
+        .map_err(|error| (error, sent.load(Ordering::SeqCst)))
     }
 }
 
@@ -231,13 +250,22 @@ impl Backend for RemoteStore {
             call: call.to_be_bytes().to_vec(),
         };
         let applied = match held_back(&self.client, request) {
-            Some(request) => self.client.unary::<_, Applied>(APPLY, request).map(drop),
-            None => Err("the call's answer was lost (held back by a test)".into()),
+            Some(request) => self.client.unary_sent::<_, Applied>(APPLY, request),
+            None => Err((
+                "the call's answer was lost (held back by a test)".into(),
+                true,
+            )),
         };
-        if applied.is_err() {
-            self.client.gave_up(call);
+        match applied {
+            Ok(Applied {}) => Ok(()),
+            Err((error, sent)) => {
+                // A call that left may land yet: the next fence names it.
+                if sent {
+                    self.client.gave_up(call);
+                }
+                Err(error)
+            }
         }
-        applied
     }
 
     fn settle(&self) -> Result<(), BackendError> {
