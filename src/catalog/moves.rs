@@ -13,8 +13,8 @@
 //! way: before the copy at the source and the target, and again at the
 //! source before its last part, the move settles such writes, so that each
 //! lands before the copy reads its key, or never. A crash before the
-//! catalog change leaves the tablet where it was; after it, the tablet is at its target. The source's copy
-//! stays, so that a query that began before the move reads it whole; a copy
+//! catalog change leaves the tablet where it was; after it, the tablet is
+//! at its target. The source's copy stays, so that a query that began before the move reads it whole; a copy
 //! in this process's store is removed at the next open, one on a worker is
 //! never read again and is cleared by the next move of that range to it.
 
@@ -24,7 +24,15 @@ use super::move_steps::{self, reached, MoveStep};
 use super::routing::{all_to, bounds, home};
 use super::*;
 use crate::ids::TabletId;
-use crate::storage::{Home, Tree};
+use crate::storage::{BackendError, Home, StorageError, Tree};
+
+/// What the worker's store `name` reported, as an error that names it.
+fn failed_at(name: &str) -> impl FnOnce(BackendError) -> StorageError + '_ {
+    move |source| StorageError::Away {
+        home: name.to_string(),
+        source,
+    }
+}
 
 /// Rounds in which a move copies again, without locks, the keys written
 /// while it copied: each round copies what writes did during the one
@@ -83,14 +91,7 @@ impl Catalog {
     fn settle(&self, home: &Home) -> Result<()> {
         match home {
             Home::Here => self.engine.storage.settle()?,
-            Home::Away { store, name } => {
-                store
-                    .settle()
-                    .map_err(|source| crate::storage::StorageError::Away {
-                        home: name.to_string(),
-                        source,
-                    })?
-            }
+            Home::Away { store, name } => store.settle().map_err(failed_at(name))?,
         }
         Ok(())
     }
@@ -185,13 +186,8 @@ impl Catalog {
                 self.copy_written(group, true)?;
             }
         }
-        if let Home::Away { store, name } = home(&self.workers, &stored(&worker)) {
-            store
-                .flush()
-                .map_err(|source| crate::storage::StorageError::Away {
-                    home: name.to_string(),
-                    source,
-                })?;
+        if let Home::Away { store, name } = &target_home {
+            store.flush().map_err(failed_at(name))?;
         }
         reached(id, MoveStep::Flushed);
         // The new map and layout are made before the catalog changes, so
