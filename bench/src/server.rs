@@ -6,8 +6,12 @@
 //! For 1, 8 and 32 clients, each system runs point reads, ~100-row key
 //! ranges and single-row inserts for a fixed time, one kind at a time
 //! (with 1 client, also an empty round trip: what the protocol costs
-//! before any work);
-//! every client has a connection (and a session) of its own. Each
+//! before any work); every client has a connection (and a session) of its
+//! own. A point read is timed twice: as each protocol's usual client sends
+//! it (Flight SQL's `GetFlightInfo` then `DoGet`, PostgreSQL's prepare
+//! then bind and run: two round trips each), and in one round trip
+//! (`DoGet` of the statement as its ticket; a statement PostgreSQL
+//! prepared once per connection). Each
 //! measurement runs in up to three rounds (`--reps`), the systems taking
 //! turns in each; the table shows the medians of the rounds' throughput
 //! and p50/p99 latency, and the lowest and highest p50 of a round; after each insert run, every
@@ -22,7 +26,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt};
+use arrow_flight::Ticket;
 use futures::TryStreamExt;
+use prost::Message;
 use tonic::transport::{Channel, Endpoint};
 use widesql_server::{ServeOptions, Server};
 
@@ -44,6 +51,10 @@ enum Op {
     /// One call that reads nothing: what a round trip costs.
     RoundTrip,
     Point,
+    /// A point read in one round trip: Flight SQL's `DoGet` of a ticket
+    /// that is the statement itself; PostgreSQL's statement prepared once
+    /// per connection, then bound and run.
+    PointOneTrip,
     Range,
     Insert,
 }
@@ -53,6 +64,7 @@ impl Op {
         match self {
             Op::RoundTrip => "empty round trip",
             Op::Point => "point read",
+            Op::PointOneTrip => "point read, one round trip",
             Op::Range => "~100-row range",
             Op::Insert => "single-row insert",
         }
@@ -62,7 +74,8 @@ impl Op {
 /// A client's connection.
 enum Conn {
     Flight(FlightSqlServiceClient<Channel>),
-    Postgres(tokio_postgres::Client),
+    /// With the point read prepared once (for [`Op::PointOneTrip`]).
+    Postgres(tokio_postgres::Client, Option<tokio_postgres::Statement>),
     Embedded(widesql::Session),
 }
 
@@ -76,7 +89,7 @@ impl Conn {
     async fn run(&mut self, op: Op, i: usize, new_key: &str) -> Res<usize> {
         let (sql, params): (String, Vec<String>) = match op {
             Op::RoundTrip => ("SELECT 1".into(), Vec::new()),
-            Op::Point => (
+            Op::Point | Op::PointOneTrip => (
                 format!("SELECT n, body FROM kv WHERE _key = '{}'", key(i)),
                 vec![key(i)],
             ),
@@ -103,14 +116,32 @@ impl Conn {
             Conn::Flight(client) if op == Op::Insert => {
                 Ok(usize::try_from(client.execute_update(sql, None).await?)?)
             }
+            Conn::Flight(client) if op == Op::PointOneTrip => {
+                let query = CommandStatementQuery {
+                    query: sql,
+                    transaction_id: None,
+                };
+                ticket_rows(client, Ticket::new(query.as_any().encode_to_vec())).await
+            }
             Conn::Flight(client) => flight_rows(client, sql).await,
             Conn::Embedded(session) => {
                 let batches = session.sql(&sql).await?.collect().await?;
                 Ok(batches.iter().map(|b| b.num_rows()).sum())
             }
-            Conn::Postgres(client) => {
+            Conn::Postgres(client, prepared) => {
                 let n = i64::try_from(i)?;
                 Ok(match op {
+                    Op::PointOneTrip => {
+                        let statement = match prepared {
+                            Some(statement) => statement,
+                            None => prepared.insert(
+                                client
+                                    .prepare("SELECT n, body FROM kv WHERE k = $1")
+                                    .await?,
+                            ),
+                        };
+                        client.query(&*statement, &[&params[0]]).await?.len()
+                    }
                     Op::RoundTrip => client.simple_query(&sql).await?.len(),
                     Op::Point => client
                         .query("SELECT n, body FROM kv WHERE k = $1", &[&params[0]])
@@ -143,10 +174,17 @@ async fn flight_rows(client: &mut FlightSqlServiceClient<Channel>, sql: String) 
     let mut rows = 0;
     for endpoint in info.endpoint {
         let ticket = endpoint.ticket.ok_or("an endpoint without a ticket")?;
-        let mut stream = client.do_get(ticket).await?;
-        while let Some(batch) = stream.try_next().await? {
-            rows += batch.num_rows();
-        }
+        rows += ticket_rows(client, ticket).await?;
+    }
+    Ok(rows)
+}
+
+/// The rows `DoGet` of `ticket` streams.
+async fn ticket_rows(client: &mut FlightSqlServiceClient<Channel>, ticket: Ticket) -> Res<usize> {
+    let mut rows = 0;
+    let mut stream = client.do_get(ticket).await?;
+    while let Some(batch) = stream.try_next().await? {
+        rows += batch.num_rows();
     }
     Ok(rows)
 }
@@ -185,7 +223,7 @@ impl System {
                 )
                 .await?;
                 tokio::spawn(connection);
-                Conn::Postgres(client)
+                Conn::Postgres(client, None)
             }
             System::Embedded(db) => Conn::Embedded(db.session()),
         })
@@ -195,7 +233,7 @@ impl System {
     async fn count_prefix(&self, prefix: &str) -> Res<usize> {
         let end = format!("{prefix}\u{7f}");
         match self.connect().await? {
-            Conn::Postgres(client) => {
+            Conn::Postgres(client, _) => {
                 let row = client
                     .query_one(
                         "SELECT count(*) FROM kv WHERE k >= $1 AND k < $2",
@@ -213,7 +251,7 @@ impl System {
                         let batches = session.sql(&sql).await?.collect().await?;
                         Ok(batches.iter().map(|b| b.num_rows()).sum())
                     }
-                    Conn::Postgres(_) => Err("unreachable".into()),
+                    Conn::Postgres(..) => Err("unreachable".into()),
                 }
             }
         }
@@ -410,7 +448,7 @@ impl Postgres {
             let started = Instant::now();
             let client = loop {
                 match System::Postgres(port).connect().await {
-                    Ok(Conn::Postgres(client)) => break client,
+                    Ok(Conn::Postgres(client, _)) => break client,
                     _ if started.elapsed() < Duration::from_secs(30) => {
                         tokio::time::sleep(Duration::from_millis(100)).await
                     }
@@ -481,8 +519,14 @@ pub fn w10(config: &Config, ratios: &mut Ratios) -> Res<()> {
     for clients in CLIENTS {
         // The empty round trip is the floor under every other call.
         let ops: &[Op] = match clients {
-            1 => &[Op::RoundTrip, Op::Point, Op::Range, Op::Insert],
-            _ => &[Op::Point, Op::Range, Op::Insert],
+            1 => &[
+                Op::RoundTrip,
+                Op::Point,
+                Op::PointOneTrip,
+                Op::Range,
+                Op::Insert,
+            ],
+            _ => &[Op::Point, Op::PointOneTrip, Op::Range, Op::Insert],
         };
         for &op in ops {
             // The systems take turns in each round, so that a drift of the
@@ -532,7 +576,11 @@ pub fn w10(config: &Config, ratios: &mut Ratios) -> Res<()> {
     }
     table.print();
     for clients in [1, 8] {
-        for (op, name) in [(Op::Point, "point"), (Op::Insert, "insert")] {
+        for (op, name) in [
+            (Op::Point, "point"),
+            (Op::PointOneTrip, "point_one_trip"),
+            (Op::Insert, "insert"),
+        ] {
             if let (Some(ours), Some(theirs)) = (
                 p50.get(&("widesql (Flight SQL)", clients, op)),
                 p50.get(&("PostgreSQL", clients, op)),

@@ -2,7 +2,8 @@
 //!
 //! Each call finds its session ([`Sessions::session_of`]) and runs through
 //! that session as the embedded API does. A query is planned by
-//! `GetFlightInfo` and streamed by `DoGet`: batches are encoded as the
+//! `GetFlightInfo` and streamed by `DoGet`, or both in one `DoGet` whose
+//! ticket is the query itself (one round trip instead of two): batches are encoded as the
 //! client reads them (HTTP/2 flow control holds the plan back), never
 //! collected whole, and a client that goes away drops the plan, which
 //! stops it. Calls the server does not implement answer `UNIMPLEMENTED`
@@ -77,6 +78,16 @@ pub(crate) struct WideFlightSql {
     input_idle: std::time::Duration,
     /// The most bytes one message of a `DoPut` body may hold decoded.
     decoded_bytes: usize,
+}
+
+/// A statement planned by [`WideFlightSql::plan_statement`].
+struct Planned {
+    frame: widesql::Frame,
+    about: About,
+    /// What its user could do when it was planned.
+    privileges: Option<u64>,
+    /// Whether it changed something (it has then run to its end).
+    wrote: bool,
 }
 
 impl WideFlightSql {
@@ -166,9 +177,19 @@ impl WideFlightSql {
         call.done(batch, rows).map(one_batch)
     }
 
-    /// Refuses a statement text longer than the server takes, before
-    /// it is parsed.
-    fn check_length(&self, sql: &str) -> Result<(), Status> {
+    /// What the user of a statement may do now, to compare with what it
+    /// could when its query was planned.
+    fn privileges_of(&self, about: &About) -> Option<u64> {
+        about
+            .user
+            .as_deref()
+            .and_then(|user| self.db.privileges_version(user))
+    }
+
+    /// Refuses a statement sent in a transaction, or whose text is longer
+    /// than the server takes, before it is parsed.
+    fn check_statement(&self, sql: &str, transaction_id: &Option<Bytes>) -> Result<(), Status> {
+        no_transaction(transaction_id)?;
         if sql.len() <= self.statement_bytes {
             return Ok(());
         }
@@ -181,13 +202,54 @@ impl WideFlightSql {
         )))
     }
 
-    /// What the user of a statement may do now, to compare with what it
-    /// could when its query was planned.
-    fn privileges_of(&self, about: &About) -> Option<u64> {
-        about
-            .user
-            .as_deref()
-            .and_then(|user| self.db.privileges_version(user))
+    /// Plans the statement `sql` of `session` in a slot, as the call
+    /// `name`; one that changes something runs there, to its end, whether
+    /// or not its rows are fetched. A query during which the user's grants
+    /// changed is refused: it was checked against the old ones.
+    async fn plan_statement<T>(
+        &self,
+        name: &'static str,
+        session: Session,
+        sql: String,
+        request: &Request<T>,
+    ) -> Result<Planned, Status> {
+        let about = About {
+            user: session.options().user.clone(),
+            kind: statement_kind(&sql),
+        };
+        // Taken before the query is planned and checked: a REVOKE while it
+        // plans is seen when its rows are fetched.
+        let before = self.privileges_of(&about);
+        let call = self.call(name, about.clone(), request, None);
+        let ran = self
+            .work
+            .run(about.user.as_deref(), async move {
+                let frame = session.sql(&sql).await.map_err(status)?;
+                match frame.writes() {
+                    true => frame.finish().await.map_err(status),
+                    false => Ok(frame),
+                }
+            })
+            .await;
+        let frame = call.done(ran, None)?;
+        // Its rows are then only its outcome: a limit or a change of grants
+        // must not refuse them and have the client run it a second time.
+        let wrote = frame.changed();
+        // Grants that changed while it ran: a read was checked against the
+        // old ones and is refused; a statement that changed something (a
+        // GRANT of one's own, say) has run and answers.
+        let privileges = self.privileges_of(&about);
+        if privileges != before && !wrote {
+            return Err(Status::aborted(
+                "the user's grants changed while this query was planned: run it again",
+            ));
+        }
+        Ok(Planned {
+            frame,
+            about,
+            privileges,
+            wrote,
+        })
     }
 
     /// Streams `rows` as Flight data; `running` lets `CancelFlightInfo`
@@ -428,49 +490,19 @@ impl FlightSqlService for WideFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let (session, owner) = self.sessions.session_and_caller(&request)?;
-        no_transaction(&query.transaction_id)?;
-        self.check_length(&query.query)?;
+        self.check_statement(&query.query, &query.transaction_id)?;
         let place = self.statements.place_for_pending(&owner)?;
-        let sql = query.query;
-        let about = About {
-            user: session.options().user.clone(),
-            kind: statement_kind(&sql),
-        };
-        // Taken before the query is planned and checked: a REVOKE while it
-        // plans is seen when its rows are fetched.
-        let before = self.privileges_of(&about);
-        // Planned here; a statement that changes something runs here, to
-        // its end, whether or not its rows are fetched.
-        let call = self.call("GetFlightInfo", about.clone(), &request, None);
-        let planning = session.clone();
-        let text = sql.clone();
-        let ran = self
-            .work
-            .run(about.user.as_deref(), async move {
-                let frame = planning.sql(&text).await.map_err(status)?;
-                match frame.writes() {
-                    true => frame.finish().await.map_err(status),
-                    false => Ok(frame),
-                }
-            })
-            .await;
-        let frame = call.done(ran, None)?;
-        // Its rows are then only its outcome: a limit or a change of grants
-        // must not refuse them and have the client run it a second time.
-        let wrote = frame.changed();
-        // Grants that changed while it ran: a read was checked against the
-        // old ones and is refused; a statement that changed something (a
-        // GRANT of one's own, say) has run and answers.
-        let privileges = self.privileges_of(&about);
-        if privileges != before && !wrote {
-            return Err(Status::aborted(
-                "the user's grants changed while this query was planned: run it again",
-            ));
-        }
-        let schema = wire_schema(frame.stream_schema());
-        let handle = self
-            .statements
-            .add_pending(place, frame, about, privileges, wrote);
+        let planned = self
+            .plan_statement("GetFlightInfo", session, query.query, &request)
+            .await?;
+        let schema = wire_schema(planned.frame.stream_schema());
+        let handle = self.statements.add_pending(
+            place,
+            planned.frame,
+            planned.about,
+            planned.privileges,
+            planned.wrote,
+        );
         let ticket = TicketStatementQuery {
             statement_handle: handle,
         };
@@ -522,8 +554,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
         let session = self.sessions.session_of(&request)?;
-        no_transaction(&ticket.transaction_id)?;
-        self.check_length(&ticket.query)?;
+        self.check_statement(&ticket.query, &ticket.transaction_id)?;
         let sql = ticket.query;
         let about = About {
             user: session.options().user.clone(),
@@ -600,8 +631,7 @@ impl FlightSqlService for WideFlightSql {
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let (session, owner) = self.sessions.session_and_caller(&request)?;
-        no_transaction(&query.transaction_id)?;
-        self.check_length(&query.query)?;
+        self.check_statement(&query.query, &query.transaction_id)?;
         let user = session.options().user.clone();
         let text = query.query.clone();
         // Planned in a slot, as every statement is.
@@ -1024,6 +1054,50 @@ impl FlightSqlService for WideFlightSql {
     ) -> Result<Response<DoGetStream>, Status> {
         self.sessions.caller(&request)?;
         Ok(one_batch(metadata::foreign_keys()))
+    }
+
+    /// A query sent as its own ticket (a `CommandStatementQuery` in
+    /// `DoGet`, as InfluxDB's Flight API takes SQL): planned and streamed
+    /// in one call, one round trip instead of `GetFlightInfo`'s and
+    /// `DoGet`'s. It is checked, limited, logged and cancelled (by an
+    /// admin, or by the client going away) as a query of two calls is.
+    async fn do_get_fallback(
+        &self,
+        request: Request<Ticket>,
+        message: Any,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let query = match message.unpack::<CommandStatementQuery>() {
+            Ok(Some(query)) => query,
+            _ => {
+                return Err(Status::unimplemented(format!(
+                    "a DoGet of '{}' is not implemented",
+                    message.type_url
+                )))
+            }
+        };
+        let (session, owner) = self.sessions.session_and_caller(&request)?;
+        self.check_statement(&query.query, &query.transaction_id)?;
+        let planned = self
+            .plan_statement("DoGetStatement", session, query.query, &request)
+            .await?;
+        // A query's rows stream in a slot, and can be stopped; the outcome
+        // of a statement that wrote is sent without one, as in `DoGet`.
+        let (slot, running) = match planned.wrote {
+            true => (None, None),
+            false => {
+                let slot = self.work.slot(planned.about.user.as_deref())?;
+                (Some(slot), Some(self.statements.start_unnamed(owner)))
+            }
+        };
+        let cancel = running.as_ref().map(|running| {
+            let abort = running.abort.clone();
+            Box::new(move || abort.abort()) as Box<dyn Fn() + Send + Sync>
+        });
+        let call = self.call("DoGet", planned.about, &request, cancel);
+        match planned.frame.execute_stream().await {
+            Ok(rows) => Ok(Response::new(self.stream_rows(rows, running, slot, call))),
+            Err(e) => call.done(Err(status(e)), None),
+        }
     }
 
     async fn do_action_fallback(

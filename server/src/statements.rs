@@ -298,6 +298,12 @@ impl Statements {
         }
     }
 
+    /// Marks a query that has no ticket to name it (one sent as its own
+    /// ticket) as running, under a handle of its own.
+    pub(crate) fn start_unnamed(self: &Arc<Self>, owner: Owner) -> Running {
+        self.start(handle(), owner)
+    }
+
     /// Counts the lifetime of the prepared statement of `handle`, if it is
     /// one, from now: a run that took long does not use it up.
     pub(crate) fn touch_prepared(&self, handle: &Bytes) {

@@ -227,6 +227,129 @@ async fn statements_run_and_stream_through_the_one_front_door() -> Result<(), Bo
     Ok(())
 }
 
+/// A ticket that is a Flight SQL command itself.
+fn command_ticket(command: impl arrow_flight::sql::ProstMessageExt) -> arrow_flight::Ticket {
+    use prost::Message;
+    arrow_flight::Ticket::new(command.as_any().encode_to_vec())
+}
+
+/// A ticket that is the query itself (`DoGet` of a `CommandStatementQuery`).
+fn statement_ticket(sql: &str, transaction_id: Option<&str>) -> arrow_flight::Ticket {
+    command_ticket(arrow_flight::sql::CommandStatementQuery {
+        query: sql.to_string(),
+        transaction_id: transaction_id.map(|id| id.as_bytes().to_vec().into()),
+    })
+}
+
+/// The rows of a query sent as its own ticket, as text.
+async fn query_in_one_call(client: &mut Client, sql: &str) -> Result<String, BoxError> {
+    let batches: Vec<RecordBatch> = client
+        .do_get(statement_ticket(sql, None))
+        .await?
+        .try_collect()
+        .await?;
+    Ok(text_lines(&batches)?.join("\n"))
+}
+
+#[tokio::test]
+async fn a_query_sent_as_its_own_ticket_runs_in_one_call_under_the_same_checks(
+) -> Result<(), BoxError> {
+    let (_dir, db, server) = serve(ServeOptions::default()).await?;
+    let mut client = connect(&server).await?;
+    big_table(&db, 5_000).await?;
+    // Rows as the two calls give them, many batches streamed.
+    let sql = "SELECT k, v FROM big WHERE k < 3 ORDER BY k";
+    assert_eq!(
+        query_in_one_call(&mut client, sql).await?,
+        query(&mut client, sql).await?
+    );
+    assert_eq!(
+        query_in_one_call(&mut client, sql).await?,
+        "0 value 0\n1 value 1\n2 value 2"
+    );
+    let batches: Vec<RecordBatch> = client
+        .do_get(statement_ticket("SELECT k FROM big", None))
+        .await?
+        .try_collect()
+        .await?;
+    assert!(batches.len() > 1, "{} batches", batches.len());
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 5_000);
+    // A write runs and answers its row count.
+    assert_eq!(
+        query_in_one_call(&mut client, "INSERT INTO big VALUES (-1, 'new')").await?,
+        "1"
+    );
+    assert_eq!(
+        query(&mut client, "SELECT v FROM big WHERE k = -1").await?,
+        "new"
+    );
+    // What the two calls refuse, it refuses.
+    refused(
+        client
+            .do_get(statement_ticket("SELECT 1", Some("a transaction")))
+            .await,
+        Code::InvalidArgument,
+        "a statement in a transaction ran",
+    )?;
+    let error = fetch_error(&mut client, statement_ticket("SELECT * FROM nowhere", None))
+        .await
+        .ok_or("a query of a missing table ran")?;
+    assert_eq!(code(&error), Some(Code::NotFound), "{error}");
+    // Another command as a ticket is not a query.
+    let update = arrow_flight::sql::CommandStatementUpdate {
+        query: "DELETE FROM big".into(),
+        transaction_id: None,
+    };
+    let error = fetch_error(&mut client, command_ticket(update))
+        .await
+        .ok_or("an update sent as a ticket ran")?;
+    assert_eq!(code(&error), Some(Code::Unimplemented), "{error}");
+    assert_eq!(
+        query(&mut client, "SELECT count(*) FROM big").await?,
+        "5001"
+    );
+
+    // Users: a token is needed, and grants are checked.
+    db.session()
+        .run(
+            "CREATE TABLE secret (_key VARCHAR PRIMARY KEY); \
+             CREATE USER alice PASSWORD 'alice pw'; GRANT SELECT ON TABLE big TO alice",
+        )
+        .await?;
+    let mut alice = connect(&server).await?;
+    let error = fetch_error(&mut alice, statement_ticket("SELECT 1", None))
+        .await
+        .ok_or("a query without a token ran")?;
+    assert_eq!(code(&error), Some(Code::Unauthenticated), "{error}");
+    alice.handshake("alice", "alice pw").await?;
+    assert_eq!(
+        query_in_one_call(&mut alice, "SELECT v FROM big WHERE k = 2").await?,
+        "value 2"
+    );
+    for (sql, what) in [
+        (
+            "SELECT * FROM secret",
+            "alice read a table she has no grant on",
+        ),
+        (
+            "INSERT INTO big VALUES (-2, 'x')",
+            "alice wrote with SELECT only",
+        ),
+    ] {
+        let error = fetch_error(&mut alice, statement_ticket(sql, None))
+            .await
+            .ok_or(what)?;
+        assert_eq!(
+            code(&error),
+            Some(Code::PermissionDenied),
+            "{what}: {error}"
+        );
+    }
+    assert_eq!(query(&mut alice, "SELECT count(*) FROM big").await?, "5001");
+    server.shutdown().await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn prepared_statements_bind_parameters_for_queries_and_updates() -> Result<(), BoxError> {
     let (_dir, _db, server) = serve(ServeOptions::default()).await?;
