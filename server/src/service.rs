@@ -256,7 +256,8 @@ impl WideFlightSql {
     /// stop them, and forgets the query when the stream ends or is
     /// dropped (the client went away). The query holds `slot` while its
     /// rows stream, and is stopped once it has run for the server's query
-    /// time.
+    /// time. Rows with no `running` are the outcome of a write that ran:
+    /// how they fail never invites running it again ([`not_to_retry`]).
     fn stream_rows(
         &self,
         rows: SendableRecordBatchStream,
@@ -265,6 +266,11 @@ impl WideFlightSql {
         call: Call,
     ) -> DoGetStream {
         let schema = rows.schema();
+        let outcome_of_a_write = running.is_none();
+        let final_status = move |status: Status| match outcome_of_a_write {
+            true => not_to_retry(status),
+            false => status,
+        };
         let abort = running.as_ref().map(|running| running.abort.clone());
         let rows = match running.as_mut().and_then(|r| r.registration.take()) {
             Some(registration) => stream::Abortable::new(rows, registration).boxed(),
@@ -291,10 +297,10 @@ impl WideFlightSql {
             let stopped = if abort.is_some_and(|abort| abort.is_aborted()) {
                 Some(Status::cancelled("the query was cancelled"))
             } else if tokio::time::Instant::now() >= deadline {
-                Some(Status::deadline_exceeded(format!(
+                Some(final_status(Status::deadline_exceeded(format!(
                     "the query ran for {} s, the server's limit, and was stopped",
                     limit.as_secs_f64()
-                )))
+                ))))
             } else {
                 None
             };
@@ -309,7 +315,7 @@ impl WideFlightSql {
         .filter_map(|end| async move { end });
         let rows = rows
             .map_err(move |e| {
-                let status = status_of_df(e);
+                let status = final_status(status_of_df(e));
                 if let Ok(mut failed) = failed.lock() {
                     *failed = Some(status.clone());
                 }
@@ -1096,6 +1102,7 @@ impl FlightSqlService for WideFlightSql {
         let call = self.call("DoGet", planned.about, &request, cancel);
         match planned.frame.execute_stream().await {
             Ok(rows) => Ok(Response::new(self.stream_rows(rows, running, slot, call))),
+            Err(e) if planned.wrote => call.done(Err(not_to_retry(status(e))), None),
             Err(e) => call.done(Err(status(e)), None),
         }
     }
