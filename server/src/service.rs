@@ -3,10 +3,10 @@
 //! Each call finds its session ([`Sessions::session_of`]) and runs through
 //! that session as the embedded API does. A query is planned by
 //! `GetFlightInfo` and streamed by `DoGet`, or both in one `DoGet` whose
-//! ticket is the query itself (one round trip instead of two): batches are encoded as the
-//! client reads them (HTTP/2 flow control holds the plan back), never
-//! collected whole, and a client that goes away drops the plan, which
-//! stops it. Calls the server does not implement answer `UNIMPLEMENTED`
+//! ticket is the query itself (one round trip instead of two): batches
+//! are encoded as the client reads them (HTTP/2 flow control holds the
+//! plan back), never collected whole, and a client that goes away drops
+//! the plan, which stops it. Calls the server does not implement answer `UNIMPLEMENTED`
 //! (ADBC runs a statement unprepared when preparing it is refused so).
 
 use std::pin::Pin;

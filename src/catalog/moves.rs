@@ -14,9 +14,10 @@
 //! source before its last part, the move settles such writes, so that each
 //! lands before the copy reads its key, or never. A crash before the
 //! catalog change leaves the tablet where it was; after it, the tablet is
-//! at its target. The source's copy stays, so that a query that began before the move reads it whole; a copy
-//! in this process's store is removed at the next open, one on a worker is
-//! never read again and is cleared by the next move of that range to it.
+//! at its target. The source's copy stays, so that a query that began
+//! before the move reads it whole; a copy in this process's store is
+//! removed at the next open, one on a worker is never read again and is
+//! cleared by the next move of that range to it.
 
 use std::ops::Bound;
 

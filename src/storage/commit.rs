@@ -57,6 +57,14 @@ pub(super) enum Work {
     Barrier,
 }
 
+impl Work {
+    /// Whether a store that refuses writes refuses this job: all but a
+    /// barrier, which changes nothing.
+    fn refused_when_read_only(&self) -> bool {
+        !matches!(self, Work::Barrier)
+    }
+}
+
 /// Why a job failed.
 #[derive(Debug)]
 pub(super) enum CommitError {
@@ -376,10 +384,10 @@ impl Pipeline {
     /// the apply for an eventual job, after the flush that covers it for a
     /// durable one.
     pub(super) fn submit(&self, work: Work, durable: bool) -> Result<bool, CommitError> {
-        if let (Health::ReadOnly { reason }, false) =
-            (self.shared.health(), matches!(work, Work::Barrier))
-        {
-            return Err(CommitError::ReadOnly { reason });
+        if work.refused_when_read_only() {
+            if let Health::ReadOnly { reason } = self.shared.health() {
+                return Err(CommitError::ReadOnly { reason });
+            }
         }
         let (reply, answer) = mpsc::sync_channel(1);
         let Some(sender) = &self.sender else {
@@ -483,7 +491,7 @@ fn commit_group(shared: &Shared, group: Vec<Job>, backlog: &mut usize) {
             matches!(work, Work::Apply { .. }),
             matches!(work, Work::PutMeta { .. }),
         );
-        let outcome = if shared.read_only.load(Ordering::SeqCst) && !matches!(work, Work::Barrier) {
+        let outcome = if work.refused_when_read_only() && shared.read_only.load(Ordering::SeqCst) {
             Err(CommitError::ReadOnly {
                 reason: shared.refusal_text(),
             })

@@ -196,27 +196,24 @@ impl Watch {
     /// since the watch began), in key order, without the key space's
     /// prefix.
     pub fn take(&self) -> Vec<Bytes> {
-        let taken = std::mem::take(
+        self.take_written().into_iter().collect()
+    }
+
+    fn take_written(&self) -> BTreeSet<Bytes> {
+        std::mem::take(
             &mut *self
                 .watched
                 .written
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
-        );
-        taken.into_iter().collect()
+        )
     }
 
     /// The keys [`Watch::take`] gives, with every key of a batch that
     /// failed since the watch began, taken or not: for the last copy,
     /// once such batches have landed or never will.
     pub fn take_all(&self) -> Vec<Bytes> {
-        let mut taken = std::mem::take(
-            &mut *self
-                .watched
-                .written
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let mut taken = self.take_written();
         taken.append(
             &mut self
                 .watched

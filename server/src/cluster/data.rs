@@ -4,8 +4,8 @@
 //! streams the entries of a key range in chunks; `Apply` writes a batch
 //! atomically (durably when asked); `Drop` removes a dropped table's
 //! tree; `Fence` settles the writes the master gave up waiting for (see
-//! [`FenceRequest`]). The worker keeps the keys as the master would, under the same
-//! table tree names ([`widesql::internals::held_entries`]).
+//! [`FenceRequest`]). The worker keeps the keys as the master would, under
+//! the same table tree names ([`widesql::internals::held_entries`]).
 
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
@@ -279,6 +279,18 @@ impl Service<http::Request<Body>> for TabletDataService {
     }
 }
 
+/// Runs `work` on a blocking thread (the store's calls block); `what`
+/// names it if that thread fails.
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> widesql::Result<T> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Status::internal(format!("{what} stopped: {e}")))?
+        .map_err(status)
+}
+
 fn status(error: widesql::Error) -> Status {
     match error.kind() {
         widesql::ErrorKind::InvalidArgument => Status::invalid_argument(error.to_string()),
@@ -387,7 +399,7 @@ impl UnaryService<ApplyRequest> for TabletDataService {
                     (tree.tree, writes)
                 })
                 .collect();
-            tokio::task::spawn_blocking(move || {
+            blocking("the write", move || {
                 let _applying = applying;
                 #[cfg(test)]
                 if let Some(gate) = gate {
@@ -395,9 +407,7 @@ impl UnaryService<ApplyRequest> for TabletDataService {
                 }
                 apply_held(&db, writes, apply.durable)
             })
-            .await
-            .map_err(|e| Status::internal(format!("the write stopped: {e}")))?
-            .map_err(status)?;
+            .await?;
             Ok(Response::new(Applied {}))
         })
     }
@@ -419,10 +429,7 @@ impl UnaryService<FenceRequest> for TabletDataService {
                 .add(given_up.iter().filter_map(|id| call_id(id)));
             // A write that answered as stalled may still be queued in the
             // store: this answers once it landed or was refused.
-            tokio::task::spawn_blocking(move || settle_held(&db))
-                .await
-                .map_err(|e| Status::internal(format!("the fence stopped: {e}")))?
-                .map_err(status)?;
+            blocking("the fence", move || settle_held(&db)).await?;
             Ok(Response::new(Fenced {}))
         })
     }
@@ -436,10 +443,7 @@ impl UnaryService<DropRequest> for TabletDataService {
         let tree = request.into_inner().tree;
         let db = self.db.clone();
         Box::pin(async move {
-            let held = tokio::task::spawn_blocking(move || drop_held(&db, &tree))
-                .await
-                .map_err(|e| Status::internal(format!("the drop stopped: {e}")))?
-                .map_err(status)?;
+            let held = blocking("the drop", move || drop_held(&db, &tree)).await?;
             Ok(Response::new(Dropped { held }))
         })
     }
