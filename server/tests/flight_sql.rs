@@ -1464,9 +1464,14 @@ async fn statements_longer_than_the_limit_are_refused_unread() -> Result<(), Box
         "a query over the limit was planned",
     )?;
     refused(
-        client.prepare(over, None).await,
+        client.prepare(over.clone(), None).await,
         Code::ResourceExhausted,
         "a statement over the limit was prepared",
+    )?;
+    refused(
+        client.do_get(statement_ticket(&over, None)).await,
+        Code::ResourceExhausted,
+        "a statement over the limit ran as its own ticket",
     )?;
     let outputs = db.session().run("SELECT _key FROM t").await?;
     assert_eq!(text_lines(&outputs[0].batches)?, ["a"]);
@@ -1873,11 +1878,14 @@ async fn a_write_sent_as_a_query_is_made_when_it_is_asked_for() -> Result<(), Bo
 /// Starts a query of a billion rows on `client` and reads its first
 /// batch; the rest waits in the stream (the server blocks once the
 /// connection's window is full).
+/// A query that streams rows for far longer than any test runs.
+const ENDLESS_QUERY: &str =
+    "SELECT value, 'a row of the endless query' AS v FROM generate_series(1, 1000000000)";
+
 async fn started_query(
     client: &mut Client,
 ) -> Result<arrow_flight::decode::FlightRecordBatchStream, BoxError> {
-    let sql = "SELECT value, 'a row of the endless query' AS v FROM generate_series(1, 1000000000)";
-    let info = client.execute(sql.into(), None).await?;
+    let info = client.execute(ENDLESS_QUERY.into(), None).await?;
     let ticket = info.endpoint[0].ticket.clone().ok_or("no ticket")?;
     let mut stream = client.do_get(ticket).await?;
     stream.try_next().await?.ok_or("no rows")?;
@@ -1918,6 +1926,10 @@ async fn limits_stop_the_statement_that_breaks_them_and_no_other() -> Result<(),
         "a second statement ran past the limit of one",
     )?;
     assert!(error.contains("1 statements at once"), "{error}");
+    let error = fetch_error(&mut second, statement_ticket("SELECT 1", None))
+        .await
+        .ok_or("a query sent as its own ticket ran past the limit of one")?;
+    assert_eq!(code(&error), Some(Code::ResourceExhausted), "{error}");
     // A catalog call's rows are made in a slot too (every table's schema,
     // of a catalog as large as it may be).
     let tables = CommandGetTables {
@@ -1938,6 +1950,14 @@ async fn limits_stop_the_statement_that_breaks_them_and_no_other() -> Result<(),
     // The query is stopped once it has run for the query time.
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     let error = end_of(stream).await.ok_or("the query outlived its time")?;
+    assert_eq!(code(&error), Some(Code::DeadlineExceeded), "{error}");
+    // So is one sent as its own ticket.
+    let mut one_call = first.do_get(statement_ticket(ENDLESS_QUERY, None)).await?;
+    one_call.try_next().await?.ok_or("no rows")?;
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let error = end_of(one_call)
+        .await
+        .ok_or("a query sent as its own ticket outlived its time")?;
     assert_eq!(code(&error), Some(Code::DeadlineExceeded), "{error}");
     // Its slot is free again.
     assert_eq!(query(&mut second, "SELECT 41 + 1").await?, "42");
