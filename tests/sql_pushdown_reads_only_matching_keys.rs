@@ -1,6 +1,7 @@
 //! Pushdown, proven by the scan counters: on a table of 100k rows, a `_key`
 //! range query visits only the keys in the range, a projection reads only
-//! its locality group, and a LIMIT stops the scan early.
+//! its locality group, a LIMIT stops the scan early, and a large scan's
+//! split is found once while nothing writes the table.
 
 use widesql::{Db, DbOptions};
 
@@ -98,6 +99,34 @@ async fn sql_pushdown_reads_only_matching_keys() -> Result<(), Box<dyn std::erro
         plan.contains("keys=all, groups=[default], partitions=4"),
         "{plan}"
     );
+
+    // Finding the split reads the table (a sample and its first and last
+    // keys); planning the scan again uses the split found, reading nothing,
+    // until a batch writes the table.
+    let planning_reads = || async {
+        let before = keys_read(&db, "default")?;
+        let plan = session4
+            .sql("EXPLAIN SELECT count(n) FROM pages")
+            .await?
+            .collect()
+            .await?;
+        let plan = widesql_slt::rows_as_text(&plan)?.concat().join(" ");
+        assert!(plan.contains("partitions=4"), "{plan}");
+        Ok::<u64, Box<dyn std::error::Error>>(keys_read(&db, "default")? - before)
+    };
+    assert_eq!(planning_reads().await?, 0);
+    session
+        .run("INSERT INTO pages VALUES ('k100000', 100000, 'body')")
+        .await?;
+    let sampled = planning_reads().await?;
+    assert!(
+        sampled >= 4096,
+        "planning after a write read {sampled} keys"
+    );
+    assert_eq!(planning_reads().await?, 0);
+    session
+        .run("DELETE FROM pages WHERE _key = 'k100000'")
+        .await?;
     let batches = session4
         .sql("SELECT count(n), sum(n) FROM pages")
         .await?

@@ -10,6 +10,7 @@ use crate::keys::{CellKey, ColumnKey, KeyError};
 use crate::storage::{Storage, StorageError, Tree};
 use crate::table::spec::gc_visible;
 use crate::table::spec::{FamilySpec, GcPolicy, TableSpec};
+use crate::table::splits::SplitMemo;
 use crate::table::TableError;
 
 /// The first bytes of every user table tree's name: `t:` ‖ table id (16
@@ -277,6 +278,8 @@ pub struct Layout {
     /// The write epoch of the table's groups when the last complete
     /// compaction pass started; see [`Layout::needs_compaction`].
     compacted_at: Arc<AtomicU64>,
+    /// The partitions recent SQL scans of the table were split into.
+    pub(crate) splits: Arc<SplitMemo>,
 }
 
 impl Layout {
@@ -361,6 +364,7 @@ impl Layout {
             read_only,
             superseded: Arc::default(),
             compacted_at: Arc::new(AtomicU64::new(NEVER_COMPACTED)),
+            splits: Arc::default(),
         })
     }
 
@@ -379,6 +383,7 @@ impl Layout {
             .collect::<Result<_, StorageError>>()?;
         Ok(Layout {
             groups,
+            splits: Arc::default(),
             ..self.clone()
         })
     }

@@ -18,6 +18,7 @@ pub(crate) mod read;
 mod scanner;
 mod selector;
 pub mod spec;
+pub(crate) mod splits;
 mod varint;
 mod write;
 

@@ -321,7 +321,9 @@ fn planning_scan(store: &TableStore, rows: &RowSet, options: ReadOptions) -> Sca
 
 /// Splits the key set into up to `n` partitions of similar key-space width.
 /// The first and last keys are found with the scan's own filter, so only
-/// the locality groups the scan reads are touched.
+/// the locality groups the scan reads are touched. A split found before
+/// is used again while no batch wrote the table
+/// ([`SplitMemo`](crate::table::splits::SplitMemo)).
 fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result<Vec<RowSet>> {
     let single_keys = keys
         .intervals()
@@ -337,6 +339,27 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
         return Ok(vec![keys.to_row_set()]);
     }
     let row_set = keys.to_row_set();
+    // Read before the sample: a batch that writes meanwhile moves it, and
+    // the next scan samples again.
+    let epoch = store.layout.write_epoch();
+    let splits = &store.layout.splits;
+    if let Some(partitions) = splits.get(&row_set, filter, n, epoch) {
+        return Ok(partitions);
+    }
+    let partitions = sample_split(store, keys, row_set.clone(), filter, n)?;
+    splits.put(row_set, filter.clone(), n, epoch, partitions.clone());
+    Ok(partitions)
+}
+
+/// [`split`] of an open-ended key range, found by reading the table: a
+/// sample of its rows, and its first and last keys.
+fn sample_split(
+    store: &TableStore,
+    keys: &KeySet,
+    row_set: RowSet,
+    filter: &Filter,
+    n: usize,
+) -> Result<Vec<RowSet>> {
     let edge = |reverse: bool| -> Result<Option<Vec<u8>>> {
         let options = ReadOptions::new()
             .with_filter(filter.clone())
