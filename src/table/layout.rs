@@ -438,8 +438,13 @@ impl Layout {
     /// wrote the table since a complete pass under this layout started and
     /// no family hides versions by age (which passing time does).
     pub fn needs_compaction(&self, epoch: u64) -> bool {
-        self.compacted_at.load(Ordering::SeqCst) != epoch
-            || self.families.iter().any(|f| f.gc.max_age_micros.is_some())
+        self.compacted_at.load(Ordering::SeqCst) != epoch || self.hides_by_age()
+    }
+
+    /// Whether a family hides versions by age: what a read finds then
+    /// changes as time passes, with no batch written.
+    pub fn hides_by_age(&self) -> bool {
+        self.families.iter().any(|f| f.gc.max_age_micros.is_some())
     }
 
     /// Records a complete pass that started at write epoch `epoch`.

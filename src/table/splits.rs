@@ -9,6 +9,8 @@
 //! rows are shared out (each split covers the scan's whole key set), so
 //! one found before stays right; it is found again once a batch wrote the
 //! table (its write epoch moved) and the table's size may have changed.
+//! A table whose families hide versions by age is sampled every time: its
+//! rows can age out with no batch written.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};

@@ -323,7 +323,8 @@ fn planning_scan(store: &TableStore, rows: &RowSet, options: ReadOptions) -> Sca
 /// The first and last keys are found with the scan's own filter, so only
 /// the locality groups the scan reads are touched. A split found before
 /// is used again while no batch wrote the table
-/// ([`SplitMemo`](crate::table::splits::SplitMemo)).
+/// ([`SplitMemo`](crate::table::splits::SplitMemo)), unless the table hides
+/// versions by age.
 fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result<Vec<RowSet>> {
     let single_keys = keys
         .intervals()
@@ -339,6 +340,11 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
         return Ok(vec![keys.to_row_set()]);
     }
     let row_set = keys.to_row_set();
+    // Rows that age out leave no batch behind: a table that hides versions
+    // by age is sampled every time.
+    if store.layout.hides_by_age() {
+        return sample_split(store, keys, row_set.clone(), filter, n);
+    }
     // Read before the sample: a batch that writes meanwhile moves it, and
     // the next scan samples again.
     let epoch = store.layout.write_epoch();
