@@ -19,8 +19,8 @@ const SHARED: &[&str] = &["ids", "error"];
 
 /// The modules of `table`, lowest first.
 const TABLE: &[&str] = &[
-    "spec", "varint", "filter", "mutation", "layout", "kept", "cell", "selector", "locks",
-    "entries", "chunks", "read", "scanner", "write", "gc",
+    "spec", "varint", "filter", "splits", "mutation", "layout", "kept", "cell", "selector",
+    "locks", "entries", "chunks", "read", "scanner", "write", "gc",
 ];
 
 type BoxError = Box<dyn std::error::Error>;

@@ -19,6 +19,23 @@ fn keys_read_of(db: &Db, table: &str, group: &str) -> Result<u64, Box<dyn std::e
         .map_or(0, |(_, n)| n))
 }
 
+/// What `EXPLAIN` shows of `SELECT count(n) FROM table` in `session`, and
+/// the keys of the table's default group that planning it read.
+async fn explain_count(
+    db: &Db,
+    session: &widesql::Session,
+    table: &str,
+) -> Result<(String, u64), Box<dyn std::error::Error>> {
+    let before = keys_read_of(db, table, "default")?;
+    let plan = session
+        .sql(&format!("EXPLAIN SELECT count(n) FROM {table}"))
+        .await?
+        .collect()
+        .await?;
+    let plan = widesql_slt::rows_as_text(&plan)?.concat().join(" ");
+    Ok((plan, keys_read_of(db, table, "default")? - before))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_pushdown_reads_only_matching_keys() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
@@ -94,12 +111,7 @@ async fn sql_pushdown_reads_only_matching_keys() -> Result<(), Box<dyn std::erro
             ..Default::default()
         },
     );
-    let plan = session4
-        .sql("EXPLAIN SELECT count(n) FROM pages")
-        .await?
-        .collect()
-        .await?;
-    let plan = widesql_slt::rows_as_text(&plan)?.concat().join(" ");
+    let (plan, _) = explain_count(&db, &session4, "pages").await?;
     assert!(
         plan.contains("keys=all, groups=[default], partitions=4"),
         "{plan}"
@@ -108,27 +120,17 @@ async fn sql_pushdown_reads_only_matching_keys() -> Result<(), Box<dyn std::erro
     // Finding the split reads the table (a sample and its first and last
     // keys); planning the scan again uses the split found, reading nothing,
     // until a batch writes the table.
-    let planning_reads = || async {
-        let before = keys_read(&db, "default")?;
-        let plan = session4
-            .sql("EXPLAIN SELECT count(n) FROM pages")
-            .await?
-            .collect()
-            .await?;
-        let plan = widesql_slt::rows_as_text(&plan)?.concat().join(" ");
-        assert!(plan.contains("partitions=4"), "{plan}");
-        Ok::<u64, Box<dyn std::error::Error>>(keys_read(&db, "default")? - before)
-    };
-    assert_eq!(planning_reads().await?, 0);
+    assert_eq!(explain_count(&db, &session4, "pages").await?.1, 0);
     session
         .run("INSERT INTO pages VALUES ('k100000', 100000, 'body')")
         .await?;
-    let sampled = planning_reads().await?;
+    let (plan, sampled) = explain_count(&db, &session4, "pages").await?;
+    assert!(plan.contains("partitions=4"), "{plan}");
     assert!(
         sampled >= 4096,
         "planning after a write read {sampled} keys"
     );
-    assert_eq!(planning_reads().await?, 0);
+    assert_eq!(explain_count(&db, &session4, "pages").await?.1, 0);
     session
         .run("DELETE FROM pages WHERE _key = 'k100000'")
         .await?;
@@ -144,13 +146,7 @@ async fn sql_pushdown_reads_only_matching_keys() -> Result<(), Box<dyn std::erro
         )
         .await?;
     for _ in 0..2 {
-        let before = keys_read_of(&db, "aged", "default")?;
-        session4
-            .sql("EXPLAIN SELECT count(n) FROM aged")
-            .await?
-            .collect()
-            .await?;
-        let sampled = keys_read_of(&db, "aged", "default")? - before;
+        let (_, sampled) = explain_count(&db, &session4, "aged").await?;
         assert!(
             sampled >= 4096,
             "planning read {sampled} keys of a table with a TTL"
