@@ -343,7 +343,7 @@ fn split(store: &TableStore, keys: &KeySet, filter: &Filter, n: usize) -> Result
     // Rows that age out leave no batch behind: a table that hides versions
     // by age is sampled every time.
     if store.layout.hides_by_age() {
-        return sample_split(store, keys, row_set.clone(), filter, n);
+        return sample_split(store, keys, row_set, filter, n);
     }
     // Read before the sample: a batch that writes meanwhile moves it, and
     // the next scan samples again.
