@@ -17,15 +17,9 @@ use crate::table::layout::{
 };
 use crate::{Db, Result};
 
-/// The tree a worker holds the tablets of its master's table tree `name`
-/// in; a name that is not a user table's tree is refused.
-fn table_tree(db: &Db, name: &[u8]) -> Result<crate::storage::Tree> {
-    let id = held_table(name)?;
-    Ok(db.inner.engine.storage.tree(&held_tree_name(id))?)
-}
-
 /// The entries of the table tree `name` in `(lo, hi)`, in key order or
-/// reversed.
+/// reversed; none for a table the worker holds nothing of. A read never
+/// makes the tree: an empty one would list the table in [`held_tables`].
 pub fn held_entries(
     db: &Db,
     name: &[u8],
@@ -33,7 +27,12 @@ pub fn held_entries(
     hi: Bound<Vec<u8>>,
     reverse: bool,
 ) -> Result<RangeIter> {
-    Ok(table_tree(db, name)?.range(lo, hi, reverse))
+    let storage = &db.inner.engine.storage;
+    let tree_name = held_tree_name(held_table(name)?);
+    if !storage.has_tree(&tree_name) {
+        return Ok(RangeIter::empty());
+    }
+    Ok(storage.tree(&tree_name)?.range(lo, hi, reverse))
 }
 
 /// Applies `writes` to table trees atomically; durable on return when
@@ -223,7 +222,31 @@ pub(crate) fn hold_own_rows(db: &Db, table: crate::TableId) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::ops::Bound;
+
+    use crate::table::layout::table_tree_name;
     use crate::{Db, TableSpec};
+
+    /// Reading the tablets of a table a worker holds nothing of finds no
+    /// entries and leaves no tree behind that would list it as held.
+    #[test]
+    fn reading_a_table_not_held_makes_no_tree() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let db = Db::open(dir.path())?;
+        let id = db
+            .default_dataset()?
+            .create_table("t", TableSpec::new())?
+            .id();
+        let name = table_tree_name(id);
+        let read = |reverse| -> Result<usize, Box<dyn std::error::Error>> {
+            let entries =
+                super::held_entries(&db, &name, Bound::Unbounded, Bound::Unbounded, reverse)?;
+            Ok(entries.count())
+        };
+        assert_eq!((read(false)?, read(true)?), (0, 0));
+        assert!(super::held_tables(&db).is_empty());
+        Ok(())
+    }
 
     #[test]
     fn a_drop_whose_record_was_lost_is_recorded_at_the_next_open(

@@ -278,7 +278,12 @@ impl Storage {
     /// Whether the backend tree that `tree` is (or is a key space of)
     /// still exists: `false` once [`Storage::drop_tree`] removed it.
     pub fn contains_tree(&self, tree: &Tree) -> bool {
-        let name = tree.inner.name();
+        self.has_tree(tree.inner.name())
+    }
+
+    /// Whether a tree called `name` exists, without making one as
+    /// [`Storage::tree`] would.
+    pub fn has_tree(&self, name: &[u8]) -> bool {
         self.backend
             .tree_names()
             .iter()

@@ -45,6 +45,16 @@ impl RangeIter {
         }
     }
 
+    /// A scan that finds nothing: of a tree that does not exist.
+    pub(crate) fn empty() -> Self {
+        RangeIter::new(
+            Box::new(std::iter::empty()),
+            0,
+            Arc::default(),
+            Arc::from(""),
+        )
+    }
+
     /// Reads the rest of the scan on a thread of its own, a few batches
     /// ahead of the caller: for scans long enough to pay for a thread.
     /// Entries come in the same order, and keys are counted as the caller
