@@ -3,13 +3,17 @@
 //! back to the master) and aborts at the step under test. The parent then
 //! opens both directories again and checks that the tablet has one owner
 //! (the source before the catalog changed, the target after), that every
-//! row is there once, and that the move, run again, finishes.
+//! row is there once, and that the move, run again, finishes. At the step
+//! where a move copies again the keys written while it copied, the rows
+//! written then (acknowledged before the crash) are there too.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
 
-use widesql::internals::{crash_moves_at, MoveStep};
+use std::time::Duration;
+
+use widesql::internals::{crash_moves_at, hold_moves_at, MoveStep};
 use widesql::Db;
 
 #[expect(
@@ -35,9 +39,19 @@ const SETUP: &str = "CREATE TABLE t (_key VARCHAR PRIMARY KEY, v BIGINT, body VA
 const WHOLE: &str = "SELECT count(*), count(DISTINCT _key), sum(v), sum(length(body)) FROM t";
 const WHOLE_ANSWER: &str = "300 300 44850 30000";
 
-const STEPS: [(MoveStep, &str); 4] = [
+/// Rows `n0000` to `n1999`, in the moving tablet, written while its rows
+/// are copied: more keys than a move copies under its locks, so that it
+/// copies them again first (and stops at [`MoveStep::CopiedAgain`]).
+const WRITTEN_WHILE_COPYING: &str =
+    "INSERT INTO t SELECT concat('n', lpad(CAST(value AS VARCHAR), 4, '0')), \
+     value, repeat('y', 10) FROM generate_series(0, 1999) AS s(value)";
+/// [`WHOLE_ANSWER`] with those rows.
+const WHOLE_ANSWER_WITH_WRITES: &str = "2300 2300 2043850 50000";
+
+const STEPS: [(MoveStep, &str); 5] = [
     (MoveStep::Cleared, "cleared"),
     (MoveStep::Copying, "copying"),
+    (MoveStep::CopiedAgain, "copied-again"),
     (MoveStep::Flushed, "flushed"),
     (MoveStep::Committed, "committed"),
 ];
@@ -76,7 +90,25 @@ async fn child(spec: &str) -> Result<(), BoxError> {
         session.run(&move_sql("out", &url)).await?;
     }
     crash_moves_at(Some(step));
-    session.run(&move_sql(direction, &url)).await?;
+    if step != MoveStep::CopiedAgain {
+        session.run(&move_sql(direction, &url)).await?;
+        return Err("the move did not stop".into());
+    }
+    // Rows written while the first are copied, acknowledged before the
+    // move copies them again and stops.
+    let table = db.open_table("default", "public", "t")?.id();
+    let copying = hold_moves_at(table, MoveStep::Copying);
+    let moving = {
+        let db = db.clone();
+        let sql = move_sql(direction, &url);
+        tokio::spawn(async move { db.session().run(&sql).await })
+    };
+    if !tokio::task::block_in_place(|| copying.reached(Duration::from_secs(30))) {
+        return Err("the move did not reach its copy".into());
+    }
+    session.run(WRITTEN_WHILE_COPYING).await?;
+    drop(copying);
+    moving.await??;
     Err("the move did not stop".into())
 }
 
@@ -126,14 +158,18 @@ async fn a_move_stopped_at_any_step_leaves_one_owner_and_every_row_once() -> Res
             } else {
                 source
             };
+            let whole = match step {
+                MoveStep::CopiedAgain => WHOLE_ANSWER_WITH_WRITES,
+                _ => WHOLE_ANSWER,
+            };
             let tablets = lines(&session, "SHOW TABLETS FROM t").await?;
             assert_eq!(tablets.len(), 2, "{spec}: {tablets:?}");
             assert!(tablets[1].ends_with(owner), "{spec}: {tablets:?}");
-            assert_eq!(lines(&session, WHOLE).await?, [WHOLE_ANSWER], "{spec}");
+            assert_eq!(lines(&session, WHOLE).await?, [whole], "{spec}");
             if owner == source {
                 session.run(&move_sql(direction, &url)).await?;
                 assert!(lines(&session, "SHOW TABLETS FROM t").await?[1].ends_with(target));
-                assert_eq!(lines(&session, WHOLE).await?, [WHOLE_ANSWER], "{spec}");
+                assert_eq!(lines(&session, WHOLE).await?, [whole], "{spec}");
             }
             w.shutdown().await?;
             master.shutdown().await?;
