@@ -10,7 +10,6 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
-
 use std::time::Duration;
 
 use widesql::internals::{crash_moves_at, hold_moves_at, MoveStep};
