@@ -221,7 +221,7 @@ impl WideScanExec {
     }
 
     /// The scan's store, request, view, tablets and partitions.
-    pub(super) fn parts(&self) -> (&TableStore, &ScanRequest, &[RowSet], Option<&[Tablet]>) {
+    pub(crate) fn parts(&self) -> (&TableStore, &ScanRequest, &[RowSet], Option<&[Tablet]>) {
         (
             &self.store,
             &self.request,

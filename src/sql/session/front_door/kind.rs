@@ -17,6 +17,7 @@ use super::cache::estimated_bytes;
 use super::eligibility::{
     exactly_as, plans_changing_functions, reads_only_widesql_tables, same_kind,
 };
+use super::physical::PhysicalMemo;
 use crate::error::Result;
 use crate::sql::dml::constant_insert::{Cell, ConstantInsert};
 use crate::sql::read::key_lookup::KeyLookup;
@@ -30,6 +31,9 @@ pub(super) enum Form {
     /// only when those are the values a parsed query's normalisation lifts
     /// (a parameter in the select list would name its column `$1`).
     Text,
+    /// A `SELECT` read off its text whose literals are not values to lift
+    /// (`SELECT 1`, `SELECT 'x' AS a FROM t`), kept by its exact text.
+    Exact,
     /// A parsed query with the values of its `WHERE` clauses lifted.
     Query,
     /// An `INSERT … VALUES` of literals with one row of parameters.
@@ -69,6 +73,21 @@ pub(crate) struct CachedQuery {
     /// in that type. (A lifted literal is a comparison's operand, an `IN`
     /// item or a `BETWEEN` bound, where an exact conversion means the same.)
     exact_types: bool,
+    /// The physical plan of a shape without parameters, kept by its first
+    /// run.
+    physical: PhysicalMemo,
+}
+
+impl CachedQuery {
+    /// Its logical plan's estimate, twice when a physical plan of it may
+    /// be kept too.
+    fn estimated_bytes(&self) -> u64 {
+        let bytes = estimated_bytes(&self.plan);
+        match self.parameters.is_empty() {
+            true => 2 * bytes,
+            false => bytes,
+        }
+    }
 }
 
 /// A statement's own values: parameters, or an INSERT's rows of literals.
@@ -100,10 +119,10 @@ impl PlanKind {
     pub(super) fn estimated_bytes(&self) -> u64 {
         match self {
             PlanKind::KeyLookup { query, .. } => {
-                1024 + query.as_ref().map_or(0, |q| estimated_bytes(&q.plan))
+                1024 + query.as_ref().map_or(0, CachedQuery::estimated_bytes)
             }
             PlanKind::ConstantInsert(plan) => estimated_bytes(plan),
-            PlanKind::Query(query) => estimated_bytes(&query.plan),
+            PlanKind::Query(query) => query.estimated_bytes(),
         }
     }
 }
@@ -168,6 +187,7 @@ impl Session {
             plan: optimized,
             parameters,
             exact_types: form == Form::Prepared,
+            physical: PhysicalMemo::default(),
         })
     }
 
@@ -222,12 +242,20 @@ impl Session {
         }
     }
 
-    /// `query` with `params` bound and physically planned; `None` when a
-    /// value is not of its place's kind or does not convert to its type
-    /// exactly (`5.5` where an integer column is compared).
+    /// `query` with `params` bound and physically planned (without
+    /// parameters, its kept physical plan); `None` when a value is not of
+    /// its place's kind or does not convert to its type exactly (`5.5`
+    /// where an integer column is compared).
     async fn bind(&self, query: &CachedQuery, params: Vec<ScalarValue>) -> Result<Option<Answer>> {
         if params.len() != query.parameters.len() {
             return Ok(None);
+        }
+        let kept = params.is_empty();
+        if let Some(physical) = query.physical.copy().filter(|_| kept) {
+            return Ok(Some(Answer::Ready {
+                physical,
+                schema: Arc::clone(query.plan.schema()),
+            }));
         }
         let Some(values) = params
             .into_iter()
@@ -257,6 +285,10 @@ impl Session {
             .create_physical_plan(&plan, state.as_ref())
             .await
             .map_err(from_df)?;
+        let physical = match kept {
+            true => query.physical.keep(physical),
+            false => physical,
+        };
         Ok(Some(Answer::Ready {
             physical,
             schema: Arc::clone(plan.schema()),

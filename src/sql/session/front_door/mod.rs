@@ -10,7 +10,9 @@
 //!    become parameters `$1, $2, …`, as SQL Server's simple
 //!    parameterisation does:
 //!    - a `SELECT` read off its text (no parser): every string and number
-//!      literal (only a key lookup is kept for that shape);
+//!      literal, when these are the values a parsed query's normalisation
+//!      lifts; a query without `WHERE`, where it lifts none (`SELECT 1`),
+//!      as it is;
 //!    - a parsed query: the literals of its `WHERE` clauses that are values
 //!      (an operand of a comparison whose other side is no literal, an
 //!      item of an `IN` list, a bound of `BETWEEN`). Literals anywhere else
@@ -37,7 +39,9 @@
 //!       are filled into the plan's one row and written without
 //!       DataFusion;
 //!    3. **query**: any other query, kept optimised; a run binds the
-//!       values and plans it physically.
+//!       values and plans it physically. A shape without values keeps
+//!       the physical plan of its first run where a reset copy runs as a
+//!       new plan would ([`physical`]).
 //! 4. **Run** the kind with this statement's values, each converted to its
 //!    place's type. A value of another kind than its place (a number
 //!    compared with text, which DataFusion may compare as numbers), or one
@@ -80,6 +84,7 @@ mod cache;
 mod eligibility;
 mod kind;
 mod normalise;
+mod physical;
 pub(crate) mod text_literals;
 
 pub use cache::PlanCacheStats;
@@ -161,8 +166,39 @@ impl Session {
                 self.text_shape(&shape)
             })
             .await;
-        self.answer_counted(kind, hit, Values::Params(params), false)
+        // Only a query without `WHERE` is kept by its text: one with a
+        // value there is parsed, so that each value does not make a shape.
+        let has_where = text
+            .as_bytes()
+            .windows(5)
+            .any(|word| word.eq_ignore_ascii_case(b"where"));
+        if kind.is_some() || has_where {
+            return self
+                .answer_counted(kind, hit, Values::Params(params), false)
+                .await;
+        }
+        let text = text.trim();
+        let (kind, hit) = self
+            .shape_kind(Form::Exact, text, &[], || self.exact_shape(text))
+            .await;
+        self.answer_counted(kind, hit, Values::Params(Vec::new()), false)
             .await
+    }
+
+    /// A `SELECT` read off its text, parsed, when a parsed query's
+    /// normalisation lifts none of its literals: it is then its own shape,
+    /// kept by its text without parsing it again. `None` otherwise: the
+    /// text is parsed, and its values lifted.
+    fn exact_shape(&self, text: &str) -> Option<DfStatement> {
+        let statement = self.parse_one(text).ok()?;
+        let DfStatement::Statement(query) = &statement else {
+            return None;
+        };
+        let numbers = self.numbers();
+        let lifted = lift_values(&mut query.as_ref().clone(), |value| {
+            literal_value(value, numbers)
+        });
+        (is_query(&statement) && lifted.is_empty()).then_some(statement)
     }
 
     /// The template of a `SELECT` read off its text, parsed, when its
