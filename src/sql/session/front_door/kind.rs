@@ -17,7 +17,7 @@ use super::cache::estimated_bytes;
 use super::eligibility::{
     exactly_as, plans_changing_functions, reads_only_widesql_tables, same_kind,
 };
-use super::physical::PhysicalMemo;
+use super::physical::{PhysicalMemo, Settings};
 use crate::error::Result;
 use crate::sql::dml::constant_insert::{Cell, ConstantInsert};
 use crate::sql::read::key_lookup::KeyLookup;
@@ -250,8 +250,14 @@ impl Session {
         if params.len() != query.parameters.len() {
             return Ok(None);
         }
+        let (state, _) = self.planning_state();
+        let settings = Settings::of(&state);
         let kept = params.is_empty();
-        if let Some(physical) = query.physical.copy().filter(|_| kept) {
+        let copy = match kept {
+            true => query.physical.copy(settings),
+            false => None,
+        };
+        if let Some(physical) = copy {
             return Ok(Some(Answer::Ready {
                 physical,
                 schema: Arc::clone(query.plan.schema()),
@@ -279,14 +285,13 @@ impl Session {
         else {
             return Ok(None);
         };
-        let (state, _) = self.planning_state();
         let physical = state
             .query_planner()
             .create_physical_plan(&plan, state.as_ref())
             .await
             .map_err(from_df)?;
         let physical = match kept {
-            true => query.physical.keep(physical),
+            true => query.physical.keep(physical, settings),
             false => physical,
         };
         Ok(Some(Answer::Ready {
