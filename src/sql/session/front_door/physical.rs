@@ -193,17 +193,23 @@ fn has_dynamic_filter(node: &Arc<dyn ExecutionPlan>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Db, Error};
+    use crate::{Db, Error, Session};
+
+    /// A new database in a temporary directory, and a session of it.
+    fn open() -> crate::Result<(tempfile::TempDir, Db, Session)> {
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
+        let db = Db::open(dir.path())?;
+        let session = db.session();
+        Ok((dir, db, session))
+    }
 
     /// Which plans are kept: those of scans, filters, aggregates, unions
     /// and full sorts; not a TopK (it makes a dynamic filter), a join or a
     /// subquery (made a join).
     #[tokio::test]
     async fn plans_with_state_between_runs_are_not_kept() -> crate::Result<()> {
-        let dir = tempfile::tempdir()
-            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
-        let db = Db::open(dir.path())?;
-        let session = db.session();
+        let (_dir, _db, session) = open()?;
         session
             .run(
                 "CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT);
@@ -239,10 +245,7 @@ mod tests {
     /// plan kept in its place.
     #[tokio::test]
     async fn a_kept_plan_gives_way_after_writes_and_to_other_settings() -> crate::Result<()> {
-        let dir = tempfile::tempdir()
-            .map_err(|e| Error::Sql(crate::sql::SqlError::Invalid(e.to_string())))?;
-        let db = Db::open(dir.path())?;
-        let session = db.session();
+        let (_dir, _db, session) = open()?;
         session
             .run("CREATE TABLE t (_key VARCHAR PRIMARY KEY, n BIGINT)")
             .await?;
