@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use datafusion::arrow::record_batch::RecordBatch;
 use widesql::{Durability, ErrorKind, Filter, RowMutation};
 
 use crate::data::{self, Page, Rng};
@@ -11,7 +12,7 @@ use crate::report::{
     disk_read_bytes, duration, median, median_of, median_secs, rate, reset_peak_rss, rss_kib,
     times, unless_hung, Hung, MdTable, Ratios, Target,
 };
-use crate::systems::datafusion_mem::DataFusionMem;
+use crate::systems::datafusion_mem::{row_count, DataFusionMem};
 use crate::systems::gluesql::GlueSql;
 use crate::systems::raw_sled::{cell_key, RawSled};
 use crate::systems::sqlite::Sqlite;
@@ -378,6 +379,7 @@ fn random_keys(rows: usize, n: usize, seed: u64) -> Vec<String> {
 
 fn w2_point(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut Ratios) -> Res<()> {
     let keys = random_keys(config.rows, config.points, 2);
+    w2_shape_table(&stores.sql)?;
     // SQLite with its rows in key order, as widesql keeps them.
     let mut clustered = Sqlite::open_without_rowid(&config.fresh("w2-sqlite-without-rowid")?)?;
     clustered.load(pages)?;
@@ -504,6 +506,7 @@ fn w2_point(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut R
         None,
     );
     w2_range(config, stores, &mut clustered, ratios)?;
+    w2_value_shape(config, stores, keys.len(), ratios)?;
     ratios.add("w2.sql_floor_vs_sqlite", floor / sqlite, None);
     // Microseconds, not a ratio: the floor's target is absolute.
     for (name, secs) in [
@@ -514,6 +517,115 @@ fn w2_point(config: &Config, pages: &[Page], stores: &mut Stores, ratios: &mut R
         ratios.add(name, secs * 1e6, Some(Target::AtMost(30.0)));
     }
     ratios.add("w2.sql_floor_vs_datafusion", floor / datafusion_floor, None);
+    Ok(())
+}
+
+/// The rows of W2's small table for a repeated shape with a value.
+const SHAPE_ROWS: i64 = 16;
+
+/// W2's repeated statement shape with a value that is not a key: `WHERE n
+/// = …` over a table of [`SHAPE_ROWS`] rows, a new value each time,
+/// through every entry point, next to the same scan without a value (a
+/// shape whose physical plan is kept). Their difference is what the value
+/// costs above the statement's work.
+/// Makes W2's small table before any system of the run reads: a hung
+/// GlueSQL, abandoned in sled, can stall every sled database of the
+/// process, and widesql's writes with it (its stall guard then refuses
+/// them).
+fn w2_shape_table(sql: &WidesqlSql) -> Res<()> {
+    sql.query("CREATE TABLE shapes (_key VARCHAR PRIMARY KEY, n BIGINT)")?;
+    let rows: Vec<String> = (0..SHAPE_ROWS)
+        .map(|n| format!("('k{n:02}', {n})"))
+        .collect();
+    sql.query(&format!("INSERT INTO shapes VALUES {}", rows.join(", ")))?;
+    Ok(())
+}
+
+fn w2_value_shape(
+    config: &Config,
+    stores: &mut Stores,
+    statements: usize,
+    ratios: &mut Ratios,
+) -> Res<()> {
+    let sql = &mut stores.sql;
+    let mut table = MdTable::new(
+        format!(
+            "W2 repeated shape with a value (`SELECT _key FROM shapes WHERE n = …`, \
+             {SHAPE_ROWS} rows, {statements} statements per run)"
+        ),
+        &[
+            "entry point",
+            "µs per statement",
+            "above the scan without a value",
+        ],
+    );
+    let check = |batches: Vec<RecordBatch>, want: usize| -> Res<()> {
+        match row_count(&batches) == want {
+            true => Ok(()),
+            false => Err(format!("the shape's statement did not return {want} row(s)").into()),
+        }
+    };
+    let value = |i: usize| i as i64 % SHAPE_ROWS;
+    let scan = median_secs(config.reps, || {
+        for _ in 0..statements {
+            check(sql.run("SELECT _key FROM shapes")?, SHAPE_ROWS as usize)?;
+        }
+        Ok(())
+    })? / statements as f64;
+    let run = median_secs(config.reps, || {
+        for i in 0..statements {
+            check(
+                sql.run(&format!("SELECT _key FROM shapes WHERE n = {}", value(i)))?,
+                1,
+            )?;
+        }
+        Ok(())
+    })? / statements as f64;
+    let dataframe = median_secs(config.reps, || {
+        for i in 0..statements {
+            check(
+                sql.query(&format!("SELECT _key FROM shapes WHERE n = {}", value(i)))?,
+                1,
+            )?;
+        }
+        Ok(())
+    })? / statements as f64;
+    let prepared_statement = sql.prepare("SELECT _key FROM shapes WHERE n = $1")?;
+    let prepared = median_secs(config.reps, || {
+        for i in 0..statements {
+            let params = vec![value(i).into()];
+            check(
+                config.runtime.block_on(prepared_statement.query(params))?,
+                1,
+            )?;
+        }
+        Ok(())
+    })? / statements as f64;
+    let figures = [
+        (
+            "the scan without a value (`SELECT _key FROM shapes`), `Session::run`",
+            scan,
+        ),
+        ("`Session::run`", run),
+        ("`Session::sql` → `collect`", dataframe),
+        ("prepared (`n = $1`)", prepared),
+    ];
+    for (name, secs) in figures {
+        table.row(vec![
+            name.to_string(),
+            duration(secs),
+            format!("{:.1} µs", (secs - scan) * 1e6),
+        ]);
+    }
+    table.print();
+    // Microseconds above the scan: the target is absolute.
+    for (name, secs) in [
+        ("w2.value_shape_run_micros", run),
+        ("w2.value_shape_dataframe_micros", dataframe),
+        ("w2.value_shape_prepared_micros", prepared),
+    ] {
+        ratios.add(name, (secs - scan) * 1e6, Some(Target::AtMost(30.0)));
+    }
     Ok(())
 }
 

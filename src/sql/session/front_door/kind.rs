@@ -9,7 +9,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchemaRef, ParamValues, ScalarValue};
-use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 
@@ -17,7 +17,7 @@ use super::cache::estimated_bytes;
 use super::eligibility::{
     exactly_as, plans_changing_functions, reads_only_widesql_tables, same_kind,
 };
-use super::physical::{PhysicalMemo, Settings};
+use super::physical::{generic, parameter_places, PhysicalMemo, Settings};
 use crate::error::Result;
 use crate::sql::dml::constant_insert::{Cell, ConstantInsert};
 use crate::sql::read::key_lookup::KeyLookup;
@@ -73,8 +73,12 @@ pub(crate) struct CachedQuery {
     /// in that type. (A lifted literal is a comparison's operand, an `IN`
     /// item or a `BETWEEN` bound, where an exact conversion means the same.)
     exact_types: bool,
-    /// The physical plan of a shape without parameters, kept by its first
-    /// run.
+    /// How many times each parameter stands in `plan`, when a physical
+    /// plan of it may be kept: none of its scans takes a parameter (the
+    /// values would decide its key ranges).
+    places: Option<Vec<usize>>,
+    /// Its physical plan, kept by its first run, copied with each run's
+    /// values.
     physical: PhysicalMemo,
 }
 
@@ -83,9 +87,9 @@ impl CachedQuery {
     /// be kept too.
     fn estimated_bytes(&self) -> u64 {
         let bytes = estimated_bytes(&self.plan);
-        match self.parameters.is_empty() {
-            true => 2 * bytes,
-            false => bytes,
+        match self.places {
+            Some(_) => 2 * bytes,
+            None => bytes,
         }
     }
 }
@@ -184,6 +188,7 @@ impl Session {
         }
         let optimized = self.ctx.state().optimize(&plan).ok()?;
         Some(CachedQuery {
+            places: parameter_places(&optimized, parameters.len()),
             plan: optimized,
             parameters,
             exact_types: form == Form::Prepared,
@@ -242,26 +247,13 @@ impl Session {
         }
     }
 
-    /// `query` with `params` bound and physically planned (without
-    /// parameters, its kept physical plan); `None` when a value is not of
-    /// its place's kind or does not convert to its type exactly (`5.5`
-    /// where an integer column is compared).
+    /// `query` with `params` bound and physically planned, or its kept
+    /// physical plan copied with them; `None` when a value is not of its
+    /// place's kind or does not convert to its type exactly (`5.5` where
+    /// an integer column is compared).
     async fn bind(&self, query: &CachedQuery, params: Vec<ScalarValue>) -> Result<Option<Answer>> {
         if params.len() != query.parameters.len() {
             return Ok(None);
-        }
-        let (state, _) = self.planning_state();
-        let settings = Settings::of(&state);
-        let kept = params.is_empty();
-        let copy = match kept {
-            true => query.physical.copy(settings),
-            false => None,
-        };
-        if let Some(physical) = copy {
-            return Ok(Some(Answer::Ready {
-                physical,
-                schema: Arc::clone(query.plan.schema()),
-            }));
         }
         let Some(values) = params
             .into_iter()
@@ -278,22 +270,60 @@ impl Session {
         else {
             return Ok(None);
         };
-        let Ok(plan) = query
-            .plan
-            .clone()
-            .with_param_values(ParamValues::List(values))
-        else {
-            return Ok(None);
+        let (state, _) = self.planning_state();
+        let settings = Settings::of(&state);
+        let ready = |physical| {
+            let schema = Arc::clone(query.plan.schema());
+            Ok(Some(Answer::Ready { physical, schema }))
+        };
+        let Some(places) = query.places.as_deref() else {
+            return self.plan_physically(&query.plan, values, &state).await;
+        };
+        if let Some(copy) = query.physical.copy(settings, &values) {
+            return ready(copy);
+        }
+        if !query.physical.refused() {
+            // A plan that fails to be made for values unknown is made for
+            // the values, as one that is not kept is.
+            let plan = generic(&query.plan, &query.parameters);
+            let generic = match plan {
+                Some(plan) => self.plan_physically(&plan, Vec::new(), &state).await,
+                None => Ok(None),
+            };
+            if let Ok(Some(Answer::Ready { physical, .. })) = generic {
+                if query.physical.keep(Arc::clone(&physical), settings, places) {
+                    if let Some(copy) = query.physical.copy(settings, &values) {
+                        return ready(copy);
+                    }
+                } else if values.is_empty() {
+                    // Without parameters it is the statement's own plan.
+                    return ready(physical);
+                }
+            }
+        }
+        self.plan_physically(&query.plan, values, &state).await
+    }
+
+    /// `plan` with `values` bound, physically planned; `None` when they do
+    /// not bind.
+    async fn plan_physically(
+        &self,
+        plan: &LogicalPlan,
+        values: Vec<ScalarAndMetadata>,
+        state: &SessionState,
+    ) -> Result<Option<Answer>> {
+        let plan = match values.is_empty() {
+            true => plan.clone(),
+            false => match plan.clone().with_param_values(ParamValues::List(values)) {
+                Ok(plan) => plan,
+                Err(_) => return Ok(None),
+            },
         };
         let physical = state
             .query_planner()
-            .create_physical_plan(&plan, state.as_ref())
+            .create_physical_plan(&plan, state)
             .await
             .map_err(from_df)?;
-        let physical = match kept {
-            true => query.physical.keep(physical, settings),
-            false => physical,
-        };
         Ok(Some(Answer::Ready {
             physical,
             schema: Arc::clone(plan.schema()),

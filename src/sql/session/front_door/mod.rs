@@ -38,10 +38,11 @@
 //!    2. **constant insert**: an `INSERT … VALUES` of constants; its rows
 //!       are filled into the plan's one row and written without
 //!       DataFusion;
-//!    3. **query**: any other query, kept optimised; a run binds the
-//!       values and plans it physically. A shape without values keeps
-//!       the physical plan of its first run where a reset copy runs as a
-//!       new plan would ([`physical`]).
+//!    3. **query**: any other query, kept optimised. A physical plan made
+//!       for values unknown (a generic plan) is kept with it where a copy
+//!       with each run's values put into its filters runs as a plan made
+//!       for those values would ([`physical`]); otherwise a run binds the
+//!       values and plans it physically.
 //! 4. **Run** the kind with this statement's values, each converted to its
 //!    place's type. A value of another kind than its place (a number
 //!    compared with text, which DataFusion may compare as numbers), or one
