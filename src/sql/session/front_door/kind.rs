@@ -17,7 +17,8 @@ use super::cache::estimated_bytes;
 use super::eligibility::{
     exactly_as, plans_changing_functions, reads_only_widesql_tables, same_kind,
 };
-use super::physical::{generic, parameter_places, PhysicalMemo, Settings};
+use super::generic::{generic, parameter_places};
+use super::physical::{PhysicalMemo, Settings};
 use crate::error::Result;
 use crate::sql::dml::constant_insert::{Cell, ConstantInsert};
 use crate::sql::read::key_lookup::KeyLookup;

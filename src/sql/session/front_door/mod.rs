@@ -83,6 +83,7 @@ use datafusion::sql::sqlparser::ast::{
 
 mod cache;
 mod eligibility;
+mod generic;
 mod kind;
 mod normalise;
 mod physical;
